@@ -1,0 +1,3 @@
+from murmurd.cli import main
+
+raise SystemExit(main())

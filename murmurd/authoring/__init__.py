@@ -1,0 +1,1 @@
+"""The Python authoring path: compile a Python artifact into a component."""

@@ -1,0 +1,145 @@
+"""`murmurd build`: compile a Python artifact (`murmur.yaml` + `app.py`) with componentize-py.
+
+Builds are content-addressed: the key covers the artifact's files, the WIT it compiles
+against, the world, and the componentize-py version, so an unchanged artifact is copied out
+of the cache instead of being rebuilt (a build takes several seconds).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from murmurd.contract import WORLDS, wit_root
+from murmurd.manifest.artifact import ArtifactManifest, load_artifact_manifest
+from murmurd.paths import cache_dir
+
+ENTRY_MODULE = "app"
+_SKIPPED_DIRS = {"__pycache__", "workdir", ".murmur-build"}
+
+Progress = Callable[[str], None]
+
+
+class BuildError(RuntimeError):
+    """A build that did not produce a component; the message names the file and the cause."""
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    manifest: ArtifactManifest
+    output: Path
+    cached: bool
+    seconds: float
+
+
+def world_for(manifest: ArtifactManifest) -> tuple[str, str]:
+    """The (WIT directory, world) an artifact compiles against."""
+    key = manifest.world or manifest.runtime
+    if key not in WORLDS:
+        raise BuildError(
+            f"artifact {manifest.name!r}: no WIT world for {key!r} "
+            f"(known: {', '.join(sorted(WORLDS))})"
+        )
+    return WORLDS[key]
+
+
+def _source_files(root: Path) -> Iterator[Path]:
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part in _SKIPPED_DIRS or part.startswith(".") for part in rel.parts):
+            continue
+        if path.is_file() and path.suffix != ".wasm":
+            yield path
+
+
+def build_key(artifact_dir: Path, wit_dir: Path, world: str) -> str:
+    """The content hash a build is cached under."""
+    digest = hashlib.sha256()
+    digest.update(f"componentize-py {metadata.version('componentize-py')}\0world {world}\0".encode())
+    for label, root in (("src", artifact_dir), ("wit", wit_dir)):
+        for path in _source_files(root):
+            digest.update(f"{label}:{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _cause(output: str) -> str:
+    """componentize-py's own message, without the Rust stack backtrace it appends."""
+    text = output.split("Stack backtrace:", 1)[0].strip()
+    return text or "componentize-py failed without a message"
+
+
+def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress) -> subprocess.CompletedProcess[str]:
+    """Run componentize-py, reporting elapsed time every second until it finishes."""
+    done = threading.Event()
+    started = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            progress(f"building {label}: {time.monotonic() - started:.0f}s")
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        env = {**os.environ, "RUST_BACKTRACE": "0"}
+        return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
+    finally:
+        done.set()
+        ticker.join()
+
+
+def build_artifact(
+    artifact_dir: Path,
+    *,
+    progress: Progress | None = None,
+    builds_dir: Path | None = None,
+) -> BuildResult:
+    """Build `artifact_dir` into `<artifact_dir>/<name>.wasm`, through the build cache."""
+    report = progress or (lambda _msg: None)
+    artifact_dir = artifact_dir.resolve()
+    manifest_path = artifact_dir / "murmur.yaml"
+    manifest = load_artifact_manifest(manifest_path)
+    entry = artifact_dir / f"{ENTRY_MODULE}.py"
+    if not entry.is_file():
+        raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")
+    family, world = world_for(manifest)
+    wit_dir = wit_root() / family
+    output = artifact_dir / f"{manifest.name}.wasm"
+    started = time.monotonic()
+
+    key = build_key(artifact_dir, wit_dir, world)
+    store = (builds_dir or cache_dir() / "builds") / f"{key}.wasm"
+    if store.is_file():
+        shutil.copyfile(store, output)
+        report(f"built {manifest.name} (cached)")
+        return BuildResult(manifest, output, True, time.monotonic() - started)
+
+    report(f"building {manifest.name} against {family}/{world}")
+    store.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="murmurd-build-") as scratch:
+        target = Path(scratch) / "out.wasm"
+        cmd = [
+            sys.executable, "-c", "import componentize_py, sys; sys.exit(componentize_py.script())",
+            "-q", "-d", str(wit_dir), "-w", world,
+            "componentize", "-p", str(artifact_dir), ENTRY_MODULE, "-o", str(target),
+        ]
+        proc = _run_with_progress(cmd, artifact_dir, manifest.name, report)
+        if proc.returncode != 0 or not target.is_file():
+            raise BuildError(f"{entry}: build failed:\n{_cause(proc.stderr + proc.stdout)}")
+        tmp = store.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(target, tmp)
+        os.replace(tmp, store)
+    shutil.copyfile(store, output)
+    seconds = time.monotonic() - started
+    report(f"built {manifest.name} in {seconds:.1f}s -> {output}")
+    return BuildResult(manifest, output, False, seconds)

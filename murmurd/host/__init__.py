@@ -1,0 +1,25 @@
+"""The component host: wasmtime engine, compile cache, limits, WASI, host imports, worker pool."""
+
+from murmurd.host.context import CallContext, ImportFailed, SessionContext
+from murmurd.host.errors import (
+    CallCancelled,
+    CallTrap,
+    CompileError,
+    ContractError,
+    DeadlineExceeded,
+    HostError,
+    InstantiationError,
+    MemoryLimitExceeded,
+)
+from murmurd.host.host import ComponentHost, LoadedComponent
+from murmurd.host.interrupt import CallGuard
+from murmurd.host.limits import DEFAULT_LIMITS, HOOK_LIMITS, Limits
+from murmurd.host.values import ToolInput, ToolResult, ToolStatus
+from murmurd.host.wasi import CallGrant
+
+__all__ = [
+    "CallCancelled", "CallContext", "CallGrant", "CallGuard", "CallTrap", "CompileError",
+    "ComponentHost", "ContractError", "DeadlineExceeded", "DEFAULT_LIMITS", "HOOK_LIMITS",
+    "HostError", "ImportFailed", "InstantiationError", "Limits", "LoadedComponent",
+    "MemoryLimitExceeded", "SessionContext", "ToolInput", "ToolResult", "ToolStatus",
+]

@@ -1,0 +1,151 @@
+"""The session context host imports call into, and the per-call context they receive.
+
+`SessionContext` is the seam between the component host and the session core: every murmur
+import a guest can call lands on one of its methods. This base class answers as a context
+with no session would (no active task, no tools, no shell); the session loop and the A2A
+daemon subclass it. Methods run on the WASM worker thread; one that must wait for the event
+loop uses a `LoopBridge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from murmurd.host.interrupt import CallGuard
+from murmurd.host.values import ToolInput, ToolResult
+from murmurd.host.wasi import CallOutput
+
+ChunkSink = Callable[[str], None]
+
+NO_ACTIVE_TASK = "error: request-input is available only while the capsule is running an A2A task"
+
+
+class ImportFailed(Exception):
+    """Raised by a context method to return `err(message)` to the guest."""
+
+
+@dataclass
+class ShellResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool = False
+    full_output_path: str | None = None
+
+
+@dataclass
+class PeerTask:
+    task_id: str
+    context_id: str
+    state: str
+
+
+@dataclass
+class ArtifactSummary:
+    name: str
+    version: str
+    runtime: str = "wasm"  # "wasm" | "native"
+
+
+@dataclass
+class ArtifactInfo:
+    name: str
+    version: str
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    runtime: str = "wasm"
+    input_schema: str | None = None
+    output_schema: str | None = None
+
+
+@dataclass
+class HookMessage:
+    role: str
+    content: str
+    id: str
+    source_id: str | None = None
+
+
+@dataclass
+class InferenceResponse:
+    text: str
+    model_used: str
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass
+class RuntimeState:
+    capsule_id: str
+    installed: list[ArtifactSummary]
+    capabilities: str
+
+
+class SessionContext:
+    """What guests reach through murmur imports. The base answers as 'no session'."""
+
+    # murmur:task/task
+    def request_input(self, prompt: str) -> str:
+        """The reply text. Outside an A2A task the seed says: an error, immediately."""
+        return NO_ACTIVE_TASK
+
+    # murmur:tool-registry/invoke
+    def invoke_tool(self, name: str, tool_input: ToolInput) -> ToolResult:
+        raise ImportFailed(f"tool-registry: no tool named {name!r} in this context")
+
+    # murmur:shell/execute
+    def shell_run(self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]]) -> ShellResult:
+        raise ImportFailed(f"shell: {binary!r} is not in capabilities.shell.allow")
+
+    # murmur:message/send
+    def message_send(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
+        raise ImportFailed(f"network policy: '{peer_url}' not in capabilities.network.allow")
+
+    # murmur:artifact-manager/manage
+    def artifacts_list(self) -> list[ArtifactSummary]:
+        return []
+
+    def artifact_describe(self, name: str) -> ArtifactInfo:
+        raise ImportFailed(f"artifact-manager: no artifact named {name!r} is installed")
+
+    def artifact_search(self, query: str) -> list[ArtifactSummary]:
+        raise ImportFailed("artifact-manager: search is unimplemented")
+
+    def artifact_pull(self, name: str, version: str) -> ArtifactSummary:
+        raise ImportFailed("artifact-manager: no registry is configured for this context")
+
+    def artifact_remove(self, name: str) -> bool:
+        raise ImportFailed("artifact-manager: remove is unimplemented")
+
+    def diagnostics(self) -> RuntimeState:
+        raise ImportFailed("artifact-manager: no session")
+
+    # murmur:runtime/* , murmur:task-io/read, murmur:conversation/read (hooks)
+    def count_tokens(self, text: str) -> int:
+        raise ImportFailed("runtime: token counting is not available in this context")
+
+    def run_inference(self, messages: list[HookMessage], system_prompt: str | None, model: str | None) -> InferenceResponse:
+        raise ImportFailed("runtime: inference is not available in this context")
+
+    def task_input(self) -> str:
+        raise ImportFailed("task-io: no task is running")
+
+    def task_result(self) -> str | None:
+        raise ImportFailed("task-io: no task is running")
+
+    def conversation_history(self) -> list[HookMessage]:
+        raise ImportFailed("conversation: no conversation record in this context")
+
+
+@dataclass
+class CallContext:
+    """One call's view: which artifact, which session, where chunks go, how to stop it."""
+
+    artifact: str
+    session: SessionContext
+    guard: CallGuard
+    output: CallOutput
+    on_chunk: ChunkSink | None = None
+    on_thinking: ChunkSink | None = None
+    import_failure: BaseException | None = None

@@ -1,0 +1,295 @@
+"""The component host: load components once, run each call in a fresh, limited store.
+
+`ComponentHost` owns one wasmtime `Engine` (epoch interruption on), the compile cache, the
+epoch ticker and the worker pool. Everything a caller needs is `load` (compile through the
+cache and check the contract) and `call_tool` / `run_capsule` (async; the WASM runs on a
+worker thread). The `*_sync` variants run on the calling thread and exist for nested calls
+(a capsule's `tool-registry/invoke` already runs on a worker) and for the CLI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wasmtime import Config, Engine, Store, WasmtimeError
+from wasmtime.component import Component, Linker
+
+from murmurd.contract import Role, versioned
+from murmurd.host.bridge import WasmPool
+from murmurd.host.cache import CompileCache
+from murmurd.host.context import CallContext, ChunkSink, SessionContext
+from murmurd.host.errors import (
+    CallCancelled,
+    CallTrap,
+    CompileError,
+    ContractError,
+    DeadlineExceeded,
+    HostError,
+    HostImportError,
+    InstantiationError,
+    MemoryLimitExceeded,
+)
+from murmurd.host.http_policy import OUTGOING_HANDLER, define_http_deny
+from murmurd.host.imports import define
+from murmurd.host.interrupt import CallGuard, EpochTicker
+from murmurd.host.murmur_imports import interfaces_for
+from murmurd.host.roles import ContractViolation, check_contract, parse_interface
+from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
+from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
+from murmurd.paths import cache_dir as default_cache_dir
+
+_ALLOC_FAILURE_MARKERS = (b"memory allocation of", b"MemoryError", b"out of memory")
+_MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
+
+
+@dataclass(frozen=True)
+class LoadedComponent:
+    """A compiled, contract-checked component, shareable across calls and threads."""
+
+    name: str
+    role: Role
+    component: Component
+    sha256: str
+    imports: tuple[str, ...]
+    exports: tuple[str, ...]
+
+    @property
+    def http_version(self) -> str | None:
+        """The wasi:http version the component imports, if it makes HTTP requests."""
+        for name in self.imports:
+            iface = parse_interface(name)
+            if iface is not None and iface.unversioned == OUTGOING_HANDLER:
+                return iface.version
+        return None
+
+
+class ComponentHost:
+    def __init__(
+        self,
+        *,
+        cache_dir: Path | None = None,
+        use_disk_cache: bool = True,
+        max_workers: int = 8,
+        tick_seconds: float = 0.01,
+    ) -> None:
+        config = Config()
+        config.epoch_interruption = True
+        self.engine = Engine(config)
+        directory = (cache_dir or default_cache_dir()) if use_disk_cache else None
+        self.cache = CompileCache(self.engine, directory, fingerprint="epoch_interruption=1")
+        self.ticker = EpochTicker(self.engine, tick_seconds)
+        self.pool = WasmPool(max_workers)
+        self._linkers: dict[tuple[Role, str, str | None], Linker] = {}
+        self._linkers_lock = threading.Lock()
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self, path: Path, *, name: str | None = None, expected: Role | None = None) -> LoadedComponent:
+        """Compile (through the cache) and contract-check the component at `path`."""
+        label = name or path.stem
+        try:
+            wasm = path.read_bytes()
+        except OSError as exc:
+            raise CompileError(label, f"cannot read {path}: {exc.strerror}") from exc
+        return self.load_bytes(wasm, name=label, expected=expected)
+
+    def load_bytes(self, wasm: bytes, *, name: str, expected: Role | None = None) -> LoadedComponent:
+        try:
+            component = self.cache.load(wasm)
+        except WasmtimeError as exc:
+            raise CompileError(name, f"not a valid component: {_first_cause(str(exc))}") from None
+        component_type = component.type
+        imports = tuple(component_type.imports(self.engine))
+        exports = tuple(component_type.exports(self.engine))
+        try:
+            role = check_contract(imports, exports, expected)
+        except ContractViolation as exc:
+            raise ContractError(name, str(exc)) from None
+        return LoadedComponent(name, role, component, hashlib.sha256(wasm).hexdigest(), imports, exports)
+
+    async def load_async(self, path: Path, *, name: str | None = None, expected: Role | None = None) -> LoadedComponent:
+        return await self.pool.run(lambda: self.load(path, name=name, expected=expected))
+
+    # -- calling ---------------------------------------------------------------------------
+
+    def call_tool_sync(
+        self,
+        loaded: LoadedComponent,
+        tool_input: ToolInput,
+        *,
+        grant: CallGrant = CallGrant(),
+        session: SessionContext | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_thinking: ChunkSink | None = None,
+        guard: CallGuard | None = None,
+    ) -> ToolResult:
+        """Run `murmur:tool/run#run` of a tool or driver on the calling thread."""
+        self._expect(loaded, (Role.TOOL, Role.DRIVER))
+        raw = self._call(
+            loaded, versioned("murmur:tool/run"), "run", (tool_input_to_wasm(tool_input),),
+            grant, session, on_chunk, on_thinking, guard,
+        )
+        return tool_result_from_wasm(raw)
+
+    async def call_tool(
+        self,
+        loaded: LoadedComponent,
+        tool_input: ToolInput,
+        *,
+        grant: CallGrant = CallGrant(),
+        session: SessionContext | None = None,
+        on_chunk: ChunkSink | None = None,
+        on_thinking: ChunkSink | None = None,
+        guard: CallGuard | None = None,
+    ) -> ToolResult:
+        """Run a tool or driver call on a worker thread; cancelling the awaiter stops the guest."""
+        guard = guard or CallGuard(grant.limits.deadline_seconds)
+        return await self._on_worker(
+            guard,
+            lambda: self.call_tool_sync(
+                loaded, tool_input, grant=grant, session=session,
+                on_chunk=on_chunk, on_thinking=on_thinking, guard=guard,
+            ),
+        )
+
+    def run_capsule_sync(
+        self,
+        loaded: LoadedComponent,
+        *,
+        grant: CallGrant = CallGrant(),
+        session: SessionContext | None = None,
+        guard: CallGuard | None = None,
+    ) -> None:
+        """Run `murmur:capsule/run#run` on the calling thread."""
+        self._expect(loaded, (Role.CAPSULE,))
+        self._call(loaded, versioned("murmur:capsule/run"), "run", (), grant, session, None, None, guard)
+
+    async def run_capsule(
+        self,
+        loaded: LoadedComponent,
+        *,
+        grant: CallGrant = CallGrant(),
+        session: SessionContext | None = None,
+        guard: CallGuard | None = None,
+    ) -> None:
+        guard = guard or CallGuard(grant.limits.deadline_seconds)
+        await self._on_worker(
+            guard, lambda: self.run_capsule_sync(loaded, grant=grant, session=session, guard=guard)
+        )
+
+    def close(self) -> None:
+        self.ticker.stop()
+        self.pool.shutdown()
+
+    # -- internals -------------------------------------------------------------------------
+
+    async def _on_worker(self, guard: CallGuard, work: Any) -> Any:
+        try:
+            return await self.pool.run(work)
+        except asyncio.CancelledError:
+            guard.cancel("cancelled")
+            raise
+
+    @staticmethod
+    def _expect(loaded: LoadedComponent, roles: tuple[Role, ...]) -> None:
+        if loaded.role not in roles:
+            raise ContractError(loaded.name, f"is a {loaded.role.value} component; this call needs a {roles[0].value}")
+
+    def _linker(self, loaded: LoadedComponent, network: bool) -> Linker:
+        http = loaded.http_version
+        mode = "none" if http is None else ("allow" if network else "deny")
+        key = (loaded.role, mode, http if mode == "deny" else None)
+        with self._linkers_lock:
+            linker = self._linkers.get(key)
+            if linker is None:
+                linker = Linker(self.engine)
+                linker.add_wasip2()
+                if mode != "none":
+                    linker.add_wasi_http()
+                if mode == "deny":
+                    assert http is not None
+                    define_http_deny(linker, http)
+                define(linker, interfaces_for(loaded.role))
+                self._linkers[key] = linker
+            return linker
+
+    def _call(
+        self,
+        loaded: LoadedComponent,
+        interface: str,
+        function: str,
+        args: tuple[Any, ...],
+        grant: CallGrant,
+        session: SessionContext | None,
+        on_chunk: ChunkSink | None,
+        on_thinking: ChunkSink | None,
+        guard: CallGuard | None,
+    ) -> Any:
+        guard = guard or CallGuard(grant.limits.deadline_seconds)
+        output = CallOutput(grant.log_path)
+        call = CallContext(loaded.name, session or SessionContext(), guard, output, on_chunk, on_thinking)
+        stage = "instantiate"
+        try:
+            store = Store(self.engine, data=call)
+            limits = grant.limits
+            store.set_limits(
+                memory_size=limits.memory_bytes,
+                table_elements=limits.table_elements,
+                instances=limits.instances,
+            )
+            store.set_wasi(wasi_config(grant, output, loaded.name))
+            if loaded.http_version is not None:
+                store.set_wasi_http()
+            linker = self._linker(loaded, grant.network)
+            guard.install(store)
+            with self.ticker.active():
+                instance = linker.instantiate(store, loaded.component)
+                stage = "call"
+                index = instance.get_export_index(store, interface)
+                func_index = instance.get_export_index(store, function, index) if index else None
+                func = instance.get_func(store, func_index) if func_index else None
+                if func is None:
+                    raise ContractError(loaded.name, f"does not export {interface}#{function}")
+                result = func(store, *args)
+                func.post_return(store)
+                return result
+        except WasmtimeError as exc:
+            raise _classify(loaded.name, stage, exc, call, grant) from None
+        finally:
+            output.close()
+
+
+def _first_cause(message: str) -> str:
+    """The innermost 'Caused by' line of a wasmtime error, else its first line."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    if "Caused by:" in lines:
+        rest = lines[lines.index("Caused by:") + 1 :]
+        if rest:
+            return rest[-1].lstrip("0123456789: ").strip() or rest[-1]
+    return lines[0] if lines else "unknown error"
+
+
+def _classify(artifact: str, stage: str, exc: WasmtimeError, call: CallContext, grant: CallGrant) -> HostError:
+    """Turn wasmtime's error into the typed error that says why the call ended."""
+    guard = call.guard
+    if guard.cause == "deadline":
+        return DeadlineExceeded(artifact, guard.deadline_seconds)
+    if guard.cause == "cancelled":
+        return CallCancelled(artifact, guard.cancel_reason or "cancelled")
+    if call.import_failure is not None:
+        return HostImportError(artifact, f"host import failed: {call.import_failure}")
+    message = str(exc)
+    cause = _first_cause(message)
+    tail = call.output.stderr_tail
+    if any(marker in message for marker in _MEMORY_LIMIT_MARKERS) or any(m in tail for m in _ALLOC_FAILURE_MARKERS):
+        return MemoryLimitExceeded(artifact, grant.limits.memory_bytes, cause)
+    if stage == "instantiate":
+        return InstantiationError(artifact, f"cannot instantiate: {cause}")
+    last_stderr = tail.decode("utf-8", "replace").strip().splitlines()[-1:] if tail else []
+    detail = f" (stderr: {last_stderr[0]})" if last_stderr else ""
+    return CallTrap(artifact, f"trap: {cause}{detail}")

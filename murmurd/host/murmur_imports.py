@@ -1,0 +1,222 @@
+"""The murmur interfaces the host provides, per role, as `HostInterface` tables.
+
+Each function converts between wasmtime values and the plain values of `SessionContext`; the
+behaviour itself lives on the session context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from murmurd.contract import ROLE_IMPORTS, Role, versioned
+from murmurd.host.context import (
+    ArtifactInfo,
+    ArtifactSummary,
+    CallContext,
+    HookMessage,
+    ImportFailed,
+)
+from murmurd.host.imports import HostInterface
+from murmurd.host.values import (
+    ToolResult,
+    ToolStatus,
+    make_record,
+    tool_input_from_wasm,
+    tool_result_to_wasm,
+)
+
+
+def _emit_chunk(call: CallContext, chunk: str) -> None:
+    if call.on_chunk is not None:
+        call.on_chunk(chunk)
+
+
+def _emit_thinking_chunk(call: CallContext, chunk: str) -> None:
+    if call.on_thinking is not None:
+        call.on_thinking(chunk)
+
+
+def _request_input(call: CallContext, prompt: str) -> str:
+    with call.guard.suspended():  # waiting for a human is not the guest's compute time
+        return call.session.request_input(prompt)
+
+
+def _run_imported_tool(call: CallContext, tool_input: Any) -> Any:
+    """`murmur:tool/run#run` as an import: guests list it for its types; calling it is a mistake."""
+    return tool_result_to_wasm(
+        ToolResult(
+            ToolStatus.ERROR,
+            summary="murmur:tool/run#run is exported by tools; call a tool through murmur:tool-registry/invoke",
+        )
+    )
+
+
+def _invoke(call: CallContext, name: str, tool_input: Any) -> Any:
+    try:
+        return tool_result_to_wasm(call.session.invoke_tool(name, tool_input_from_wasm(tool_input)))
+    except ImportFailed as exc:
+        return str(exc)
+
+
+def _shell_run(call: CallContext, binary: str, args: list[str], env: list[tuple[str, str]]) -> Any:
+    try:
+        result = call.session.shell_run(binary, list(args), [tuple(pair) for pair in env])
+    except ImportFailed as exc:
+        return str(exc)
+    return make_record(
+        exit_code=result.exit_code,
+        stdout=result.stdout,
+        stderr=result.stderr,
+        truncated=result.truncated,
+        full_output_path=result.full_output_path,
+    )
+
+
+def _message_send(call: CallContext, peer_url: str, message: Any) -> Any:
+    try:
+        with call.guard.suspended():
+            task = call.session.message_send(
+                peer_url,
+                getattr(message, "message-id"),
+                getattr(message, "context-id"),
+                message.text,
+            )
+    except ImportFailed as exc:
+        return str(exc)
+    return make_record(task_id=task.task_id, context_id=task.context_id, state=task.state)
+
+
+def _summary(item: ArtifactSummary) -> Any:
+    return make_record(name=item.name, version=item.version, runtime=item.runtime)
+
+
+def _info(item: ArtifactInfo) -> Any:
+    return make_record(
+        name=item.name,
+        version=item.version,
+        description=item.description,
+        tags=list(item.tags),
+        runtime=item.runtime,
+        input_schema=item.input_schema,
+        output_schema=item.output_schema,
+    )
+
+
+def _err_on_failure(fn: Any) -> Any:
+    """Wrap an implementation so `ImportFailed` becomes the WIT `err` arm."""
+
+    def wrapper(call: CallContext, *args: Any) -> Any:
+        try:
+            return fn(call, *args)
+        except ImportFailed as exc:
+            return str(exc)
+
+    return wrapper
+
+
+def _list(call: CallContext) -> list[Any]:
+    return [_summary(a) for a in call.session.artifacts_list()]
+
+
+def _describe(call: CallContext, name: str) -> Any:
+    return _info(call.session.artifact_describe(name))
+
+
+def _search(call: CallContext, query: str) -> list[Any]:
+    return [_summary(a) for a in call.session.artifact_search(query)]
+
+
+def _pull(call: CallContext, name: str, version: str) -> Any:
+    return _summary(call.session.artifact_pull(name, version))
+
+
+def _remove(call: CallContext, name: str) -> bool:
+    return call.session.artifact_remove(name)
+
+
+def _diagnostics(call: CallContext) -> Any:
+    state = call.session.diagnostics()
+    return make_record(
+        capsule_id=state.capsule_id,
+        installed=[_summary(a) for a in state.installed],
+        capabilities=state.capabilities,
+    )
+
+
+_MANAGE = {
+    "list": _list,
+    "describe": _err_on_failure(_describe),
+    "search": _err_on_failure(_search),
+    "pull": _err_on_failure(_pull),
+    "remove": _err_on_failure(_remove),
+    "diagnostics": _err_on_failure(_diagnostics),
+}
+
+
+def _message_from_wasm(record: Any) -> HookMessage:
+    return HookMessage(
+        role=record.role, content=record.content, id=record.id, source_id=getattr(record, "source-id")
+    )
+
+
+def _message_to_wasm(message: HookMessage) -> Any:
+    return make_record(role=message.role, content=message.content, id=message.id, source_id=message.source_id)
+
+
+def _run_inference(call: CallContext, request: Any) -> Any:
+    response = call.session.run_inference(
+        [_message_from_wasm(m) for m in request.messages],
+        getattr(request, "system-prompt"),
+        request.model,
+    )
+    return make_record(
+        text=response.text,
+        model_used=response.model_used,
+        input_tokens=response.input_tokens,
+        output_tokens=response.output_tokens,
+    )
+
+
+def _task_input(call: CallContext) -> str:
+    return call.session.task_input()
+
+
+def _task_result(call: CallContext) -> str | None:
+    return call.session.task_result()
+
+
+def _history(call: CallContext) -> list[Any]:
+    return [_message_to_wasm(m) for m in call.session.conversation_history()]
+
+
+def _count_tokens(call: CallContext, text: str) -> int:
+    return call.session.count_tokens(text)
+
+
+# Unversioned interface -> functions. An interface imported only for its types gets none.
+_TABLE: dict[str, dict[str, Any]] = {
+    "murmur:text/chunks": {"emit-chunk": _emit_chunk, "emit-thinking-chunk": _emit_thinking_chunk},
+    "murmur:task/task": {"request-input": _request_input},
+    "murmur:tool/run": {"run": _run_imported_tool},
+    "murmur:tool-registry/invoke": {"invoke": _invoke},
+    "murmur:shell/execute": {"run": _shell_run},
+    "murmur:message/send": {"send": _message_send},
+    "murmur:artifact-manager/manage": _MANAGE,
+    "murmur:hook/types": {},
+    "murmur:runtime/tokens": {"count-tokens": _count_tokens},
+    "murmur:runtime/inference": {"run-inference": _err_on_failure(_run_inference)},
+    "murmur:task-io/read": {
+        "task-input": _err_on_failure(_task_input),
+        "task-result": _err_on_failure(_task_result),
+    },
+    "murmur:conversation/read": {"history": _err_on_failure(_history)},
+}
+
+
+def interfaces_for(role: Role) -> list[HostInterface]:
+    """Every murmur interface a component of `role` may import, ready for `imports.define`."""
+    return [
+        HostInterface(versioned(name), _TABLE[name])
+        for name in sorted(ROLE_IMPORTS[role])
+        if name in _TABLE
+    ]

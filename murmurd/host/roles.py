@@ -1,0 +1,106 @@
+"""Role detection and contract validation from a component's import and export names.
+
+Pure logic over names like `murmur:tool/run@0.1.0` and `wasi:cli/stdout@0.2.9`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from murmurd.contract import ROLE_EXPORTS, ROLE_IMPORTS, SERVED, Role
+
+_NAME = re.compile(r"^(?P<ns>[a-z][a-z0-9-]*):(?P<pkg>[a-z][a-z0-9-]*)/(?P<iface>[a-z][a-z0-9-]*)(?:@(?P<ver>[^\s]+))?$")
+_WASI_VERSION = re.compile(r"^0\.2\.\d+$")
+
+
+class ContractViolation(ValueError):
+    """One reason a component does not fit this host. The message is user-facing."""
+
+
+@dataclass(frozen=True)
+class InterfaceName:
+    namespace: str
+    package: str
+    interface: str
+    version: str | None
+
+    @property
+    def unversioned(self) -> str:
+        return f"{self.namespace}:{self.package}/{self.interface}"
+
+    def __str__(self) -> str:
+        return f"{self.unversioned}@{self.version}" if self.version else self.unversioned
+
+
+def parse_interface(name: str) -> InterfaceName | None:
+    """Parse `ns:pkg/iface@ver`; plain names (a bare function export) give None."""
+    match = _NAME.match(name)
+    if not match:
+        return None
+    return InterfaceName(match["ns"], match["pkg"], match["iface"], match["ver"])
+
+
+def _check_murmur_version(kind: str, iface: InterfaceName) -> None:
+    served = SERVED.get(iface.unversioned)
+    if served is None:
+        raise ContractViolation(f"{kind} {iface}: this host serves no interface {iface.unversioned}")
+    if iface.version != served:
+        raise ContractViolation(
+            f"{kind} {iface}: found version {iface.version or '(none)'}, "
+            f"this host serves {iface.unversioned}@{served}"
+        )
+
+
+def detect_role(exports: Iterable[str]) -> Role | None:
+    """The role a component's exports declare (tool and driver share `murmur:tool/run`)."""
+    found = {p.unversioned for p in map(parse_interface, exports) if p is not None}
+    for role, marker in ROLE_EXPORTS.items():
+        if marker in found:
+            return role
+    return None
+
+
+def check_contract(imports: Iterable[str], exports: Iterable[str], expected: Role | None = None) -> Role:
+    """Validate every murmur interface and decide the role; raise ContractViolation if unfit.
+
+    `expected` is the role the manifest declares; DRIVER is satisfied by a tool-shaped export.
+    """
+    imports, exports = list(imports), list(exports)
+    for kind, names in (("export", exports), ("import", imports)):
+        for name in names:
+            iface = parse_interface(name)
+            if iface is not None and iface.namespace == "murmur":
+                _check_murmur_version(kind, iface)
+
+    detected = detect_role(exports)
+    if detected is None:
+        markers = ", ".join(f"{versioned}" for versioned in sorted(f"{m}@{SERVED[m]}" for m in ROLE_EXPORTS.values()))
+        raise ContractViolation(f"exports none of {markers}; cannot tell what this component is")
+    role = detected
+    if expected is not None:
+        fits = expected == detected or (expected == Role.DRIVER and detected == Role.TOOL)
+        if not fits:
+            raise ContractViolation(
+                f"declared as runtime {expected.value!r} but exports "
+                f"{ROLE_EXPORTS[detected]}@{SERVED[ROLE_EXPORTS[detected]]} (a {detected.value})"
+            )
+        role = expected
+
+    allowed = ROLE_IMPORTS[role]
+    for name in imports:
+        iface = parse_interface(name)
+        if iface is None:
+            raise ContractViolation(f"import {name!r}: not an interface this host provides")
+        if iface.namespace == "wasi":
+            if iface.version is None or not _WASI_VERSION.match(iface.version):
+                raise ContractViolation(
+                    f"import {iface}: found version {iface.version or '(none)'}, this host serves wasi 0.2.x"
+                )
+            continue
+        if iface.namespace != "murmur":
+            raise ContractViolation(f"import {iface}: unknown interface; this host provides only murmur:* and wasi:*")
+        if iface.unversioned not in allowed:
+            raise ContractViolation(f"import {iface}: not provided to a {role.value} component")
+    return role

@@ -1,0 +1,1 @@
+"""Manifest models: the capsule's `murmur.yaml` and each artifact's own `murmur.yaml`."""

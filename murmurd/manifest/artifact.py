@@ -1,0 +1,55 @@
+"""An artifact's own `murmur.yaml`: identity, runtime, and (for hooks) its contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+ArtifactRuntime = Literal["tool", "wasm", "driver", "hook", "skill", "capsule"]
+
+
+class ArtifactManifestError(ValueError):
+    """An artifact manifest that cannot be read or does not validate."""
+
+
+class ArtifactManifest(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    runtime: ArtifactRuntime = "tool"
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    # The WIT world a Python artifact compiles against, when not the runtime's default
+    # (for example `capsule-host` for a capsule using the whole runtime-host surface).
+    world: str | None = None
+    input_schema: dict | None = None
+    output_schema: dict | None = None
+    # Hook contract (`runtime: hook` only; see `murmurd.manifest.hooks`). Kept as plain strings so
+    # an unknown value loads and is then reported, with every other finding, by
+    # `hooks.check_hook_contract` rather than failing the whole manifest here.
+    binding: str | None = None  # the one handler this hook binds to; None = every event but on-stage
+    execution_mode: str = "blocking"  # blocking | async
+    commit_policy: str = "none"  # the hook-output arm it expects committed
+
+
+def load_artifact_manifest(path: Path) -> ArtifactManifest:
+    """Read and validate `path` (a `murmur.yaml`), naming the file in every error."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ArtifactManifestError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ArtifactManifestError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ArtifactManifestError(f"{path}: expected a mapping at the top level")
+    try:
+        return ArtifactManifest.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise ArtifactManifestError(f"{path}: {problems}") from exc

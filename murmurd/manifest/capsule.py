@@ -1,0 +1,233 @@
+"""The capsule's `murmur.yaml` as typed models (runtime-notes §4).
+
+These models are the *result* of validation: build them through
+`murmurd.manifest.validate.validate_manifest` / `load_capsule`, which report every problem as a
+diagnostic first. After validation:
+
+- defaults are filled in (limits, inference turn budgets, lifecycle, compaction threshold, ...);
+- `inference.api_key` holds the resolved key as a `SecretStr` (`${VAR}` already read from the
+  environment); its repr and JSON dump are masked;
+- `inference.system_prompt` holds the prompt text whether it came inline or from
+  `system_prompt_file` (the file is read once, at load); `system_prompt_file` keeps the path for
+  provenance. The same holds for `inference.compaction`.
+
+Unknown keys are dropped from the models (and reported as warnings by the validator).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+ArtifactRuntimeName = Literal["tool", "wasm", "driver", "hook", "skill"]
+OnOverflow = Literal["drop", "block"]
+TaskAcceptance = Literal["none", "single", "queue"]
+AfterTask = Literal["exit", "sleep"]
+Conversation = Literal["stateless", "threaded"]
+
+MIB = 1024 * 1024
+DEFAULT_MEMORY_BYTES = 512 * MIB
+DEFAULT_TABLE_ELEMENTS = 100_000
+DEFAULT_INSTANCES = 1000
+DEFAULT_DEADLINE_SECONDS = 600
+DEFAULT_HOOK_DEADLINE_SECONDS = 30
+
+
+def default_deadline_seconds(runtime: str) -> int:
+    """Per-call deadline when the manifest sets none: 30 s for hooks, 600 s for everything else."""
+    return DEFAULT_HOOK_DEADLINE_SECONDS if runtime == "hook" else DEFAULT_DEADLINE_SECONDS
+
+
+class _Model(BaseModel):
+    # strict: YAML already yields typed scalars, so "10" for an integer is a mistake worth naming.
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
+
+
+# --------------------------------------------------------------------------- capabilities
+
+
+class NetworkCapability(_Model):
+    # `https://host[:port]`, `host` or `host:port`.
+    allow: list[str] = Field(default_factory=list)
+    # The A2A port; None means OS-assigned.
+    internal_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class FilesystemCapability(_Model):
+    # Relative to the session workdir, never absolute, never escaping with `..`.
+    scope: str | None = None
+
+
+class ShellCapability(_Model):
+    # Bare binary names, resolved against PATH by the shell layer.
+    allow: list[str] = Field(default_factory=list)
+    strip_env: list[str] = Field(default_factory=list)  # glob patterns
+    baseline_env: list[str] = Field(default_factory=list)  # glob patterns
+
+
+class EnvCapability(_Model):
+    # Host variables a guest may see; credential-shaped names are dropped by the host anyway.
+    allow: list[str] = Field(default_factory=list)
+
+
+class Limits(_Model):
+    memory_bytes: int = Field(default=DEFAULT_MEMORY_BYTES, gt=0)
+    table_elements: int = Field(default=DEFAULT_TABLE_ELEMENTS, gt=0)
+    instances: int = Field(default=DEFAULT_INSTANCES, gt=0)
+    # None: the per-runtime default, see `deadline_for`.
+    deadline_seconds: int | None = Field(default=None, gt=0)
+
+    def deadline_for(self, runtime: str) -> int:
+        return self.deadline_seconds or default_deadline_seconds(runtime)
+
+
+class Capabilities(_Model):
+    """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
+
+    network: NetworkCapability = Field(default_factory=NetworkCapability)
+    filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)
+    # None: no shell at all. Present: `allow` is non-empty (validated).
+    shell: ShellCapability | None = None
+    env: EnvCapability = Field(default_factory=EnvCapability)
+    limits: Limits = Field(default_factory=Limits)
+
+
+class LimitOverrides(_Model):
+    """Per-artifact limits; None means "not declared here"."""
+
+    memory_bytes: int | None = Field(default=None, gt=0)
+    table_elements: int | None = Field(default=None, gt=0)
+    instances: int | None = Field(default=None, gt=0)
+    deadline_seconds: int | None = Field(default=None, gt=0)
+
+
+class ArtifactCapabilities(_Model):
+    """Per-artifact capabilities: narrow the capsule's grant for a tool or driver, and are the
+    whole grant (from nothing) for a hook. A block left out is None, so the capability layer can
+    tell "not declared" from "declared empty"."""
+
+    network: NetworkCapability | None = None
+    filesystem: FilesystemCapability | None = None
+    shell: ShellCapability | None = None
+    env: EnvCapability | None = None
+    limits: LimitOverrides | None = None
+
+
+# --------------------------------------------------------------------------- artifacts
+
+
+class ArtifactRef(_Model):
+    """One `artifacts[]` entry of the capsule manifest."""
+
+    name: str = Field(min_length=1)
+    # None: whatever the source resolves (pinned afterwards by murmur.lock).
+    version: str | None = None
+    runtime: ArtifactRuntimeName = "tool"
+    source: str | None = None
+    local_source: str | None = None  # a path, relative to the manifest directory
+    capabilities: ArtifactCapabilities | None = None
+    on_overflow: OnOverflow | None = None  # hooks only
+
+    @property
+    def kind(self) -> Literal["tool", "driver", "hook", "skill"]:
+        """The runtime with the older spelling `wasm` folded into `tool`."""
+        return "tool" if self.runtime == "wasm" else self.runtime
+
+
+# --------------------------------------------------------------------------- inference
+
+
+class DriverConfig(_Model):
+    artifact: str = Field(min_length=1)
+    # Handed to the driver verbatim as MURMUR_INFERENCE_DRIVER_CONFIG (JSON).
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
+class Compaction(_Model):
+    threshold: float = Field(default=0.98, gt=0, le=1)
+    model: str | None = None
+    # The prompt text, inline or read from `system_prompt_file`.
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    dump_summaries: bool = False
+
+
+class Inference(_Model):
+    transport: Literal["http"] = "http"
+    endpoint: str | None = None
+    model: str | None = None
+    # Resolved: a `${VAR}` reference is already replaced by the variable's value.
+    api_key: SecretStr | None = None
+    driver: DriverConfig | None = None
+    max_turns: int = Field(default=10, gt=0)
+    max_tokens: int = Field(default=8192, gt=0)
+    max_task_reopens: int = Field(default=1, ge=0)
+    max_session_tokens: int | None = Field(default=None, gt=0)
+    # The prompt text, inline or read from `system_prompt_file`.
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    system_prompt_artifact: str | None = None
+    compaction: Compaction = Field(default_factory=Compaction)
+
+
+# --------------------------------------------------------------------------- the rest
+
+
+class Context(_Model):
+    # Enables compaction when set.
+    max_tokens: int | None = Field(default=None, gt=0)
+    # Fraction of max_tokens a `seed-context` may fill.
+    seed_budget: float | None = Field(default=None, gt=0, le=1)
+
+
+class Lifecycle(_Model):
+    task_acceptance: TaskAcceptance = "single"
+    after_task: AfterTask = "exit"
+    queue_depth: int = Field(default=1, ge=1)
+    # None: wait forever.
+    input_timeout_secs: int | None = Field(default=None, gt=0)
+    conversation: Conversation = "stateless"
+
+
+class Observability(_Model):
+    otel_endpoint: str | None = None  # OTLP/HTTP base URL
+
+
+class Trace(_Model):
+    include_tool_output: bool = False
+
+
+class CapsuleManifest(_Model):
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    artifacts: list[ArtifactRef] = Field(default_factory=list)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    # None: a script capsule (capsule.wasm runs itself, no inference loop).
+    inference: Inference | None = None
+    # None: no context window declared (compaction off, task-start context-window 0).
+    context: Context | None = None
+    lifecycle: Lifecycle = Field(default_factory=Lifecycle)
+    observability: Observability = Field(default_factory=Observability)
+    trace: Trace = Field(default_factory=Trace)
+
+    def artifact(self, name: str) -> ArtifactRef | None:
+        return next((a for a in self.artifacts if a.name == name), None)
+
+    def artifacts_of(self, kind: str) -> list[ArtifactRef]:
+        """Artifacts of one kind (`tool` includes the older spelling `wasm`)."""
+        return [a for a in self.artifacts if a.kind == kind]
+
+    def deadline_seconds_for(self, artifact: ArtifactRef | None = None) -> int:
+        """The per-call deadline for the capsule itself (`None`) or one of its artifacts.
+
+        An artifact's own `capabilities.limits.deadline_seconds` wins; a hook otherwise gets the
+        30 s hook default; anything else gets the capsule's limit or the 600 s default.
+        """
+        if artifact is not None:
+            own = artifact.capabilities.limits if artifact.capabilities else None
+            if own is not None and own.deadline_seconds is not None:
+                return own.deadline_seconds
+            if artifact.kind == "hook":
+                return DEFAULT_HOOK_DEADLINE_SECONDS
+        return self.capabilities.limits.deadline_for("capsule")

@@ -1,0 +1,205 @@
+"""Validation diagnostics: one finding per `Diagnostic`, collected in a `Report`.
+
+Every code murmurd can report about a manifest lives in `CODES`, with its severity and a short
+description. The table is the reference documentation for operators (`murmurd validate` output
+cites these codes) and the single place a new rule registers its code: constructing a
+`Diagnostic` with a code missing from the table is a programming error.
+
+A diagnostic's `value` is the offending value, already rendered for display. The value of an
+`api_key` is never rendered: see `REDACTED` and `render_value`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Severity = Literal["error", "warning"]
+
+# Shown in place of a secret value.
+REDACTED = "<redacted>"
+
+# Path of a finding about the document as a whole (unreadable file, not a mapping, ...).
+ROOT = "$"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    severity: Severity
+    summary: str
+
+
+CODES: dict[str, CodeInfo] = {
+    # -- the document and generic field rules ------------------------------------------------
+    "E-MAN-001": CodeInfo("error", "murmur.yaml is missing or cannot be read"),
+    "E-MAN-002": CodeInfo("error", "murmur.yaml is not valid YAML"),
+    "E-MAN-003": CodeInfo("error", "the top level of murmur.yaml is not a mapping"),
+    "E-MAN-004": CodeInfo("error", "a required field is missing"),
+    "E-MAN-005": CodeInfo("error", "a field has the wrong type"),
+    "E-MAN-006": CodeInfo("error", "a number is outside its allowed range"),
+    "E-MAN-007": CodeInfo("error", "a field is not one of its allowed values"),
+    "E-MAN-008": CodeInfo("error", "observability.otel_endpoint is not an http(s) URL"),
+    "E-MAN-009": CodeInfo("error", "a version is not a string (YAML read it as a number or date)"),
+    "W-MAN-001": CodeInfo("warning", "unknown key; it is ignored"),
+    # -- artifacts[] ---------------------------------------------------------------------------
+    "E-ART-001": CodeInfo("error", "unknown artifact runtime"),
+    "E-ART-002": CodeInfo("error", "two artifacts share a name"),
+    "E-ART-003": CodeInfo("error", "a skill artifact declares capabilities (skills run no code)"),
+    "E-ART-004": CodeInfo("error", "on_overflow is declared on an artifact that is not a hook"),
+    # -- capabilities (capsule-wide and per-artifact) ----------------------------------------
+    "E-CAP-001": CodeInfo("error", "malformed network.allow entry"),
+    "E-CAP-002": CodeInfo("error", "filesystem.scope is absolute"),
+    "E-CAP-003": CodeInfo("error", "filesystem.scope escapes the workdir with '..'"),
+    "E-CAP-004": CodeInfo("error", "shell.allow entry is a path, not a bare binary name"),
+    "E-CAP-005": CodeInfo("error", "shell.allow entry is not a bare binary name"),
+    "E-CAP-006": CodeInfo("error", "shell block present with an empty allow list"),
+    "E-CAP-007": CodeInfo("error", "a resource limit is zero or negative"),
+    "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
+    "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
+    # -- inference -----------------------------------------------------------------------------
+    "E-INF-001": CodeInfo("error", "inference.endpoint has no scheme"),
+    "E-INF-002": CodeInfo("error", "inference.endpoint is plain http to a non-loopback host"),
+    "E-INF-003": CodeInfo("error", "inference.endpoint is not a usable http(s) URL"),
+    "E-INF-004": CodeInfo("error", "api_key names an environment variable that is unset"),
+    "E-INF-005": CodeInfo("error", "api_key looks like ${VAR} but VAR is not UPPER_SNAKE"),
+    "E-INF-006": CodeInfo("error", "more than one system prompt source"),
+    "E-INF-007": CodeInfo("error", "a system_prompt_file is missing or unreadable"),
+    "E-INF-008": CodeInfo("error", "driver.artifact is not a declared runtime: driver artifact"),
+    "E-INF-009": CodeInfo("error", "compaction.threshold is outside (0, 1]"),
+    # -- a hook artifact's own contract (checked at staging) -----------------------------------
+    "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
+    "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),
+    "E-HOOK-003": CodeInfo("error", "unknown hook execution_mode"),
+    "E-HOOK-004": CodeInfo("error", "the binding's handler cannot commit the declared policy"),
+    "E-HOOK-005": CodeInfo("error", "an async hook declares a commit_policy other than none"),
+    "E-HOOK-006": CodeInfo("error", "an on-stage hook is declared async"),
+    "W-HOOK-001": CodeInfo("warning", "hook contract fields on an artifact that is not a hook"),
+}
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One finding. `message` names the field path, the value and the rule."""
+
+    code: str
+    severity: Severity
+    path: str
+    value: str | None
+    message: str
+
+    def __post_init__(self) -> None:
+        info = CODES.get(self.code)
+        if info is None:
+            raise ValueError(f"diagnostic code {self.code!r} is not in diagnostics.CODES")
+        if info.severity != self.severity:
+            raise ValueError(f"diagnostic code {self.code!r} is a {info.severity}")
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_text(self) -> str:
+        return f"{self.severity} {self.code} {self.message}"
+
+
+_NO_VALUE: Any = object()
+
+
+def diagnostic(
+    code: str, path: str, rule: str, value: Any = _NO_VALUE, *, rendered: str | None = None
+) -> Diagnostic:
+    """Build a diagnostic whose message reads `<path>: <rule> (got <value>)`.
+
+    Pass the raw `value` to have it rendered, or an already-rendered string as `rendered`
+    (for example `REDACTED`). Omit both when there is no value (a missing field).
+    """
+    shown = rendered if rendered is not None else (None if value is _NO_VALUE else render_value(value))
+    where = path or ROOT
+    message = f"{where}: {rule}" if shown is None else f"{where}: {rule} (got {shown})"
+    return Diagnostic(code, CODES[code].severity, where, shown, message)
+
+
+_MAX_SHOWN = 120
+
+
+def render_value(value: Any) -> str:
+    """A short display form of a manifest value.
+
+    Scalars are shown as written; mappings show only their keys and lists of mappings only their
+    length, so a secret nested in a structure of the wrong shape is never echoed.
+    """
+    if isinstance(value, str):
+        text = repr(value)
+    elif value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = repr(value)
+    elif isinstance(value, dict):
+        keys = ", ".join(str(k) for k in value)
+        text = f"{{mapping with keys: {keys}}}" if keys else "{}"
+    elif isinstance(value, (list, tuple)):
+        if all(isinstance(v, (str, int, float, bool)) or v is None for v in value):
+            text = json.dumps(list(value), default=str)
+        else:
+            text = f"[list of {len(value)} items]"
+    else:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+@dataclass
+class Report:
+    """Every finding of one validation run, in the order they were found."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    source: str | None = None
+
+    def add(self, diag: Diagnostic) -> None:
+        self.diagnostics.append(diag)
+
+    def extend(self, diags: list[Diagnostic]) -> None:
+        self.diagnostics.extend(diags)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        """True when there is no error; warnings do not stop a capsule."""
+        return not self.errors
+
+    def codes(self) -> list[str]:
+        return [d.code for d in self.diagnostics]
+
+    def summary(self) -> str:
+        e, w = len(self.errors), len(self.warnings)
+        return f"{e} error{'s' if e != 1 else ''}, {w} warning{'s' if w != 1 else ''}"
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        payload = {
+            "source": self.source,
+            "ok": self.ok,
+            "errors": len(self.errors),
+            "warnings": len(self.warnings),
+            "diagnostics": [d.to_dict() for d in self.errors + self.warnings],
+        }
+        return json.dumps(payload, indent=indent)
+
+    def to_text(self) -> str:
+        """Errors first, then warnings, one per line, then a summary line."""
+        head = f"{self.source}: " if self.source else ""
+        lines = [f"{head}{d.to_text()}" for d in self.errors + self.warnings]
+        verdict = "ok" if self.ok else "invalid"
+        lines.append(f"{head}{verdict}: {self.summary()}")
+        return "\n".join(lines)

@@ -1,0 +1,87 @@
+"""`murmurd build`: componentize-py builds, the content-addressed cache, and clear failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from murmurd.authoring.build import BuildError, build_artifact
+
+TOOL_MANIFEST = "name: {name}\nversion: 0.1.0\nruntime: tool\n"
+GOOD_APP = '''
+from wit_world import exports
+from wit_world.exports import run
+
+class Run(exports.Run):
+    def run(self, input: run.ToolInput) -> run.ToolResult:
+        return run.ToolResult(run.Status.PASSED, "{marker}", input.data, None, False, [])
+'''
+
+
+def _artifact(root: Path, name: str, app: str) -> Path:
+    directory = root / name
+    directory.mkdir()
+    (directory / "murmur.yaml").write_text(TOOL_MANIFEST.format(name=name))
+    (directory / "app.py").write_text(app)
+    return directory
+
+
+def test_a_build_writes_the_component_and_a_rebuild_comes_from_the_cache(tmp_path: Path, host) -> None:
+    builds = tmp_path / "builds"
+    directory = _artifact(tmp_path, "fresh", GOOD_APP.format(marker=str(tmp_path)))  # unique content
+    messages: list[str] = []
+    first = build_artifact(directory, progress=messages.append, builds_dir=builds)
+    assert not first.cached and first.output == directory / "fresh.wasm"
+    assert any("building fresh" in m for m in messages)
+    first.output.unlink()
+    second = build_artifact(directory, builds_dir=builds)
+    assert second.cached and second.output.is_file()
+    loaded = host.load(second.output)
+    from murmurd.host import ToolInput
+
+    assert host.call_tool_sync(loaded, ToolInput(data="x")).summary == str(tmp_path)
+
+
+def test_a_changed_source_is_rebuilt(tmp_path: Path) -> None:
+    from murmurd.authoring.build import build_key
+    from murmurd.contract import wit_root
+
+    directory = _artifact(tmp_path, "keyed", GOOD_APP.format(marker="one"))
+    before = build_key(directory, wit_root() / "guest", "tool")
+    (directory / "app.py").write_text(GOOD_APP.format(marker="two"))
+    assert build_key(directory, wit_root() / "guest", "tool") != before
+
+
+def test_a_syntax_error_names_the_file_and_python_message(tmp_path: Path) -> None:
+    directory = _artifact(tmp_path, "broken", "def run(:\n    pass\n")
+    with pytest.raises(BuildError) as raised:
+        build_artifact(directory, builds_dir=tmp_path / "builds")
+    message = str(raised.value)
+    assert str(directory / "app.py") in message
+    assert "SyntaxError" in message
+    assert "Stack backtrace" not in message
+
+
+def test_a_wrong_export_names_what_is_missing(tmp_path: Path) -> None:
+    directory = _artifact(tmp_path, "wrong", "class Nope:\n    pass\n")
+    with pytest.raises(BuildError) as raised:
+        build_artifact(directory, builds_dir=tmp_path / "builds")
+    assert str(directory / "app.py") in str(raised.value)
+    assert "has no attribute 'Run'" in str(raised.value)
+
+
+def test_a_missing_entry_module_is_reported(tmp_path: Path) -> None:
+    directory = _artifact(tmp_path, "empty", "")
+    (directory / "app.py").unlink()
+    with pytest.raises(BuildError, match="app.py: missing"):
+        build_artifact(directory, builds_dir=tmp_path / "builds")
+
+
+def test_an_unknown_runtime_is_reported_with_the_manifest_path(tmp_path: Path) -> None:
+    from murmurd.manifest.artifact import ArtifactManifestError
+
+    directory = _artifact(tmp_path, "odd", GOOD_APP.format(marker="x"))
+    (directory / "murmur.yaml").write_text("name: odd\nversion: 0.1.0\nruntime: quantum\n")
+    with pytest.raises(ArtifactManifestError, match="murmur.yaml: runtime"):
+        build_artifact(directory, builds_dir=tmp_path / "builds")
