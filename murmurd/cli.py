@@ -91,6 +91,72 @@ def _cmd_call(args: argparse.Namespace) -> int:
     return 0 if result.status is ToolStatus.PASSED else 1
 
 
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from murmurd.manifest.validate import load_capsule
+
+    _manifest, report = load_capsule(Path(args.capsule_dir))
+    print(report.to_json() if args.json else report.to_text())
+    return 0 if report.ok else 1
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    import os
+
+    from murmurd.manifest.validate import load_capsule
+    from murmurd.staging.grants import compute_grants
+
+    manifest, report = load_capsule(Path(args.capsule_dir))
+    if manifest is None:
+        print(report.to_text(), file=sys.stderr)
+        return 1
+    grants = compute_grants(manifest, os.environ)
+    if args.json:
+        print(json.dumps(grants.to_json(), indent=2, sort_keys=True))
+        return 0
+    print(f"{manifest.name} {manifest.version}")
+    for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
+        print(f"  {name}:")
+        for key, value in grant.to_json().items():
+            print(f"    {key}: {value}")
+    for warning in grants.warnings:
+        print(f"warning: {warning}")
+    return 0
+
+
+def _registry(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from murmurd.staging.registry import FileRegistry, default_registry_root
+
+    return FileRegistry(Path(args.registry) if args.registry else default_registry_root())
+
+
+def _cmd_publish(args: argparse.Namespace) -> int:
+    from murmurd.staging.artifacts import ResolveError
+
+    try:
+        artifact = _registry(args).publish(Path(args.artifact_dir))
+    except ResolveError as exc:
+        _eprint(f"murmurd publish: {exc}")
+        return 1
+    print(f"published {artifact.name} {artifact.version} sha256:{artifact.sha256}")
+    return 0
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from murmurd.staging.artifacts import ResolveError
+    from murmurd.staging.install import install_pins
+    from murmurd.staging.lock import LockError
+    from murmurd.staging.stage import StagingError
+
+    try:
+        lock = install_pins(Path(args.capsule_dir), _registry(args))
+    except (ResolveError, LockError, StagingError) as exc:
+        _eprint(f"murmurd install: {exc}")
+        return 1
+    for pin in lock.artifacts:
+        print(f"{pin.name} {pin.resolved_version}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -110,6 +176,26 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--deadline", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
     call.add_argument("--memory-mib", type=int, default=512, help="linear memory limit in MiB (default 512)")
     call.set_defaults(handler=_cmd_call)
+
+    validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
+    validate.add_argument("capsule_dir", metavar="capsule-dir")
+    validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.set_defaults(handler=_cmd_validate)
+
+    explain = commands.add_parser("explain", help="print the grants every component would run under")
+    explain.add_argument("capsule_dir", metavar="capsule-dir")
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.set_defaults(handler=_cmd_explain)
+
+    publish = commands.add_parser("publish", help="add a built artifact to the file registry")
+    publish.add_argument("artifact_dir", metavar="artifact-dir")
+    publish.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
+    publish.set_defaults(handler=_cmd_publish)
+
+    install = commands.add_parser("install", help="resolve registry artifacts and pin them in murmur.lock")
+    install.add_argument("capsule_dir", metavar="capsule-dir")
+    install.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
+    install.set_defaults(handler=_cmd_install)
     return parser
 
 

@@ -124,8 +124,10 @@ class ArtifactRef(_Model):
     # None: whatever the source resolves (pinned afterwards by murmur.lock).
     version: str | None = None
     runtime: ArtifactRuntimeName = "tool"
+    # With `local_source: true`, `source` is a local path (relative to the manifest directory):
+    # a .wasm file, an artifact directory, or a skill.md / directory holding one.
     source: str | None = None
-    local_source: str | None = None  # a path, relative to the manifest directory
+    local_source: bool = False
     capabilities: ArtifactCapabilities | None = None
     on_overflow: OnOverflow | None = None  # hooks only
 

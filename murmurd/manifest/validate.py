@@ -207,9 +207,12 @@ def _rule_artifacts(ctx: _Context) -> list[Diagnostic]:
         if "on_overflow" in art and runtime != "hook":
             rule = f"on_overflow applies to hooks only; this artifact is runtime {runtime!r}"
             found.append(diagnostic("E-ART-004", f"{path}.on_overflow", rule, art["on_overflow"]))
+        if art.get("local_source") is True and not isinstance(art.get("source"), str):
+            rule = "local_source: true needs a `source` path to read the artifact from"
+            found.append(diagnostic("E-ART-005", f"{path}.source", rule, art.get("source")))
         caps = art.get("capabilities")
         if isinstance(caps, dict):
-            found += check_capabilities(caps, f"{path}.capabilities")
+            found += check_capabilities(caps, f"{path}.capabilities", narrowing=True)
     return found
 
 
@@ -229,12 +232,16 @@ def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
     return check_capabilities(caps, "capabilities") if caps is not None else []
 
 
-def check_capabilities(caps: dict, prefix: str) -> list[Diagnostic]:
-    """Syntax rules of a `capabilities` block (capsule-wide or per-artifact)."""
+def check_capabilities(caps: dict, prefix: str, *, narrowing: bool = False) -> list[Diagnostic]:
+    """Syntax rules of a `capabilities` block.
+
+    `narrowing` marks a per-artifact block, where `shell: {allow: []}` is meaningful (it narrows
+    the artifact to no shell) rather than a mistake.
+    """
     return (
         _network_rules(_section(caps, "network"), f"{prefix}.network")
         + _filesystem_rules(_section(caps, "filesystem"), f"{prefix}.filesystem")
-        + _shell_rules(caps, prefix)
+        + _shell_rules(caps, prefix, narrowing)
         + _env_rules(_section(caps, "env"), f"{prefix}.env")
         + _limit_rules(_section(caps, "limits"), f"{prefix}.limits")
     )
@@ -327,7 +334,7 @@ def _filesystem_rules(filesystem: dict | None, prefix: str) -> list[Diagnostic]:
     return []
 
 
-def _shell_rules(caps: dict, prefix: str) -> list[Diagnostic]:
+def _shell_rules(caps: dict, prefix: str, narrowing: bool) -> list[Diagnostic]:
     if "shell" not in caps:
         return []
     shell = caps["shell"]
@@ -335,6 +342,8 @@ def _shell_rules(caps: dict, prefix: str) -> list[Diagnostic]:
         return []  # a type error, reported by the model pass
     path = f"{prefix}.shell.allow"
     allow = (shell or {}).get("allow")
+    if narrowing and allow == []:
+        return []
     if allow is None or allow == []:
         rule = (
             "the shell block is present, so allow must list at least one binary "

@@ -1,0 +1,1 @@
+"""The session core: the agent loop and everything a task needs while it runs."""

@@ -1,0 +1,192 @@
+"""Effective grants: what each component runs under, computed before launch (pure logic).
+
+Tools and drivers start from the capsule's ceiling and may only narrow it with their entry's
+`capabilities` (an entry outside the ceiling is dropped with a warning; `allow: []` narrows to
+nothing). Hooks start from nothing and get exactly what their entry grants. Environment
+variables pass only when allowed, never when credential-shaped or matched by `shell.strip_env`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from murmurd.manifest.capsule import (
+    ArtifactCapabilities,
+    ArtifactRef,
+    Capabilities,
+    CapsuleManifest,
+    DEFAULT_HOOK_DEADLINE_SECONDS,
+)
+from murmurd.manifest.validate import looks_like_credential
+
+
+@dataclass(frozen=True)
+class GrantLimits:
+    memory_bytes: int
+    table_elements: int
+    instances: int
+    deadline_seconds: int
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One component's effective capabilities. `filesystem` is relative to the workdir."""
+
+    network: tuple[str, ...]
+    filesystem: str | None
+    shell: tuple[str, ...]
+    env: tuple[str, ...]  # variable names that pass (values are read at call time)
+    limits: GrantLimits
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "network": list(self.network),
+            "filesystem": self.filesystem,
+            "shell": list(self.shell),
+            "env": list(self.env),
+            "limits": vars(self.limits).copy(),
+        }
+
+
+@dataclass
+class GrantSet:
+    capsule: Grant
+    components: dict[str, Grant] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "capsule": self.capsule.to_json(),
+            "components": {name: g.to_json() for name, g in sorted(self.components.items())},
+            "warnings": list(self.warnings),
+        }
+
+
+def env_names(allow: list[str], strip: list[str], host_env: Mapping[str, str]) -> tuple[str, ...]:
+    """Host variables that pass: allowed (glob), present, not credential-shaped, not stripped."""
+    names = [
+        name
+        for name in sorted(host_env)
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in allow)
+        and not looks_like_credential(name)
+        and not any(fnmatch.fnmatchcase(name, pattern) for pattern in strip)
+    ]
+    return tuple(names)
+
+
+def _scope(scope: str | None) -> str | None:
+    if scope is None:
+        return None
+    normal = PurePosixPath(scope).as_posix()
+    return "." if normal in ("", ".") else normal.rstrip("/")
+
+
+def _within(inner: str, outer: str) -> bool:
+    if outer == ".":
+        return True
+    return inner == outer or inner.startswith(outer + "/")
+
+
+def capsule_grant(caps: Capabilities, host_env: Mapping[str, str]) -> Grant:
+    """The ceiling: what the capsule's own `capabilities` block grants."""
+    shell = caps.shell
+    strip = shell.strip_env if shell else []
+    limits = caps.limits
+    return Grant(
+        network=tuple(caps.network.allow),
+        filesystem=_scope(caps.filesystem.scope) or ".",
+        shell=tuple(shell.allow) if shell else (),
+        env=env_names(caps.env.allow, strip, host_env),
+        limits=GrantLimits(limits.memory_bytes, limits.table_elements, limits.instances, limits.deadline_for("capsule")),
+    )
+
+
+def _narrow_list(name: str, field_name: str, ceiling: tuple[str, ...], wanted: list[str] | None, warnings: list[str]) -> tuple[str, ...]:
+    if wanted is None:
+        return ceiling
+    kept = []
+    for entry in wanted:
+        if entry in ceiling:
+            kept.append(entry)
+        else:
+            warnings.append(f"{name}: {field_name} entry {entry!r} is outside the capsule's grant; dropped")
+    return tuple(kept)
+
+
+def _narrow(
+    name: str, ceiling: Grant, ceiling_env_patterns: list[str], own: ArtifactCapabilities | None, warnings: list[str]
+) -> Grant:
+    if own is None:
+        return ceiling
+    network = _narrow_list(name, "network.allow", ceiling.network, own.network.allow if own.network else None, warnings)
+    shell = _narrow_list(name, "shell.allow", ceiling.shell, own.shell.allow if own.shell else None, warnings)
+    env = ceiling.env
+    if own.env is not None:
+        env = tuple(n for n in ceiling.env if any(fnmatch.fnmatchcase(n, p) for p in own.env.allow))
+        for pattern in own.env.allow:
+            if pattern not in ceiling_env_patterns:
+                warnings.append(f"{name}: env.allow entry {pattern!r} is outside the capsule's grant; dropped")
+    filesystem = ceiling.filesystem
+    if own.filesystem is not None:
+        wanted = _scope(own.filesystem.scope)
+        if wanted is None:
+            filesystem = None
+        elif ceiling.filesystem is not None and _within(wanted, ceiling.filesystem):
+            filesystem = wanted
+        else:
+            warnings.append(f"{name}: filesystem.scope {wanted!r} is outside the capsule's grant; dropped")
+            filesystem = None
+    limits = ceiling.limits
+    if own.limits is not None:
+        values = {}
+        for key, ceiling_value in vars(ceiling.limits).items():
+            wanted_value = getattr(own.limits, key)
+            if wanted_value is not None and wanted_value > ceiling_value:
+                warnings.append(f"{name}: limits.{key} {wanted_value} exceeds the capsule's {ceiling_value}; dropped")
+                wanted_value = None
+            values[key] = wanted_value if wanted_value is not None else ceiling_value
+        limits = GrantLimits(**values)
+    return Grant(network, filesystem, shell, env, limits)
+
+
+def _hook_grant(ref: ArtifactRef, ceiling: Grant, host_env: Mapping[str, str]) -> Grant:
+    own = ref.capabilities
+    if own is None:
+        return Grant((), None, (), (), _hook_limits(ceiling, None))
+    return Grant(
+        network=tuple(own.network.allow) if own.network else (),
+        filesystem=_scope(own.filesystem.scope) if own.filesystem else None,
+        shell=tuple(own.shell.allow) if own.shell else (),
+        env=env_names(own.env.allow, own.shell.strip_env if own.shell else [], host_env) if own.env else (),
+        limits=_hook_limits(ceiling, own),
+    )
+
+
+def _hook_limits(ceiling: Grant, own: ArtifactCapabilities | None) -> GrantLimits:
+    overrides = own.limits if own is not None else None
+    base = GrantLimits(
+        ceiling.limits.memory_bytes, ceiling.limits.table_elements, ceiling.limits.instances, DEFAULT_HOOK_DEADLINE_SECONDS
+    )
+    if overrides is None:
+        return base
+    return GrantLimits(**{k: getattr(overrides, k) or v for k, v in vars(base).items()})
+
+
+def compute_grants(manifest: CapsuleManifest, host_env: Mapping[str, str]) -> GrantSet:
+    """Every component's effective grant, plus the warnings narrowing produced."""
+    ceiling = capsule_grant(manifest.capabilities, host_env)
+    grants = GrantSet(capsule=ceiling)
+    for ref in manifest.artifacts:
+        if ref.kind == "skill":
+            continue
+        if ref.kind == "hook":
+            grants.components[ref.name] = _hook_grant(ref, ceiling, host_env)
+        else:
+            grants.components[ref.name] = _narrow(
+                ref.name, ceiling, manifest.capabilities.env.allow, ref.capabilities, grants.warnings
+            )
+    return grants

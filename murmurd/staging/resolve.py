@@ -1,0 +1,98 @@
+"""Resolve every artifact a capsule declares: local sources first, then the registry and its lock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from murmurd.authoring.build import BuildError, build_artifact
+from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
+from murmurd.manifest.capsule import ArtifactRef
+from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.lock import LockError, LockFile, check_pin
+from murmurd.staging.registry import Registry
+
+Progress = Callable[[str], None]
+
+
+def _synthetic_manifest(ref: ArtifactRef) -> ArtifactManifest:
+    return ArtifactManifest(name=ref.name, version=ref.version or "0.0.0-local", runtime=ref.kind)
+
+
+def _local(ref: ArtifactRef, path: Path, kind: str, manifest: ArtifactManifest, payload: Path) -> ResolvedArtifact:
+    return ResolvedArtifact(ref.name, manifest.version, kind, manifest, payload, sha256_file(payload), True, f"local:{path}")
+
+
+def resolve_local(ref: ArtifactRef, manifest_dir: Path, progress: Progress | None = None) -> ResolvedArtifact:
+    """A `local_source: true` artifact: a .wasm, an artifact directory, or a skill file/directory."""
+    assert ref.source is not None
+    path = (manifest_dir / ref.source).resolve()
+    if not path.exists():
+        raise ResolveError(f"artifact {ref.name}: source {ref.source} does not exist ({path})")
+    if path.is_file():
+        if ref.kind == "skill" or path.name.lower() == "skill.md":
+            return _local(ref, path, "skill", _synthetic_manifest(ref), path)
+        if path.suffix != ".wasm":
+            raise ResolveError(f"artifact {ref.name}: source {ref.source} is neither a .wasm component nor a skill.md")
+        return _local(ref, path, ref.kind, _synthetic_manifest(ref), path)
+
+    manifest_path = path / "murmur.yaml"
+    manifest = None
+    if manifest_path.is_file():
+        try:
+            manifest = load_artifact_manifest(manifest_path)
+        except ArtifactManifestError as exc:
+            raise ResolveError(f"artifact {ref.name}: {exc}") from exc
+    if ref.kind == "skill":
+        skill = find_skill_file(path)
+        if skill is None:
+            raise ResolveError(f"artifact {ref.name}: {ref.source} holds no skill.md")
+        return _local(ref, path, "skill", manifest or _synthetic_manifest(ref), skill)
+    if manifest is None:
+        raise ResolveError(f"artifact {ref.name}: {ref.source} has no murmur.yaml")
+    if (path / "app.py").is_file():  # a Python artifact: build it (content-addressed, usually a cache hit)
+        try:
+            payload = build_artifact(path, progress=progress).output
+        except BuildError as exc:
+            raise ResolveError(f"artifact {ref.name}: {exc}") from exc
+    else:
+        payload = path / f"{manifest.name}.wasm"
+        if not payload.is_file():
+            wasm = sorted(path.glob("*.wasm"))
+            if len(wasm) != 1:
+                raise ResolveError(f"artifact {ref.name}: {ref.source} holds no single .wasm payload")
+            payload = wasm[0]
+    kind = "tool" if manifest.runtime == "wasm" else manifest.runtime
+    return _local(ref, path, kind, manifest, payload)
+
+
+def _check_declared(ref: ArtifactRef, artifact: ResolvedArtifact) -> None:
+    if artifact.kind != ref.kind:
+        raise ResolveError(
+            f"artifact {ref.name}: declared as runtime {ref.kind!r} but its own manifest says {artifact.kind!r}"
+        )
+    if ref.version is not None and not artifact.local and ref.version != artifact.version:
+        raise ResolveError(f"artifact {ref.name}: declared version {ref.version}, resolved {artifact.version}")
+
+
+def resolve_artifact(
+    ref: ArtifactRef,
+    manifest_dir: Path,
+    registry: Registry,
+    lock: LockFile | None,
+    progress: Progress | None = None,
+) -> ResolvedArtifact:
+    """Resolve one declared artifact and verify it against its lock pin (registry artifacts only)."""
+    if ref.local_source:
+        artifact = resolve_local(ref, manifest_dir, progress)
+        _check_declared(ref, artifact)
+        return artifact
+    pin = lock.pin(ref.name) if lock is not None else None
+    if lock is not None and pin is None:
+        raise LockError(f"artifact {ref.name}: not pinned in murmur.lock; run `murmurd install` to add it")
+    wanted = ref.version or (pin.resolved_version if pin else None)
+    artifact = registry.resolve(ref.name, wanted)
+    _check_declared(ref, artifact)
+    if pin is not None:
+        check_pin(pin, artifact)
+    return artifact

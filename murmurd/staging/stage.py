@@ -1,0 +1,229 @@
+"""Stage a capsule: validate, resolve, verify, compile, then lay out the session workdir.
+
+Everything that can refuse a launch (manifest errors, hook contracts, lock pins, a component
+that does not compile or fit its role) runs before the first byte is written to the workdir
+or to `murmur.lock`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from murmurd.contract import Role
+from murmurd.host import CallGrant, ComponentHost, HostError, Limits, LoadedComponent
+from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
+from murmurd.manifest.diagnostics import Report
+from murmurd.manifest.hooks import check_hook_contract
+from murmurd.manifest.validate import load_capsule
+from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
+from murmurd.staging.grants import Grant, GrantSet, compute_grants
+from murmurd.staging.inventory import InventoryItem, render_inventory
+from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
+from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
+from murmurd.staging.resolve import resolve_artifact
+from murmurd.staging.workdir import Workdir, default_workdir, new_session_id
+
+Progress = Callable[[str], None]
+CAPSULE_COMPONENT = "capsule.wasm"
+KIND_ROLES = {"tool": Role.TOOL, "driver": Role.DRIVER, "hook": Role.HOOK}
+SHELL_TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string", "description": "the command line (arguments, or a -c script)"}},
+    "required": ["command"],
+}
+
+
+class StagingError(RuntimeError):
+    """The capsule cannot launch. `problems` lists every reason found."""
+
+    def __init__(self, problems: list[str], report: Report | None = None) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+        self.report = report
+
+
+@dataclass
+class InstalledArtifact:
+    ref: ArtifactRef
+    resolved: ResolvedArtifact
+    directory: Path
+    component: LoadedComponent | None  # None for skills
+
+    @property
+    def kind(self) -> str:
+        return self.resolved.kind
+
+    @property
+    def payload(self) -> Path:
+        return self.directory / self.resolved.installed_name
+
+
+@dataclass
+class StagedCapsule:
+    manifest: CapsuleManifest
+    manifest_dir: Path
+    session_id: str
+    workdir: Workdir
+    artifacts: dict[str, InstalledArtifact]
+    grants: GrantSet
+    capsule_component: LoadedComponent | None
+    registry: Registry
+    report: Report
+    host_env: Mapping[str, str] = field(default_factory=dict)
+
+    def of_kind(self, kind: str) -> list[InstalledArtifact]:
+        return [a for a in self.artifacts.values() if a.kind == kind]
+
+    def grant_for(self, name: str | None) -> Grant:
+        """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
+        if name is None:
+            return self.grants.capsule
+        return self.grants.components.get(name, self.grants.capsule)
+
+    def call_grant(self, name: str | None, *, extra_env: Mapping[str, str] | None = None, log_name: str | None = None) -> CallGrant:
+        """The host-level grant for one call of component `name` (`None`: the capsule component)."""
+        grant = self.grant_for(name)
+        env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
+        env.update(extra_env or {})
+        limits = grant.limits
+        return CallGrant(
+            env=env,
+            preopen=(self.workdir.root / grant.filesystem) if grant.filesystem is not None else None,
+            log_path=self.workdir.logs / log_name if log_name else None,
+            # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
+            network=bool(grant.network),
+            limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
+        )
+
+
+def _compile(host: ComponentHost, artifact: ResolvedArtifact) -> LoadedComponent:
+    return host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind])
+
+
+def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
+    """Copy an artifact's manifest and payload under `tools/<name>/`."""
+    directory = workdir.tool_dir(resolved.name)
+    directory.mkdir(parents=True, exist_ok=True)
+    own = resolved.manifest.model_dump(mode="json", exclude_none=True)
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(own, sort_keys=False), encoding="utf-8")
+    shutil.copyfile(resolved.payload, directory / resolved.installed_name)
+    return directory
+
+
+def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
+    for binary in binaries:
+        directory = workdir.tool_dir(binary)
+        directory.mkdir(parents=True, exist_ok=True)
+        synthetic = {
+            "name": binary,
+            "version": "native",
+            "runtime": "shell",
+            "description": f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
+            "input_schema": SHELL_TOOL_SCHEMA,
+        }
+        (directory / "murmur.yaml").write_text(yaml.safe_dump(synthetic, sort_keys=False), encoding="utf-8")
+
+
+def stage_capsule(
+    capsule_dir: Path,
+    *,
+    host: ComponentHost,
+    workdir: Path | None = None,
+    env: Mapping[str, str] = os.environ,
+    registry: Registry | None = None,
+    progress: Progress | None = None,
+) -> StagedCapsule:
+    """Validate, resolve, verify and compile everything, then create and fill the workdir."""
+    capsule_dir = Path(capsule_dir).resolve()
+    report_progress = progress or (lambda _m: None)
+    manifest, report = load_capsule(capsule_dir, env)
+    if manifest is None:
+        raise StagingError([d.to_text() for d in report.errors], report)
+    registry = registry or FileRegistry(default_registry_root())
+
+    try:
+        lock = load_lock(capsule_dir)
+    except LockError as exc:
+        raise StagingError([str(exc)], report) from exc
+    resolved: list[ResolvedArtifact] = []
+    problems: list[str] = []
+    for ref in manifest.artifacts:
+        try:
+            resolved.append(resolve_artifact(ref, capsule_dir, registry, lock, report_progress))
+        except (ResolveError, LockError) as exc:
+            problems.append(str(exc))
+    if problems:
+        raise StagingError(problems, report)
+
+    for index, artifact in enumerate(resolved):  # hook contracts: before anything is compiled
+        if artifact.kind == "hook":
+            problems += [d.message for d in check_hook_contract(artifact.manifest, path_prefix=f"artifacts[{index}]")
+                         if d.severity == "error"]
+    if problems:
+        raise StagingError(problems, report)
+
+    components: dict[str, LoadedComponent] = {}
+    for artifact in resolved:
+        if artifact.kind == "skill":
+            continue
+        report_progress(f"loading {artifact.name} {artifact.version}")
+        try:
+            components[artifact.name] = _compile(host, artifact)
+        except HostError as exc:
+            problems.append(str(exc))
+    shell_allow = list(manifest.capabilities.shell.allow) if manifest.capabilities.shell else []
+    problems += [
+        f"capabilities.shell.allow: binary {binary!r} has the same name as artifact {binary!r}; "
+        "tools/<name>/ can hold only one of them"
+        for binary in shell_allow
+        if manifest.artifact(binary) is not None
+    ]
+    capsule_component = None
+    capsule_wasm = capsule_dir / CAPSULE_COMPONENT
+    if capsule_wasm.is_file():
+        try:
+            capsule_component = host.load(capsule_wasm, name=manifest.name, expected=Role.CAPSULE)
+        except HostError as exc:
+            problems.append(str(exc))
+    elif manifest.inference is None:
+        problems.append(f"{capsule_dir}: no inference block and no {CAPSULE_COMPONENT}; nothing would run a task")
+    if problems:
+        raise StagingError(problems, report)
+
+    # -- nothing above wrote anything; from here on the launch is accepted --------------------
+    if lock is None and any(not a.local for a in resolved):
+        lock = LockFile()
+        for artifact in resolved:
+            if not artifact.local:
+                lock.upsert(artifact)
+        save_lock(capsule_dir, lock)
+
+    session_id = new_session_id()
+    layout = Workdir(Path(workdir).resolve()) if workdir is not None else default_workdir(capsule_dir, session_id)
+    layout.create()
+    installed: dict[str, InstalledArtifact] = {}
+    for ref, artifact in zip(manifest.artifacts, resolved):
+        directory = install_artifact(layout, artifact)
+        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
+    _write_shell_manifests(layout, shell_allow)
+
+    grants = compute_grants(manifest, env)
+    for grant in [grants.capsule, *grants.components.values()]:
+        if grant.filesystem is not None:
+            (layout.root / grant.filesystem).mkdir(parents=True, exist_ok=True)
+    items = [
+        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
+        for a in installed.values()
+    ]
+    layout.inventory.write_text(
+        render_inventory(manifest.name, manifest.version, session_id, items, shell_allow), encoding="utf-8"
+    )
+    return StagedCapsule(
+        manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
+    )

@@ -1,0 +1,107 @@
+"""`murmurd validate` and `murmurd explain`, run as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+MIB = 1024 * 1024
+
+
+def _murmurd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "murmurd", *args], capture_output=True, text=True, timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _manifest(tmp_path: Path, data: dict) -> Path:
+    (tmp_path / "murmur.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return tmp_path
+
+
+GRANTED = {
+    "name": "granted",
+    "version": "1.0.0",
+    "capabilities": {
+        "network": {"allow": ["https://api.example.com", "example.org:8443"]},
+        "filesystem": {"scope": "data"},
+        "shell": {"allow": ["cat", "ls"], "strip_env": ["MURMUR_DEMO_HIDDEN*"]},
+        "env": {"allow": ["LANG", "MURMUR_DEMO_*", "GITHUB_TOKEN"]},
+        "limits": {"memory_bytes": 256 * MIB},
+    },
+    "artifacts": [
+        {"name": "narrow", "version": "0.1.0", "capabilities": {
+            "network": {"allow": ["https://api.example.com", "https://evil.example"]},
+            "filesystem": {"scope": "data/sub"},
+            "env": {"allow": ["LANG"]},
+            "shell": {"allow": []},
+            "limits": {"memory_bytes": 128 * MIB, "deadline_seconds": 9999},
+        }},
+        {"name": "plain", "version": "0.1.0"},
+        {"name": "audit", "version": "0.1.0", "runtime": "hook",
+         "capabilities": {"network": {"allow": ["hooks.example.com"]}}},
+        {"name": "quiet", "version": "0.1.0", "runtime": "hook"},
+        {"name": "notes", "version": "0.1.0", "runtime": "skill"},
+    ],
+    "inference": {"endpoint": "https://api.example.com", "model": "m"},
+}
+
+
+def test_explain_json_matches_the_expected_grant_set(tmp_path: Path) -> None:
+    capsule = _manifest(tmp_path, GRANTED)
+    env = {"LANG": "C.UTF-8", "MURMUR_DEMO_A": "1", "MURMUR_DEMO_HIDDEN_B": "2", "GITHUB_TOKEN": "ghp_secret"}
+    proc = _murmurd("explain", str(capsule), "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    ceiling_limits = {"memory_bytes": 256 * MIB, "table_elements": 100000, "instances": 1000, "deadline_seconds": 600}
+    ceiling = {
+        "network": ["https://api.example.com", "example.org:8443"],
+        "filesystem": "data",
+        "shell": ["cat", "ls"],
+        "env": ["LANG", "MURMUR_DEMO_A"],
+        "limits": ceiling_limits,
+    }
+    assert json.loads(proc.stdout) == {
+        "capsule": ceiling,
+        "components": {
+            "audit": {"network": ["hooks.example.com"], "filesystem": None, "shell": [], "env": [],
+                      "limits": {**ceiling_limits, "deadline_seconds": 30}},
+            "narrow": {"network": ["https://api.example.com"], "filesystem": "data/sub", "shell": [],
+                       "env": ["LANG"], "limits": {**ceiling_limits, "memory_bytes": 128 * MIB}},
+            "plain": ceiling,
+            "quiet": {"network": [], "filesystem": None, "shell": [], "env": [],
+                      "limits": {**ceiling_limits, "deadline_seconds": 30}},
+        },
+        "warnings": [
+            "narrow: network.allow entry 'https://evil.example' is outside the capsule's grant; dropped",
+            "narrow: limits.deadline_seconds 9999 exceeds the capsule's 600; dropped",
+        ],
+    }
+    assert "ghp_secret" not in proc.stdout
+
+
+def test_validate_exits_zero_for_a_valid_manifest(tmp_path: Path) -> None:
+    proc = _murmurd("validate", str(_manifest(tmp_path, GRANTED)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_validate_reports_every_error_as_json_and_exits_one(tmp_path: Path) -> None:
+    capsule = _manifest(tmp_path, {"version": "1", "inference": {"endpoint": "http://example.com"}, "surprise": 1})
+    proc = _murmurd("validate", str(capsule), "--json")
+    assert proc.returncode == 1
+    report = json.loads(proc.stdout)
+    found = {(d["code"], d["path"]) for d in report["diagnostics"]}
+    assert ("E-MAN-004", "name") in found
+    assert ("E-INF-002", "inference.endpoint") in found
+    assert ("W-MAN-001", "surprise") in found
+
+
+def test_explain_refuses_an_invalid_manifest_with_the_errors(tmp_path: Path) -> None:
+    proc = _murmurd("explain", str(_manifest(tmp_path, {"name": "x"})))
+    assert proc.returncode == 1
+    assert "version" in proc.stderr
