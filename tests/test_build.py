@@ -85,3 +85,66 @@ def test_an_unknown_runtime_is_reported_with_the_manifest_path(tmp_path: Path) -
     (directory / "murmur.yaml").write_text("name: odd\nversion: 0.1.0\nruntime: quantum\n")
     with pytest.raises(ArtifactManifestError, match="murmur.yaml: runtime"):
         build_artifact(directory, builds_dir=tmp_path / "builds")
+
+
+OWN_WORLD = """package test:own-wit@0.1.0;
+
+world mine {
+    export murmur:tool/run@0.1.0;
+}
+"""
+
+
+def _own_wit_artifact(root: Path, name: str, manifest_extra: str = "wit: wit\nworld: mine\n") -> Path:
+    from murmurd.contract import wit_root
+
+    directory = _artifact(root, name, GOOD_APP.format(marker=f"own wit {root}"))
+    (directory / "murmur.yaml").write_text(TOOL_MANIFEST.format(name=name) + manifest_extra)
+    deps = directory / "wit" / "deps" / "murmur-tool"
+    deps.mkdir(parents=True)
+    (directory / "wit" / "world.wit").write_text(OWN_WORLD)
+    (deps / "run.wit").write_text((wit_root() / "guest" / "deps" / "murmur-tool" / "run.wit").read_text())
+    return directory
+
+
+def test_an_artifact_can_compile_against_its_own_wit(tmp_path: Path, host) -> None:
+    from murmurd.authoring.build import world_for
+    from murmurd.host import ToolInput
+    from murmurd.manifest.artifact import load_artifact_manifest
+
+    directory = _own_wit_artifact(tmp_path, "own")
+    manifest = load_artifact_manifest(directory / "murmur.yaml")
+    assert manifest.wit == "wit"
+    assert world_for(manifest, directory) == (directory / "wit", "mine")
+    messages: list[str] = []
+    built = build_artifact(directory, progress=messages.append, builds_dir=tmp_path / "builds")
+    assert any("against wit/mine" in m for m in messages)
+    loaded = host.load(built.output)
+    assert not any(name.startswith("murmur:text") for name in loaded.imports)  # not the bundled `tool` world
+    assert host.call_tool_sync(loaded, ToolInput(data="x")).summary == f"own wit {tmp_path}"
+
+
+def test_the_build_key_covers_the_artifacts_own_wit(tmp_path: Path) -> None:
+    from murmurd.authoring.build import build_key, world_for
+    from murmurd.manifest.artifact import load_artifact_manifest
+
+    directory = _own_wit_artifact(tmp_path, "keyed-wit")
+    wit_dir, world = world_for(load_artifact_manifest(directory / "murmur.yaml"), directory)
+    before = build_key(directory, wit_dir, world)
+    (wit_dir / "world.wit").write_text(OWN_WORLD.replace("world mine {", "/// changed\nworld mine {"))
+    assert build_key(directory, wit_dir, world) != before
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ("wit: wit\n", "needs `world:`"),
+        ("wit: nowhere\nworld: mine\n", "no such directory"),
+        ("wit: ../outside\nworld: mine\n", "outside the artifact directory"),
+    ],
+)
+def test_an_unusable_own_wit_is_reported(tmp_path: Path, extra: str, message: str) -> None:
+    (tmp_path / "outside").mkdir()
+    directory = _own_wit_artifact(tmp_path, "bad-wit", extra)
+    with pytest.raises(BuildError, match=message):
+        build_artifact(directory, builds_dir=tmp_path / "builds")

@@ -1,8 +1,9 @@
 """`murmurd build`: compile a Python artifact (`murmur.yaml` + `app.py`) with componentize-py.
 
 Builds are content-addressed: the key covers the artifact's files, the WIT it compiles
-against, the world, and the componentize-py version, so an unchanged artifact is copied out
-of the cache instead of being rebuilt (a build takes several seconds).
+against (the bundled WIT, or the artifact's own with `wit: <dir>`), the world, and the
+componentize-py version, so an unchanged artifact is copied out of the cache instead of being
+rebuilt (a build takes several seconds).
 """
 
 from __future__ import annotations
@@ -42,15 +43,34 @@ class BuildResult:
     seconds: float
 
 
-def world_for(manifest: ArtifactManifest) -> tuple[str, str]:
-    """The (WIT directory, world) an artifact compiles against."""
+def world_for(manifest: ArtifactManifest, artifact_dir: Path | None = None) -> tuple[Path, str]:
+    """The (WIT directory, world) an artifact compiles against.
+
+    By default a world of the bundled WIT (`world:`, else the runtime's). An artifact with
+    `wit: <dir>` compiles against that directory of its own, inside the artifact, and
+    must then name one of its worlds with `world:`.
+    """
+    if manifest.wit is not None:
+        label = f"artifact {manifest.name!r}: wit: {manifest.wit!r}"
+        if artifact_dir is None:
+            raise BuildError(f"{label} needs the artifact directory")
+        root = artifact_dir.resolve()
+        wit_dir = (root / manifest.wit).resolve()
+        if not wit_dir.is_relative_to(root):
+            raise BuildError(f"{label} is outside the artifact directory")
+        if not wit_dir.is_dir():
+            raise BuildError(f"{label}: no such directory {wit_dir}")
+        if not manifest.world:
+            raise BuildError(f"{label} needs `world:` naming a world in it")
+        return wit_dir, manifest.world
     key = manifest.world or manifest.runtime
     if key not in WORLDS:
         raise BuildError(
             f"artifact {manifest.name!r}: no WIT world for {key!r} "
             f"(known: {', '.join(sorted(WORLDS))})"
         )
-    return WORLDS[key]
+    family, world = WORLDS[key]
+    return wit_root() / family, world
 
 
 def _source_files(root: Path) -> Iterator[Path]:
@@ -71,6 +91,14 @@ def build_key(artifact_dir: Path, wit_dir: Path, world: str) -> str:
             digest.update(f"{label}:{path.relative_to(root).as_posix()}\0".encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def _wit_label(wit_dir: Path, artifact_dir: Path) -> str:
+    """`guest` for the bundled WIT, the relative path for an artifact's own."""
+    for root in (artifact_dir, wit_root()):
+        if wit_dir.is_relative_to(root):
+            return wit_dir.relative_to(root).as_posix()
+    return str(wit_dir)
 
 
 def _cause(output: str) -> str:
@@ -112,8 +140,7 @@ def build_artifact(
     entry = artifact_dir / f"{ENTRY_MODULE}.py"
     if not entry.is_file():
         raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")
-    family, world = world_for(manifest)
-    wit_dir = wit_root() / family
+    wit_dir, world = world_for(manifest, artifact_dir)
     output = artifact_dir / f"{manifest.name}.wasm"
     started = time.monotonic()
 
@@ -124,7 +151,7 @@ def build_artifact(
         report(f"built {manifest.name} (cached)")
         return BuildResult(manifest, output, True, time.monotonic() - started)
 
-    report(f"building {manifest.name} against {family}/{world}")
+    report(f"building {manifest.name} against {_wit_label(wit_dir, artifact_dir)}/{world}")
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="murmurd-build-") as scratch:
         target = Path(scratch) / "out.wasm"

@@ -26,6 +26,9 @@ class ArtifactManifest(BaseModel):
     # The WIT world a Python artifact compiles against, when not the runtime's default
     # (for example `capsule-host` for a capsule using the whole runtime-host surface).
     world: str | None = None
+    # A WIT directory of the artifact's own (relative to the artifact, inside it) to compile
+    # against instead of the bundled WIT; `world` then names a world defined there.
+    wit: str | None = None
     input_schema: dict | None = None
     output_schema: dict | None = None
     # Hook contract (`runtime: hook` only; see `murmurd.manifest.hooks`). Kept as plain strings so
