@@ -157,6 +157,45 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return 0
 
 
+def _task_text(value: str) -> str:
+    """`--task` is a file path when such a file exists, else the task text itself."""
+    candidate = Path(value)
+    try:
+        if candidate.is_file():
+            return candidate.read_text(encoding="utf-8")
+    except OSError:
+        pass
+    return value
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from murmurd.host import ComponentHost
+    from murmurd.session.run_once import PrintingEvents, run_once, stdout_writer
+    from murmurd.staging.stage import StagingError
+
+    events = PrintingEvents(stdout_writer, lambda text: print(text, end="", file=sys.stderr, flush=True))
+    host = ComponentHost()
+    try:
+        result = asyncio.run(run_once(
+            Path(args.capsule_dir), _task_text(args.task), host=host,
+            workdir=Path(args.workdir) if args.workdir else None, progress=_eprint, events=events,
+        ))
+    except StagingError as exc:
+        _eprint(f"murmurd run: cannot launch {args.capsule_dir}:\n{exc}")
+        return 1
+    finally:
+        host.close()
+    outcome = result.outcome
+    if events.wrote_text:
+        print(flush=True)
+    _eprint(f"workdir: {result.staged.workdir.root}")
+    if not outcome.ok:
+        _eprint(f"murmurd run: task ended {outcome.exit_status}: {outcome.error}")
+    return 0 if outcome.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -176,6 +215,12 @@ def build_parser() -> argparse.ArgumentParser:
     call.add_argument("--deadline", type=float, default=600.0, help="wall-clock limit in seconds (default 600)")
     call.add_argument("--memory-mib", type=int, default=512, help="linear memory limit in MiB (default 512)")
     call.set_defaults(handler=_cmd_call)
+
+    run = commands.add_parser("run", help="stage a capsule and run one task, streaming the answer")
+    run.add_argument("capsule_dir", metavar="capsule-dir")
+    run.add_argument("--task", required=True, help="the task text, or a file holding it")
+    run.add_argument("--workdir", help="session workdir (default <capsule-dir>/workdir/<session-id>)")
+    run.set_defaults(handler=_cmd_run)
 
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
     validate.add_argument("capsule_dir", metavar="capsule-dir")

@@ -1,0 +1,229 @@
+"""The per-capsule event log behind `message/stream` and `stream/watch` (runtime-notes §6).
+
+Every event of every task gets the next id of one capsule-wide counter and goes into a bounded
+replay buffer, then to each live subscriber's bounded queue. Publishing is synchronous and never
+waits: a subscriber whose queue is full is dropped ("lagged"); it drains what it already has and
+ends, and its client reconnects with `Last-Event-ID`, getting a replay from the buffer or a `gap`
+frame when the events it missed were evicted. So a slow or vanished reader costs at most one full
+queue of memory and never slows the session worker or the other readers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+HEARTBEAT_SECONDS = 15
+"""The server sends a `:heartbeat` comment this often (sse-starlette `ping`)."""
+
+EVENT_TYPES = frozenset({"status", "text", "thinking", "artifact", "error"})
+GAP = "gap"
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    """One upstream SSE frame. `id` is None only for the synthetic `gap` item, whose `task_id`
+    is the subscription's (None for a watch stream)."""
+
+    id: int | None
+    type: str
+    task_id: str | None
+    data: dict[str, Any]
+    final: bool = False  # True only for a `status` event whose frame says final: true
+
+
+def sse_frame(event: StreamEvent) -> dict[str, str]:
+    """The event as keyword arguments for sse-starlette's `ServerSentEvent` (gap frames carry no
+    id, so a client's `Last-Event-ID` keeps pointing at the last real event)."""
+    frame = {"event": event.type, "data": json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)}
+    if event.id is not None:
+        frame["id"] = str(event.id)
+    return frame
+
+
+class Subscription:
+    """An async iterator over one subscriber's events: gap?, replay, then live events.
+
+    Ends when closed, after yielding a final status event (with `close_on_final`), or once a
+    lagged subscription has drained its queue (`lagged` is then True; resume with
+    `EventLog.subscribe(after_id=sub.resume_after, ...)`, or use `EventLog.follow`).
+    """
+
+    def __init__(self, log: EventLog, task_id: str | None, close_on_final: bool, maxsize: int) -> None:
+        self._log = log
+        self.task_id = task_id
+        self.close_on_final = close_on_final
+        self._maxsize = maxsize
+        self._replay: deque[StreamEvent] = deque()
+        self._queue: deque[StreamEvent] = deque()
+        self._wakeup = asyncio.Event()
+        self._finished = False
+        self.lagged = False
+        self.closed = False
+        self.resume_after = 0  # a Last-Event-ID that resumes this subscription without loss
+
+    def _wants(self, event: StreamEvent) -> bool:
+        return self.task_id is None or event.task_id == self.task_id
+
+    def _offer(self, event: StreamEvent) -> bool:
+        """Called by the publisher; False means "drop me" (queue full)."""
+        if not self._wants(event):
+            return True
+        if len(self._queue) >= self._maxsize:
+            self.lagged = True
+            self._wakeup.set()
+            return False
+        self._queue.append(event)
+        self._wakeup.set()
+        return True
+
+    @property
+    def pending(self) -> int:
+        """Events waiting to be read (replay plus live queue)."""
+        return len(self._replay) + len(self._queue)
+
+    def close(self) -> None:
+        """Unregister and end the iteration (undelivered events are discarded)."""
+        self.closed = True
+        self._replay.clear()
+        self._queue.clear()
+        self._log._unregister(self)
+        self._wakeup.set()
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        while True:
+            if self._finished or self.closed:
+                raise StopAsyncIteration
+            if self._replay:
+                event = self._replay.popleft()
+            elif self._queue:
+                event = self._queue.popleft()
+            elif self.lagged:
+                self._finished = True
+                raise StopAsyncIteration
+            else:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            if event.id is None:  # gap: everything before the first available id is gone
+                self.resume_after = max(self.resume_after, event.data["first_available_id"] - 1)
+            elif event.id <= self.resume_after:
+                continue  # already yielded from the replay snapshot
+            else:
+                self.resume_after = event.id
+            if self.close_on_final and event.final:
+                self._finished = True
+                self._log._unregister(self)
+            return event
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.close()
+
+
+class EventLog:
+    """One capsule's event ids, replay buffer and subscribers. Use it on the event loop thread
+    (`publish_threadsafe` from other threads)."""
+
+    def __init__(self, buffer_size: int = 1024, subscriber_queue: int = 256) -> None:
+        if buffer_size < 1 or subscriber_queue < 1:
+            raise ValueError("buffer_size and subscriber_queue must be at least 1")
+        self.buffer_size = buffer_size
+        self.subscriber_queue = subscriber_queue
+        self._buffer: deque[StreamEvent] = deque(maxlen=buffer_size)
+        self._subscribers: dict[Subscription, None] = {}  # insertion-ordered set
+        self._next_id = 1
+
+    @property
+    def last_id(self) -> int:
+        """The id of the newest event (0 before the first)."""
+        return self._next_id - 1
+
+    @property
+    def first_available_id(self) -> int:
+        """The oldest id still in the replay buffer (`last_id + 1` when it is empty)."""
+        return self._buffer[0].id if self._buffer and self._buffer[0].id is not None else self._next_id
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def buffered(self) -> tuple[StreamEvent, ...]:
+        return tuple(self._buffer)
+
+    def publish(self, type: str, task_id: str, data: dict[str, Any], final: bool | None = None) -> StreamEvent:
+        """Record one event and hand it to every live subscriber without waiting.
+
+        `final` defaults to the frame's own `final` member; it only counts for `status` events
+        (a final text frame ends a turn, not the stream).
+        """
+        if type not in EVENT_TYPES:
+            raise ValueError(f"unknown stream event type {type!r}")
+        if final is None:
+            final = data.get("final") is True
+        event = StreamEvent(self._next_id, type, task_id, data, final=bool(final) and type == "status")
+        self._next_id += 1
+        self._buffer.append(event)
+        lagged = [sub for sub in self._subscribers if not sub._offer(event)]
+        for sub in lagged:
+            self._unregister(sub)
+        return event
+
+    def publish_threadsafe(self, loop: asyncio.AbstractEventLoop, type: str, task_id: str,
+                           data: dict[str, Any], final: bool | None = None) -> None:
+        """`publish` from another thread (WASM workers); events keep their calling order."""
+        loop.call_soon_threadsafe(self.publish, type, task_id, data, final)
+
+    def subscribe(self, after_id: int | None = None, task_id: str | None = None,
+                  close_on_final: bool = True) -> Subscription:
+        """A new subscriber; `after_id` (a `Last-Event-ID`) first replays buffered events after it.
+
+        `after_id=0` replays the whole buffer. An `after_id` beyond `last_id` comes from an
+        earlier daemon run (ids restart at 1), so it gets a gap and the whole buffer.
+        """
+        sub = Subscription(self, task_id, close_on_final, self.subscriber_queue)
+        # Register before snapshotting: nothing published from here on can be missed, and
+        # anything seen twice is skipped by id in `__anext__`.
+        self._subscribers[sub] = None
+        if after_id is None:
+            sub.resume_after = self.last_id
+        else:
+            first = self.first_available_id
+            stale = after_id > self.last_id
+            if stale or after_id + 1 < first:
+                sub._replay.append(StreamEvent(None, GAP, task_id, {"first_available_id": first}))
+            sub.resume_after = 0 if stale else after_id
+            sub._replay.extend(e for e in self._buffer
+                               if e.id is not None and e.id > sub.resume_after and sub._wants(e))
+        return sub
+
+    async def follow(self, after_id: int | None = None, task_id: str | None = None,
+                     close_on_final: bool = True) -> AsyncIterator[StreamEvent]:
+        """Like `subscribe`, but a lagged subscription resumes from its last id by itself (replay,
+        or a gap if the buffer moved on) instead of ending: what an SSE handler wants when it
+        would rather not make the client reconnect. While it is lagged it is unregistered, so a
+        reader stuck on a dead socket still costs the publisher nothing."""
+        sub = self.subscribe(after_id, task_id, close_on_final)
+        try:
+            while True:
+                async for event in sub:
+                    yield event
+                if not sub.lagged:
+                    return
+                sub = self.subscribe(sub.resume_after, task_id, close_on_final)
+        finally:
+            sub.close()
+
+    def _unregister(self, sub: Subscription) -> None:
+        self._subscribers.pop(sub, None)

@@ -1,0 +1,132 @@
+"""The lifecycle seam between the session loop and hooks.
+
+The loop announces every lifecycle point of the seed's handler table through one
+`LifecycleDispatcher` and applies what it returns: seed messages at task start, a deny at a
+tool or shell decision point, a replacement history at compaction, reopen feedback at task end,
+artifacts after inference. This base dispatcher commits nothing; the hooks runtime subclasses
+it without reshaping the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from murmurd.session.messages import Message
+
+
+@dataclass(frozen=True)
+class Denial:
+    hook_name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Reopen:
+    hook_name: str
+    feedback: str
+
+
+@dataclass(frozen=True)
+class TaskStart:
+    task_id: str
+    context_id: str
+    source: str
+    input_bytes: int
+    context_window: int
+    budget_tokens: int
+    prior_tokens: int
+
+
+@dataclass(frozen=True)
+class InferenceEvent:
+    turn: int
+    input_tokens: int
+    output_tokens: int
+    decision: str
+    tool_name: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolEvent:
+    turn: int
+    tool_name: str
+    input: str
+    outcome: dict[str, Any] | None = None  # None: the decision point, before the call
+
+
+@dataclass(frozen=True)
+class ShellEvent:
+    turn: int
+    binary: str
+    command: str
+    argv: list[str]
+    script: str | None = None
+    outcome: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class CompactionEvent:
+    messages: list[Message]
+    session_tokens: int
+    threshold: int
+
+
+@dataclass
+class SessionTotals:
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    shell_calls: int = 0
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    task_id: str
+    exit_status: str
+
+
+@dataclass(frozen=True)
+class SessionEnd:
+    totals: SessionTotals
+    duration_ms: int
+    exit_status: str
+
+
+@dataclass
+class InferenceOutputs:
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+
+
+class LifecycleDispatcher:
+    """Announces lifecycle points; commits nothing. Subclasses return committed arms."""
+
+    bound: bool = False  # True when some hook receives on-compaction
+
+    async def on_session_start(self) -> None:
+        return None
+
+    async def on_task_start(self, event: TaskStart) -> list[Message]:
+        """Messages to seed at the head of the task's context (oldest first)."""
+        return []
+
+    async def on_inference(self, event: InferenceEvent) -> InferenceOutputs:
+        return InferenceOutputs()
+
+    async def on_tool_call(self, event: ToolEvent) -> Denial | None:
+        """At the decision point (`outcome is None`) a Denial refuses the call."""
+        return None
+
+    async def on_shell(self, event: ShellEvent) -> Denial | None:
+        return None
+
+    async def on_compaction(self, event: CompactionEvent) -> list[Message] | None:
+        """A replacement history, or None (nothing bound, or the hooks declined)."""
+        return None
+
+    async def on_task_end(self, event: TaskEnd) -> Reopen | None:
+        return None
+
+    async def on_session_end(self, event: SessionEnd) -> None:
+        return None

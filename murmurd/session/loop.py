@@ -1,0 +1,293 @@
+"""The agent loop of one task (runtime-notes §3): driver turns, tool calls, a result.
+
+One turn is one driver call. The loop builds the request (§2), calls the driver through the
+component host, parses the response, runs the requested tools in order, and repeats until the
+driver ends the turn, an error ends the task, or `inference.max_turns` is spent. It reports
+every lifecycle point through the dispatcher and every event to the trace and `TaskEvents`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from murmurd.hooks.dispatcher import (
+    CompactionEvent,
+    InferenceEvent,
+    LifecycleDispatcher,
+    SessionTotals,
+    ShellEvent,
+    ToolEvent,
+)
+from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
+from murmurd.session.cache_key import prompt_cache_key
+from murmurd.session.continuation import ContinuationState
+from murmurd.session.driver_protocol import (
+    DriverProtocolError,
+    DriverResponse,
+    ToolSpec,
+    build_request,
+    parse_response,
+)
+from murmurd.session.events import TaskEvents
+from murmurd.session.messages import Message, pairing_problem, tool_message
+from murmurd.session.tokens import count_tokens
+from murmurd.session.tools import ToolRunner
+from murmurd.session.usage import normalize_usage
+from murmurd.staging.stage import StagedCapsule
+from murmurd.trace.writer import TraceWriteError, TraceWriter
+
+
+class TaskFailed(Exception):
+    """Ends the task with `exit_status` and `message`; the session goes on."""
+
+    def __init__(self, message: str, exit_status: str = "failed") -> None:
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class SessionEnded(TaskFailed):
+    """Ends the task and the whole session (spend ceiling, trace failure, compaction error)."""
+
+
+@dataclass
+class TaskCounters:
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    shell_calls: int = 0
+
+
+@dataclass
+class DriverSetup:
+    """Everything the loop needs to call the driver: the staged component and its environment."""
+
+    name: str
+    env: dict[str, str]
+    system: str
+    tools: list[ToolSpec]
+    model: str | None
+    max_tokens: int
+    max_turns: int
+    max_session_tokens: int | None
+    context_max_tokens: int | None
+    compaction_threshold: float
+
+
+@dataclass(frozen=True)
+class Inference:
+    """One driver call's outcome, as the loop needs it."""
+
+    response: DriverResponse
+    input_tokens: int
+    output_tokens: int
+    streamed: bool
+    continuation_id: str | None
+
+
+@dataclass
+class LoopState:
+    """The conversation of one task, kept across reopen attempts."""
+
+    task_id: str
+    context_id: str
+    messages: list[Message]
+    counters: TaskCounters = field(default_factory=TaskCounters)
+    end_dispatched: bool = False  # on-task-end already announced (the reopen check does it)
+
+
+class AgentLoop:
+    def __init__(
+        self,
+        staged: StagedCapsule,
+        host: ComponentHost,
+        runner: ToolRunner,
+        setup: DriverSetup,
+        trace: TraceWriter,
+        dispatcher: LifecycleDispatcher,
+        totals: SessionTotals,
+        continuation: ContinuationState,
+    ) -> None:
+        self.staged = staged
+        self.host = host
+        self.runner = runner
+        self.setup = setup
+        self.trace = trace
+        self.dispatcher = dispatcher
+        self.totals = totals
+        self.continuation = continuation
+
+    # -- one attempt -----------------------------------------------------------------------
+
+    async def run(self, state: LoopState, events: TaskEvents) -> str:
+        """Run turns until the driver ends the task; return the result text or raise TaskFailed."""
+        cache_key = prompt_cache_key(self.staged.manifest.name, self.staged.manifest.version, state.context_id)
+        while True:
+            if state.counters.turns >= self.setup.max_turns:
+                raise TaskFailed(f"max_turns ({self.setup.max_turns}) reached", "max_turns_reached")
+            self._check_spend()
+            state.counters.turns += 1
+            self.totals.turns += 1
+            turn = state.counters.turns
+            inference = await self._infer(state, cache_key, events)
+            response, input_tokens, output_tokens = inference.response, inference.input_tokens, inference.output_tokens
+            decision = "tool_call" if response.stop_reason == "tool_call" else (
+                "end_turn" if response.stop_reason == "end_turn" else "text"
+            )
+            first_tool = response.tool_calls[0]["name"] if response.tool_calls else None
+            usage = normalize_usage(response.usage)
+            self._trace("inference", turn=turn, input_tokens=input_tokens, output_tokens=output_tokens,
+                        decision=decision, tool_name=first_tool, usage=usage or None)
+            outputs = await self.dispatcher.on_inference(
+                InferenceEvent(turn, input_tokens, output_tokens, decision, first_tool)
+            )
+            for artifact in outputs.artifacts:
+                events.artifact("hook", artifact)
+
+            if response.stop_reason == "error":
+                raise TaskFailed(f"driver error: {response.error or 'no message'}")
+            state.messages.append(Message("assistant", response.content))
+            self.continuation.on_response(state.context_id, inference.continuation_id, len(state.messages))
+            if response.stop_reason == "tool_call":
+                await self._run_tools(state, response, turn, events)
+                await self._maybe_compact(state, turn)
+                continue
+            events.turn_finished(inference.streamed, response.text)
+            await self._maybe_compact(state, turn)
+            return response.text
+
+    # -- the driver --------------------------------------------------------------------------
+
+    async def _infer(self, state: LoopState, cache_key: str, events: TaskEvents) -> Inference:
+        setup = self.setup
+        full = build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
+                             messages=state.messages, tools=setup.tools, prompt_cache_key=cache_key)
+        input_tokens = count_tokens(json.dumps(full))
+        to_send, held = self.continuation.messages_to_send(state.context_id, state.messages)
+        request = full if held is None else build_request(
+            model=setup.model, max_tokens=setup.max_tokens, system=setup.system, messages=to_send,
+            tools=setup.tools, prompt_cache_key=cache_key, continuation_id=held,
+        )
+        driver = self.staged.artifacts[setup.name]
+        grant = dataclasses.replace(self.staged.call_grant(setup.name, log_name=f"driver-{setup.name}.log"), env=setup.env)
+        streamed: list[str] = []
+
+        def on_chunk(text: str) -> None:
+            streamed.append(text)
+            events.text_chunk(text)
+
+        try:
+            result = await self.host.call_tool(
+                driver.component, ToolInput(data=json.dumps(request)), grant=grant,
+                session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk,
+            )
+        except HostError as exc:
+            raise TaskFailed(f"driver {exc}") from None
+        raw = result.data if result.data is not None else (result.summary or "")
+        if result.status is not ToolStatus.PASSED:
+            raise TaskFailed(f"driver {setup.name} returned status {result.status.value}: {raw or 'no message'}")
+        output_tokens = count_tokens(raw)
+        self._account(input_tokens, output_tokens)
+        state.counters.input_tokens += input_tokens
+        state.counters.output_tokens += output_tokens
+        try:
+            response = parse_response(raw)
+        except DriverProtocolError as exc:
+            raise TaskFailed(f"driver {setup.name}: {exc}") from None
+        continuation_id = next((v for k, v in result.metadata if k == "continuation_id"), None)
+        return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id)
+
+    def _account(self, input_tokens: int, output_tokens: int) -> None:
+        self.totals.input_tokens += input_tokens
+        self.totals.output_tokens += output_tokens
+
+    def _check_spend(self) -> None:
+        ceiling = self.setup.max_session_tokens
+        if ceiling is not None and self.totals.input_tokens + self.totals.output_tokens >= ceiling:
+            raise SessionEnded(f"session token ceiling ({ceiling}) reached", "spend_ceiling_reached")
+
+    # -- tools -------------------------------------------------------------------------------
+
+    async def _run_tools(self, state: LoopState, response: DriverResponse, turn: int, events: TaskEvents) -> None:
+        for call in response.tool_calls:
+            name, call_id, tool_input = call["name"], str(call["id"]), call.get("input", {})
+            kind = self.runner.kind_of(name)
+            denial = await self._decide(kind, name, tool_input, turn)
+            if denial is not None:
+                text = f"denied by hook {denial.hook_name}: {denial.reason}"
+                self._trace("call_denied", turn=turn, tool_name=name, hook_name=denial.hook_name, reason=denial.reason)
+                state.messages.append(tool_message(call_id, text, True))
+                events.tool_result(name, text)
+                continue
+            outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk)
+            self._trace(outcome.event_type, turn=turn, **outcome.trace)
+            if outcome.event_type == "shell":
+                state.counters.shell_calls += 1
+                self.totals.shell_calls += 1
+                args, script, command = self._shell_shape(name, tool_input)
+                await self.dispatcher.on_shell(ShellEvent(turn, outcome.trace.get("binary", name), command, args, script, {
+                    "exit_code": outcome.trace.get("exit_code"), "duration_ms": outcome.trace.get("duration_ms"),
+                }))
+            else:
+                state.counters.tool_calls += 1
+                self.totals.tool_calls += 1
+                await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
+                    "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
+                }))
+            state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
+            events.tool_result(name, outcome.text)
+
+    def _shell_shape(self, name: str, tool_input: Any) -> tuple[list[str], str | None, str]:
+        try:
+            return self.runner.shell_call(name, tool_input)
+        except Exception:  # noqa: BLE001 - a malformed input was already reported to the model
+            return [], None, str(tool_input)
+
+    async def _decide(self, kind: str | None, name: str, tool_input: Any, turn: int):  # type: ignore[no-untyped-def]
+        if kind == "shell":
+            args, script, command = self._shell_shape(name, tool_input)
+            return await self.dispatcher.on_shell(ShellEvent(turn, name, command, args, script))
+        return await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input)))
+
+    # -- compaction --------------------------------------------------------------------------
+
+    async def _maybe_compact(self, state: LoopState, turn: int) -> None:
+        window = self.setup.context_max_tokens
+        if window is None:
+            return
+        threshold = int(window * self.setup.compaction_threshold)
+        tokens = count_tokens(json.dumps([m.to_driver() for m in state.messages])) + count_tokens(self.setup.system)
+        if tokens < threshold:
+            return
+        replacement = await self.dispatcher.on_compaction(CompactionEvent(list(state.messages), tokens, threshold))
+        log = self.staged.workdir.logs / "bootstrap.log"
+        if replacement is None:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(f"turn {turn}: context at {tokens} tokens reached the compaction threshold "
+                             f"{threshold}; no compaction hook committed a replacement, continuing\n")
+            return
+        problem = pairing_problem(replacement)
+        if problem is not None:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(f"turn {turn}: compaction replacement rejected whole: {problem}\n")
+            return
+        state.messages[:] = replacement
+        self.continuation.drop()
+        after = count_tokens(json.dumps([m.to_driver() for m in state.messages]))
+        try:
+            self.trace.write("compaction", turn=turn, tokens_before=tokens, tokens_after=after)
+        except TraceWriteError as exc:  # the one event whose loss does not end the session
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(f"turn {turn}: compaction trace event not written: {exc}\n")
+
+    # -- trace -------------------------------------------------------------------------------
+
+    def _trace(self, event_type: str, **fields: Any) -> None:
+        try:
+            self.trace.write(event_type, **fields)
+        except TraceWriteError as exc:
+            raise SessionEnded(str(exc)) from None

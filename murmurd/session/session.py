@@ -1,0 +1,245 @@
+"""A `Session`: one staged capsule running tasks, with one trace and one set of totals.
+
+The session opens the trace (`session_start`), runs each task (the agent loop, or the capsule
+component for a script capsule), writes `out/result.txt` on every exit path, and closes with
+`session_end` whose counts are the sums of its `task_end` lines.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, SessionTotals, TaskEnd, TaskStart
+from murmurd.host import ComponentHost, HostError
+from murmurd.session.continuation import ContinuationState
+from murmurd.session.driver_protocol import system_prompt
+from murmurd.session.events import TaskEvents
+from murmurd.session.loop import AgentLoop, DriverSetup, LoopState, SessionEnded, TaskCounters, TaskFailed
+from murmurd.session.messages import Message, user_message
+from murmurd.session.services import CapsuleServices
+from murmurd.session.tools import ToolRunner, model_tools
+from murmurd.staging.stage import StagedCapsule
+from murmurd.trace.writer import TraceWriteError, TraceWriter
+
+
+@dataclass
+class TaskSpec:
+    task_id: str
+    text: str
+    context_id: str | None = None
+    source: str = "task_md"  # a2a | task_md
+    origin: str = "operator"
+    trust: str = "operator"
+    history: list[Message] = field(default_factory=list)
+
+    @property
+    def message_parts_bytes(self) -> int:
+        return len(self.text.encode())
+
+
+@dataclass
+class TaskOutcome:
+    task_id: str
+    context_id: str | None
+    exit_status: str  # ok | failed | max_turns_reached | spend_ceiling_reached | reopen_budget_exhausted
+    result_text: str
+    error: str | None = None
+    counters: TaskCounters = field(default_factory=TaskCounters)
+    reopen_count: int = 0
+    duration_ms: int = 0
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == "ok"
+
+
+def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
+    inference = staged.manifest.inference
+    if inference is None:
+        return None
+    config = inference.driver.config if inference.driver else {}
+    env = {
+        "MURMUR_INFERENCE_ENDPOINT": inference.endpoint or "",
+        "MURMUR_INFERENCE_API_KEY": inference.api_key.get_secret_value() if inference.api_key else "",
+        "MURMUR_INFERENCE_MODEL": inference.model or "",
+        "MURMUR_INFERENCE_DRIVER_CONFIG": json.dumps(config),
+    }
+    context = staged.manifest.context
+    return DriverSetup(
+        name=inference.driver.artifact if inference.driver else "",
+        env=env,
+        system=system,
+        tools=model_tools(staged),
+        model=inference.model,
+        max_tokens=inference.max_tokens,
+        max_turns=inference.max_turns,
+        max_session_tokens=inference.max_session_tokens,
+        context_max_tokens=context.max_tokens if context else None,
+        compaction_threshold=inference.compaction.threshold,
+    )
+
+
+def manifest_prompt(staged: StagedCapsule) -> str | None:
+    inference = staged.manifest.inference
+    if inference is None:
+        return None
+    if inference.system_prompt_artifact:
+        skill = staged.artifacts.get(inference.system_prompt_artifact)
+        return skill.payload.read_text(encoding="utf-8") if skill is not None else None
+    return inference.system_prompt
+
+
+class Session:
+    def __init__(
+        self,
+        staged: StagedCapsule,
+        host: ComponentHost,
+        *,
+        dispatcher: LifecycleDispatcher | None = None,
+        services: CapsuleServices | None = None,
+    ) -> None:
+        self.staged = staged
+        self.host = host
+        self.dispatcher = dispatcher or LifecycleDispatcher()
+        self.services = services or CapsuleServices(staged, host)
+        self.totals = SessionTotals()
+        self.trace = TraceWriter(staged.workdir.trace, staged.session_id)
+        self.ended: str | None = None  # set when something ended the whole session
+        self.last_exit_status = "ok"
+        self._started = time.monotonic()
+        prompt = manifest_prompt(staged)
+        self._system = system_prompt(staged.manifest.name, staged.manifest.version, prompt)
+        self._setup = driver_setup(staged, self._system)
+        self._continuation = ContinuationState()
+        include_output = staged.manifest.trace.include_tool_output
+        self._runner = ToolRunner(staged, host, self.services, include_output)
+
+    async def open(self) -> None:
+        manifest = self.staged.manifest
+        prompt = manifest_prompt(self.staged)
+        grants = self.staged.grants.capsule
+        self.trace.write(
+            "session_start",
+            capsule_name=manifest.name,
+            capsule_version=manifest.version,
+            model=manifest.inference.model if manifest.inference else None,
+            max_turns=manifest.inference.max_turns if manifest.inference else None,
+            capabilities=[k for k, v in grants.to_json().items() if v and k != "limits"],
+            tools_declared=[a.name for a in manifest.artifacts],
+            system_prompt_source="manifest" if prompt else "none",
+            system_prompt_sha256=hashlib.sha256(self._system.encode()).hexdigest(),
+            effective_grants=self.staged.grants.to_json(),
+        )
+        await self.dispatcher.on_session_start()
+
+    async def run_task(self, spec: TaskSpec, events: TaskEvents | None = None) -> TaskOutcome:
+        """Run one task to a terminal outcome; never raises for a task-level failure."""
+        events = events or TaskEvents()
+        started = time.monotonic()
+        self.trace.write(
+            "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
+            message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
+        )
+        state = LoopState(spec.task_id, spec.context_id or "", [*spec.history, user_message(spec.text)])
+        outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
+        try:
+            if self.staged.capsule_component is not None and self._setup is None:
+                outcome.result_text = await self._run_capsule_component()
+            else:
+                await self._run_agent(spec, state, outcome, events)
+        except TaskFailed as failure:
+            outcome.exit_status, outcome.error = failure.exit_status, str(failure)
+            if isinstance(failure, SessionEnded):
+                self.ended = failure.exit_status
+        outcome.counters = state.counters
+        outcome.messages = state.messages
+        outcome.duration_ms = int((time.monotonic() - started) * 1000)
+        self._write_result(outcome)
+        self._task_end(outcome)
+        if not state.end_dispatched:
+            await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
+        self.last_exit_status = outcome.exit_status
+        return outcome
+
+    async def _run_agent(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents) -> None:
+        setup = self._setup
+        if setup is None or setup.name not in self.staged.artifacts:
+            raise TaskFailed("no inference driver: declare inference.driver.artifact")
+        context = self.staged.manifest.context
+        window = context.max_tokens if context and context.max_tokens else 0
+        budget = int(window * (context.seed_budget or 0)) if context else 0
+        seeded = await self.dispatcher.on_task_start(TaskStart(
+            spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget, 0,
+        ))
+        if seeded:
+            state.messages[:0] = seeded
+        loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
+                         self.totals, self._continuation)
+        self._continuation.rebase(state.context_id or None, len(spec.history) + len(seeded or []))
+        max_reopens = self.staged.manifest.inference.max_task_reopens if self.staged.manifest.inference else 0
+        while True:
+            outcome.result_text = await loop.run(state, events)
+            reopen = await self.dispatcher.on_task_end(TaskEnd(spec.task_id, "ok"))
+            state.end_dispatched = True
+            if reopen is None:
+                return
+            if outcome.reopen_count >= max_reopens:
+                raise TaskFailed(f"hook {reopen.hook_name} asked to reopen the task; "
+                                 f"max_task_reopens ({max_reopens}) is spent", "reopen_budget_exhausted")
+            outcome.reopen_count += 1
+            state.end_dispatched = False
+            self.trace.write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
+                             reason=reopen.feedback, reopen_number=outcome.reopen_count)
+            state.messages.append(user_message(reopen.feedback, source_id=f"hook:{reopen.hook_name}"))
+
+    async def _run_capsule_component(self) -> str:
+        component = self.staged.capsule_component
+        assert component is not None
+        result = self.staged.workdir.result
+        result.unlink(missing_ok=True)
+        grant = self.staged.call_grant(None, log_name="capsule.log")
+        try:
+            await self.host.run_capsule(component, grant=grant, session=self.services)
+        except HostError as exc:
+            raise TaskFailed(str(exc)) from None
+        return result.read_text(encoding="utf-8") if result.is_file() else ""
+
+    def _write_result(self, outcome: TaskOutcome) -> None:
+        text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+        self.staged.workdir.out.mkdir(parents=True, exist_ok=True)
+        self.staged.workdir.result.write_text(text, encoding="utf-8")
+        outcome.result_text = text if outcome.ok else outcome.result_text
+
+    def _task_end(self, outcome: TaskOutcome) -> None:
+        counters = outcome.counters
+        try:
+            self.trace.write(
+                "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
+                turns=counters.turns, input_tokens=counters.input_tokens, output_tokens=counters.output_tokens,
+                tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
+                error=outcome.error,
+            )
+        except TraceWriteError as exc:
+            self.ended = "failed"
+            outcome.exit_status, outcome.error = "failed", str(exc)
+
+    async def close(self, exit_status: str | None = None) -> None:
+        status = exit_status or self.ended or self.last_exit_status
+        duration_ms = int((time.monotonic() - self._started) * 1000)
+        try:
+            await self.dispatcher.on_session_end(SessionEnd(self.totals, duration_ms, status))
+            totals: dict[str, Any] = {
+                "total_turns": self.totals.turns,
+                "total_input_tokens": self.totals.input_tokens,
+                "total_output_tokens": self.totals.output_tokens,
+                "total_tool_calls": self.totals.tool_calls,
+                "total_shell_calls": self.totals.shell_calls,
+            }
+            self.trace.write("session_end", duration_ms=duration_ms, exit_status=status, **totals)
+        finally:
+            self.trace.close()

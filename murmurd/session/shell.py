@@ -1,0 +1,532 @@
+"""The one shell runner behind model-visible shell tools and the `murmur:shell/execute` import.
+
+Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
+
+- **Allowlist first.** `binary` must be a bare name listed in `capabilities.shell.allow`; a
+  name holding `/` or not listed raises `ShellRefused` before anything is spawned.
+- **No shell interpretation.** The argument list goes to the executable as it is
+  (`shell=False`). Only an allowed interpreter (`sh -c <script>`) interprets anything.
+- **Resolution.** The name is resolved against the `PATH` of the filtered *host* environment
+  (a guest's own `PATH` override cannot redirect an allowed name to another program), and
+  the absolute path found is what runs; `argv[0]` stays the bare name. `binary_path` is that
+  path canonicalized, or the bare name when nothing resolved (running it then fails).
+- **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
+  `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
+  credential-shaped names; then the caller's overrides, filtered the same way (strip globs,
+  credential shape); then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
+  empty, and the command runs in its own process group.
+- **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
+  bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
+  written to `logs/shell-<UTC timestamp>.log` and `full_output_path` names it relative to
+  the workdir. A stream past `max_log_stream_bytes` (256 MiB) is cut in the log too, with a
+  note, so a runaway command cannot fill the disk.
+- **Outcomes.** A non-zero exit is data. A command killed by a signal reports `128 + signal`,
+  like a shell. A timeout kills the whole process group and reports exit code 124 (as
+  coreutils `timeout` does) with `[murmurd] timed out after N s` appended to stderr and
+  `timed_out` set. Once the command exits, anything it left behind still holding the output
+  pipes gets 2 s, then the group is killed. Only a spawn or I/O failure raises `ShellFailed`
+  (`ShellCanceled` when the caller's cancel event fires).
+
+`run_shell` blocks: call it from a worker thread.
+"""
+
+from __future__ import annotations
+
+import codecs
+import datetime as dt
+import fnmatch
+import os
+import selectors
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from murmurd.manifest.validate import looks_like_credential
+
+SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
+DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
+DEFAULT_TIMEOUT_SECONDS = 300.0
+MAX_STREAM_BYTES = 16 * 1024
+MAX_LOG_STREAM_BYTES = 256 * 1024 * 1024
+TIMEOUT_EXIT_CODE = 124
+DISPLAY_LIMIT = 200
+HOME_DIR_NAME = ".capsule-home"
+LOGS_DIR_NAME = "logs"
+
+_PIPE_GRACE_SECONDS = 2.0
+_POLL_SECONDS = 0.1
+_READ_CHUNK = 64 * 1024
+
+
+class ShellError(Exception):
+    """Base of the shell runner's errors."""
+
+
+class ShellRefused(ShellError):
+    """The call is not allowed (allowlist, malformed arguments or environment); nothing ran."""
+
+
+class ShellFailed(ShellError):
+    """The command could not be spawned, or its output could not be collected or logged."""
+
+
+class ShellCanceled(ShellFailed):
+    """The caller canceled the call; the process group was killed."""
+
+
+@dataclass(frozen=True)
+class ShellPolicy:
+    """What a capsule's shell may do. `home` and `logs_dir` default beneath `workdir`."""
+
+    allow: frozenset[str]
+    workdir: Path
+    strip_env: tuple[str, ...] = ()
+    baseline_env: tuple[str, ...] | None = None
+    home: Path = field(default=None)  # type: ignore[assignment]  # workdir/.capsule-home
+    logs_dir: Path = field(default=None)  # type: ignore[assignment]  # workdir/logs
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+    max_stream_bytes: int = MAX_STREAM_BYTES
+    max_log_stream_bytes: int = MAX_LOG_STREAM_BYTES
+
+    def __post_init__(self) -> None:
+        workdir = Path(self.workdir)
+        object.__setattr__(self, "workdir", workdir)
+        object.__setattr__(self, "allow", frozenset(self.allow))
+        object.__setattr__(self, "strip_env", tuple(self.strip_env))
+        if self.baseline_env is not None:
+            object.__setattr__(self, "baseline_env", tuple(self.baseline_env))
+        object.__setattr__(self, "home", Path(self.home) if self.home is not None else workdir / HOME_DIR_NAME)
+        object.__setattr__(
+            self, "logs_dir", Path(self.logs_dir) if self.logs_dir is not None else workdir / LOGS_DIR_NAME
+        )
+        if self.timeout_seconds <= 0:
+            raise ValueError(f"timeout_seconds must be > 0, got {self.timeout_seconds}")
+        if self.max_stream_bytes < 0 or self.max_log_stream_bytes < self.max_stream_bytes:
+            raise ValueError("need 0 <= max_stream_bytes <= max_log_stream_bytes")
+
+    @classmethod
+    def from_capability(cls, capability: object, workdir: Path, **overrides: object) -> ShellPolicy:
+        """From a manifest `ShellCapability` (`allow`, `strip_env`, `baseline_env` lists).
+
+        An empty `baseline_env` list means "not given": the default baseline applies."""
+        baseline = list(getattr(capability, "baseline_env", None) or ())
+        return cls(
+            allow=frozenset(getattr(capability, "allow", ())),
+            workdir=workdir,
+            strip_env=tuple(getattr(capability, "strip_env", None) or ()),
+            baseline_env=tuple(baseline) if baseline else None,
+            **overrides,  # type: ignore[arg-type]
+        )
+
+
+@dataclass(frozen=True)
+class ShellInvocation:
+    """A checked call, ready to run: what a decision-point `on-shell` event describes."""
+
+    binary: str
+    binary_path: str  # canonical absolute path, or the bare name when nothing resolved
+    executable: str | None  # the path that is executed; None when nothing resolved
+    argv: list[str]  # exactly what the executable receives, argv[0] (the bare name) included
+    env: dict[str, str]
+
+
+@dataclass
+class ShellOutcome:
+    """What a shell call produced. `stdout`/`stderr` are the (possibly cut) texts."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    truncated: bool
+    full_output_path: str | None  # relative to the workdir; only when truncated
+    binary_path: str
+    argv: list[str]
+    duration_ms: int
+    stdout_bytes: int  # full size of each stream, not the cut size
+    stderr_bytes: int
+    timed_out: bool = False
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def split_command(binary: str, command: str) -> tuple[list[str], str | None]:
+    """The argument list for a model's `{"command": ...}` and the `-c` script, if any.
+
+    A shell interpreter gets `["-c", command]` (the script is `command`); any other binary
+    gets `command` split by POSIX word rules with no expansion at all. Unbalanced quotes
+    raise `ShellRefused`."""
+    if not isinstance(command, str):
+        raise ShellRefused(f"shell command must be a string, got {type(command).__name__}")
+    if binary in SHELL_INTERPRETERS:
+        return ["-c", command], command
+    try:
+        return shlex.split(command, comments=False, posix=True), None
+    except ValueError as exc:
+        raise ShellRefused(f"cannot split the command for {binary!r}: {exc}") from None
+
+
+def display_command(args: Sequence[str], script: str | None = None) -> str:
+    """The trace/event display string: the `-c` script, else the quoted argument list; at most
+    200 characters (a cut value ends with `…`). Never decide policy on it."""
+    text = script if script is not None else shlex.join(args)
+    if len(text) > DISPLAY_LIMIT:
+        return text[: DISPLAY_LIMIT - 1] + "…"
+    return text
+
+
+def format_shell_result(command: str, outcome: ShellOutcome) -> str:
+    """The text the model sees for a shell tool call."""
+    lines = [
+        f"$ {command}",
+        f"Exit code: {outcome.exit_code}",
+        "Stdout:",
+        _strip_one_newline(outcome.stdout),
+        "Stderr:",
+        _strip_one_newline(outcome.stderr),
+    ]
+    if outcome.truncated:
+        where = outcome.full_output_path or "the shell log"
+        lines.append(f"[Output was cut; the full output is in {where}]")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _admissible(policy: ShellPolicy, name: str) -> bool:
+    return name != "HOME" and not looks_like_credential(name) and not _matches(name, policy.strip_env)
+
+
+def _check_env_name(name: object, value: object) -> tuple[str, str]:
+    if not isinstance(name, str) or not name or "=" in name or "\x00" in name:
+        raise ShellRefused(f"environment variable name {name!r} is not valid")
+    if not isinstance(value, str) or "\x00" in value:
+        raise ShellRefused(f"environment variable {name!r} must have a string value without NUL bytes")
+    return name, value
+
+
+def _host_environment(policy: ShellPolicy, host_env: Mapping[str, str]) -> dict[str, str]:
+    patterns = policy.baseline_env if policy.baseline_env is not None else DEFAULT_BASELINE_ENV
+    return {
+        name: value
+        for name, value in host_env.items()
+        if _matches(name, patterns) and _admissible(policy, name) and "\x00" not in value
+    }
+
+
+def child_environment(
+    policy: ShellPolicy,
+    env_overrides: Iterable[tuple[str, str]] = (),
+    host_env: Mapping[str, str] = os.environ,
+) -> dict[str, str]:
+    """The complete environment a shell command runs with (see the module docstring)."""
+    env = _host_environment(policy, host_env)
+    for pair in env_overrides:
+        name, value = _check_env_name(*pair)
+        if _admissible(policy, name):
+            env[name] = value
+    env["HOME"] = str(policy.home)
+    return env
+
+
+# --------------------------------------------------------------------------- running
+
+
+def prepare_shell(
+    policy: ShellPolicy,
+    binary: str,
+    args: Sequence[str],
+    env_overrides: Iterable[tuple[str, str]] = (),
+    host_env: Mapping[str, str] = os.environ,
+) -> ShellInvocation:
+    """Check a call against the policy and resolve it, spawning nothing. `ShellRefused` if not allowed."""
+    if not isinstance(binary, str) or not binary:
+        raise ShellRefused("shell: no binary named")
+    if "/" in binary:
+        raise ShellRefused(
+            f"shell: {binary!r} is a path; name an allowed binary by its bare name "
+            f"(capabilities.shell.allow: {sorted(policy.allow)})"
+        )
+    if binary not in policy.allow or binary in (".", ".."):
+        raise ShellRefused(
+            f"shell: {binary!r} is not in capabilities.shell.allow ({sorted(policy.allow)})"
+        )
+    arg_list = list(args)
+    for arg in arg_list:
+        if not isinstance(arg, str) or "\x00" in arg:
+            raise ShellRefused(f"shell: argument {arg!r} must be a string without NUL bytes")
+    search_path = _host_environment(policy, host_env).get("PATH") or host_env.get("PATH") or os.defpath
+    # Only absolute PATH entries: a relative one would resolve against murmurd's own cwd.
+    search_path = os.pathsep.join(entry for entry in search_path.split(os.pathsep) if os.path.isabs(entry))
+    env = child_environment(policy, env_overrides, host_env)
+    found = shutil.which(binary, path=search_path)
+    if found is None:
+        return ShellInvocation(binary, binary, None, [binary, *arg_list], env)
+    executable = os.path.abspath(found)
+    return ShellInvocation(binary, os.path.realpath(executable), executable, [binary, *arg_list], env)
+
+
+def run_shell(
+    policy: ShellPolicy,
+    binary: str,
+    args: Sequence[str],
+    env_overrides: Iterable[tuple[str, str]] = (),
+    host_env: Mapping[str, str] = os.environ,
+    cancel: threading.Event | None = None,
+) -> ShellOutcome:
+    """Check, then run one shell command to completion (blocking)."""
+    return run_prepared(policy, prepare_shell(policy, binary, args, env_overrides, host_env), cancel)
+
+
+def run_prepared(
+    policy: ShellPolicy, invocation: ShellInvocation, cancel: threading.Event | None = None
+) -> ShellOutcome:
+    """Run an invocation `prepare_shell` produced under the same policy."""
+    if invocation.executable is None:
+        raise ShellFailed(f"shell: {invocation.binary!r} is allowed but was not found on PATH")
+    try:
+        policy.home.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc.strerror}") from None
+
+    out = _Collector(policy)
+    err = _Collector(policy)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            invocation.argv,
+            executable=invocation.executable,
+            cwd=policy.workdir,
+            env=invocation.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            shell=False,
+            close_fds=True,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
+
+    try:
+        timed_out = _pump(proc, out, err, started + policy.timeout_seconds, cancel)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        returncode = proc.returncode
+        assert returncode is not None
+        exit_code = TIMEOUT_EXIT_CODE if timed_out else (128 - returncode if returncode < 0 else returncode)
+        truncated = out.total > policy.max_stream_bytes or err.total > policy.max_stream_bytes
+        full_output_path = _write_log(policy, invocation, exit_code, out, err) if truncated else None
+        stderr_text = err.text(policy.max_stream_bytes)
+        if timed_out:
+            if stderr_text and not stderr_text.endswith("\n"):
+                stderr_text += "\n"
+            stderr_text += f"[murmurd] timed out after {policy.timeout_seconds:g} s; the process group was killed"
+        return ShellOutcome(
+            exit_code=exit_code,
+            stdout=out.text(policy.max_stream_bytes),
+            stderr=stderr_text,
+            truncated=truncated,
+            full_output_path=full_output_path,
+            binary_path=invocation.binary_path,
+            argv=list(invocation.argv),
+            duration_ms=duration_ms,
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+            timed_out=timed_out,
+        )
+    except OSError as exc:
+        raise ShellFailed(f"shell: I/O failure running {invocation.binary!r}: {exc}") from None
+    finally:
+        if proc.poll() is None:  # only on an error path: never leave the command running
+            _kill_group(proc)
+            proc.wait()
+        out.close()
+        err.close()
+
+
+def _pump(
+    proc: subprocess.Popen[bytes],
+    out: _Collector,
+    err: _Collector,
+    deadline: float,
+    cancel: threading.Event | None,
+) -> bool:
+    """Collect both pipes until they close; enforce the deadline. True when it timed out."""
+    assert proc.stdout is not None and proc.stderr is not None
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ, out)
+    selector.register(proc.stderr, selectors.EVENT_READ, err)
+    timed_out = False
+    exited_at: float | None = None
+    stop_reading_at: float | None = None
+    try:
+        while selector.get_map():
+            now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                _kill_group(proc)
+                raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled")  # type: ignore[index]
+            if not timed_out and now >= deadline:
+                timed_out = True
+                _kill_group(proc)
+                stop_reading_at = now + _PIPE_GRACE_SECONDS
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and stop_reading_at is None and now - exited_at >= _PIPE_GRACE_SECONDS:
+                # The command is done; something it left behind still holds the pipes.
+                _kill_group(proc)
+                stop_reading_at = now + _PIPE_GRACE_SECONDS
+            if stop_reading_at is not None and now >= stop_reading_at:
+                break
+            wait = _POLL_SECONDS
+            if not timed_out:
+                wait = min(wait, max(deadline - now, 0.0))
+            for key, _ in selector.select(timeout=wait):
+                data = os.read(key.fd, _READ_CHUNK)
+                if data:
+                    key.data.feed(data)
+                else:
+                    selector.unregister(key.fileobj)
+    finally:
+        selector.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    # Pipes closed (or abandoned); the process may still run with them closed.
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            if timed_out or remaining <= 0:
+                if not timed_out:
+                    timed_out = proc.poll() is None
+                _kill_group(proc)
+                proc.wait()
+                return timed_out
+            proc.wait(timeout=min(remaining, _POLL_SECONDS))
+            return False
+        except subprocess.TimeoutExpired:
+            if cancel is not None and cancel.is_set():
+                _kill_group(proc)
+                proc.wait()
+                raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled") from None  # type: ignore[index]
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Collector:
+    """One output stream: the first bytes in memory, the rest spilled to an unnamed file."""
+
+    def __init__(self, policy: ShellPolicy) -> None:
+        self._policy = policy
+        self._keep = policy.max_stream_bytes
+        self._head = bytearray()
+        self._spool: IO[bytes] | None = None
+        self._spooled = 0
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        if self._spool is None:
+            if self.total <= self._keep:
+                self._head += data
+                return
+            self._spool = tempfile.TemporaryFile(dir=_logs_dir(self._policy))
+            self._spool.write(self._head)
+            self._spooled = len(self._head)
+            self._head += data[: self._keep - len(self._head)]
+        room = self._policy.max_log_stream_bytes - self._spooled
+        if room > 0:
+            piece = data[:room]
+            self._spool.write(piece)
+            self._spooled += len(piece)
+
+    def text(self, limit: int) -> str:
+        """The first `limit` bytes as text, never ending in a split UTF-8 character."""
+        head = bytes(self._head[:limit])
+        if self.total <= limit:
+            return head.decode("utf-8", errors="replace")
+        return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(head, final=False)
+
+    def copy_to(self, sink: IO[bytes]) -> int:
+        """Write everything kept to `sink`; the number of bytes not kept."""
+        if self._spool is None:
+            sink.write(self._head)
+            return 0
+        self._spool.flush()
+        self._spool.seek(0)
+        shutil.copyfileobj(self._spool, sink, _READ_CHUNK)
+        return self.total - self._spooled
+
+    def close(self) -> None:
+        if self._spool is not None:
+            self._spool.close()
+            self._spool = None
+
+
+def _logs_dir(policy: ShellPolicy) -> Path:
+    """The logs directory, created if needed; a symlink there is refused."""
+    logs = policy.logs_dir
+    logs.mkdir(parents=True, exist_ok=True)
+    info = os.lstat(logs)
+    if not stat.S_ISDIR(info.st_mode):
+        raise ShellFailed(f"shell: {str(logs)!r} is not a directory (a symlink is refused)")
+    return logs
+
+
+def _write_log(
+    policy: ShellPolicy, invocation: ShellInvocation, exit_code: int, out: _Collector, err: _Collector
+) -> str:
+    logs = _logs_dir(policy)
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    for attempt in range(100):
+        name = f"shell-{stamp}.log" if attempt == 0 else f"shell-{stamp}-{attempt}.log"
+        try:
+            fd = os.open(logs / name, flags, 0o644)
+            break
+        except FileExistsError:
+            continue
+    else:  # pragma: no cover - 100 calls in the same microsecond
+        raise ShellFailed(f"shell: cannot find a free log name in {str(logs)!r}")
+    with os.fdopen(fd, "wb") as sink:
+        header = [
+            f"$ {shlex.join(invocation.argv)}",
+            f"binary: {invocation.binary_path}",
+            f"exit code: {exit_code}",
+        ]
+        sink.write(("\n".join(header) + "\n").encode("utf-8", errors="replace"))
+        for label, stream in (("stdout", out), ("stderr", err)):
+            sink.write(f"==> {label} ({stream.total} bytes) <==\n".encode())
+            dropped = stream.copy_to(sink)
+            sink.write(b"\n")
+            if dropped:
+                sink.write(
+                    f"[murmurd: {dropped} more {label} bytes not kept; the log keeps "
+                    f"{policy.max_log_stream_bytes} bytes per stream]\n".encode()
+                )
+    path = logs / name
+    try:
+        return path.relative_to(policy.workdir).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _strip_one_newline(text: str) -> str:
+    return text[:-1] if text.endswith("\n") else text

@@ -1,0 +1,179 @@
+"""The model-visible tools of a staged capsule and how a tool call is carried out.
+
+Resolution order (runtime-notes §3): a shell binary in `capabilities.shell.allow`, then a skill
+(`tools/<name>/skill.md`, returned verbatim), then a WASM tool. Anything else is an error
+result fed back to the model; the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
+from murmurd.session.data_path import DataPathError, read_data_path
+from murmurd.session.driver_protocol import ToolSpec
+from murmurd.session.shell import (
+    ShellFailed,
+    ShellOutcome,
+    ShellPolicy,
+    ShellRefused,
+    display_command,
+    format_shell_result,
+    run_shell,
+    split_command,
+)
+from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
+
+RESERVED_METADATA = ("state_effect", "resource_id")
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call produced: the text the model sees and what the trace records."""
+
+    text: str
+    is_error: bool
+    event_type: str  # tool_call | skill_call | shell
+    trace: dict[str, Any] = field(default_factory=dict)
+    shell: ShellOutcome | None = None
+
+
+def model_tools(staged: StagedCapsule) -> list[ToolSpec]:
+    """Every tool the model may call: WASM tools, skills (but the system-prompt skill), shell."""
+    prompt_skill = staged.manifest.inference.system_prompt_artifact if staged.manifest.inference else None
+    specs: list[ToolSpec] = []
+    for artifact in staged.artifacts.values():
+        own = artifact.resolved.manifest
+        if artifact.kind == "tool":
+            specs.append(ToolSpec(artifact.ref.name, own.description, own.input_schema or ToolSpec().parameters))
+        elif artifact.kind == "skill" and artifact.ref.name != prompt_skill:
+            specs.append(ToolSpec(artifact.ref.name, own.description))
+    for binary in shell_allow(staged):
+        specs.append(ToolSpec(binary, f"Run the allowlisted binary `{binary}`.", SHELL_TOOL_SCHEMA))
+    return specs
+
+
+def shell_allow(staged: StagedCapsule) -> list[str]:
+    shell = staged.manifest.capabilities.shell
+    return list(shell.allow) if shell else []
+
+
+def shell_policy(staged: StagedCapsule) -> ShellPolicy:
+    return ShellPolicy.from_capability(staged.manifest.capabilities.shell, staged.workdir.root)
+
+
+def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, str]:
+    if isinstance(tool_input, dict) and isinstance(tool_input.get("args"), list):
+        args = [str(a) for a in tool_input["args"]]
+        return args, None, " ".join(args)
+    command = tool_input.get("command") if isinstance(tool_input, dict) else tool_input
+    if not isinstance(command, str):
+        raise ShellRefused(f"shell tool {binary}: input needs a string \"command\" (or an \"args\" list)")
+    args, script = split_command(binary, command)
+    return args, script, command
+
+
+class ToolRunner:
+    """Carries out the model's tool calls for one staged capsule."""
+
+    def __init__(self, staged: StagedCapsule, host: ComponentHost, session: Any, include_output: bool = False) -> None:
+        self.staged = staged
+        self.host = host
+        self.session = session  # the SessionContext host imports reach (request-input, invoke, ...)
+        self.include_output = include_output
+        self.policy = shell_policy(staged)
+
+    def kind_of(self, name: str) -> str | None:
+        if name in self.policy.allow:
+            return "shell"
+        artifact = self.staged.artifacts.get(name)
+        if artifact is not None and artifact.kind in ("skill", "tool"):
+            return artifact.kind
+        return None
+
+    def shell_call(self, name: str, tool_input: Any) -> tuple[list[str], str | None, str]:
+        """The argv, script and display command a shell tool call would run (for hooks)."""
+        return _shell_args(name, tool_input)
+
+    async def run(self, name: str, tool_input: Any, on_chunk: Any = None, on_thinking: Any = None) -> ToolOutcome:
+        kind = self.kind_of(name)
+        started = time.monotonic()
+        if kind == "shell":
+            return await self._shell(name, tool_input, started)
+        if kind == "skill":
+            return self._skill(name, started)
+        if kind == "tool":
+            return await self._wasm(name, tool_input, started, on_chunk, on_thinking)
+        return ToolOutcome(f"error: unknown tool {name!r}", True, "tool_call", {
+            "tool_name": name, "input": tool_input, "input_bytes": len(json.dumps(tool_input)),
+            "output_bytes": 0, "duration_ms": 0, "status": "error",
+        })
+
+    async def _shell(self, binary: str, tool_input: Any, started: float) -> ToolOutcome:
+        try:
+            args, _script, command = _shell_args(binary, tool_input)
+            outcome = await asyncio.to_thread(run_shell, self.policy, binary, args, (), self.staged.host_env)
+        except (ShellRefused, ShellFailed) as exc:
+            return ToolOutcome(f"error: {exc}", True, "shell", {
+                "binary": binary, "command": display_command([str(tool_input)]), "exit_code": -1,
+                "stdout_bytes": 0, "stderr_bytes": 0, "duration_ms": _ms(started),
+            })
+        return ToolOutcome(format_shell_result(command, outcome), False, "shell", {
+            "binary": outcome.binary_path, "command": display_command(args), "exit_code": outcome.exit_code,
+            "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
+        }, shell=outcome)
+
+    def _skill(self, name: str, started: float) -> ToolOutcome:
+        artifact = self.staged.artifacts[name]
+        try:
+            text = artifact.payload.read_text(encoding="utf-8")
+            ok = True
+        except OSError as exc:
+            text, ok = f"error: skill {name}: {exc.strerror}", False
+        return ToolOutcome(text, not ok, "skill_call", {
+            "skill_name": name, "output_bytes": len(text.encode()), "duration_ms": _ms(started),
+            "status": "ok" if ok else "error",
+        })
+
+    async def _wasm(self, name: str, tool_input: Any, started: float, on_chunk: Any, on_thinking: Any) -> ToolOutcome:
+        artifact = self.staged.artifacts[name]
+        data = json.dumps(tool_input)
+        trace: dict[str, Any] = {"tool_name": name, "input": tool_input, "input_bytes": len(data.encode())}
+        grant = self.staged.call_grant(name, log_name=f"tool-{name}.log")
+        try:
+            result = await self.host.call_tool(
+                artifact.component, ToolInput(data=data, log_path=f"logs/tool-{name}.log"),
+                grant=grant, session=self.session, on_chunk=on_chunk, on_thinking=on_thinking,
+            )
+        except HostError as exc:
+            text, is_error = f"error: {exc}", True
+        else:
+            is_error = result.status is not ToolStatus.PASSED
+            if result.data is not None:
+                text = result.data
+            elif result.data_path:
+                root = grant.preopen or self.staged.workdir.root
+                try:
+                    text = read_data_path(root, result.data_path)
+                except DataPathError as exc:
+                    text, is_error = f"error: {exc}", True
+            else:
+                text = result.summary or ""
+            if is_error and result.summary and result.summary not in text:
+                text = f"{result.summary}\n{text}".strip()
+            for key in RESERVED_METADATA:
+                value = next((v for k, v in result.metadata if k == key and v), None)
+                if value is not None:
+                    trace[key] = value
+        trace.update(output_bytes=len(text.encode()), duration_ms=_ms(started), status="error" if is_error else "ok")
+        if self.include_output:
+            trace["output"] = text
+        return ToolOutcome(text, is_error, "tool_call", trace)
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)

@@ -1,0 +1,1 @@
+"""The session trace: `trace.jsonl`, one event per line."""

@@ -1,0 +1,52 @@
+"""`TraceWriter`: the one writer of a session's `trace.jsonl` (runtime-notes §7).
+
+Every event gets `event_type`, `session_id` and `timestamp` (Unix ms), is appended as one JSON
+line and flushed before `write` returns, so the file is complete whatever ends the session. A
+failed write raises `TraceWriteError`; the session decides what that means (it ends the session
+for every event but `compaction`).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class TraceWriteError(RuntimeError):
+    pass
+
+
+class TraceWriter:
+    def __init__(self, path: Path, session_id: str) -> None:
+        self.path = path
+        self.session_id = session_id
+        self._lock = threading.Lock()
+        try:
+            self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        except OSError as exc:
+            raise TraceWriteError(f"cannot open trace {path}: {exc.strerror}") from exc
+
+    def write(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        event = {"event_type": event_type, "session_id": self.session_id, "timestamp": int(time.time() * 1000)}
+        event.update({k: v for k, v in fields.items() if v is not None})
+        line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
+        with self._lock:
+            if self._file is None:
+                raise TraceWriteError(f"trace {self.path} is closed")
+            try:
+                self._file.write(line)
+                self._file.flush()
+            except (OSError, ValueError) as exc:
+                raise TraceWriteError(f"cannot write {event_type} to trace {self.path}: {exc}") from exc
+        return event
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                finally:
+                    self._file = None

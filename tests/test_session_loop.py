@@ -1,0 +1,232 @@
+"""The session loop end to end: real drivers and tools through the host, results and trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import EXAMPLES
+from loopkit import capsule_dir, driver_capsule, local, run_tasks, stage, trace_events
+from murmurd.session.cache_key import prompt_cache_key
+from murmurd.session.session import TaskSpec
+
+pytestmark = pytest.mark.anyio
+
+SKILL_TEXT = "# Tidy\nAlways tidy up.\n"
+
+
+def _conversation_capsule(tmp_path: Path) -> Path:
+    skill = tmp_path / "skills" / "tidy" / "skill.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text(SKILL_TEXT)
+    responses = [
+        {"stop_reason": "tool_call", "content": [
+            {"type": "text", "text": "calling echo "},
+            {"type": "tool_call", "id": "call_1", "name": "echo", "input": {"text": "ping"}},
+        ]},
+        {"stop_reason": "tool_call", "content": [{"type": "tool_call", "id": "call_2", "name": "tidy", "input": {}}]},
+        {"stop_reason": "tool_call", "content": [
+            {"type": "tool_call", "id": "call_3", "name": "printf", "input": {"command": "'%s|' 'a; rm -rf /' $HOME"}},
+            {"type": "tool_call", "id": "call_4", "name": "nonexistent", "input": {}},
+        ]},
+        {"stop_reason": "end_turn", "usage": {"input_tokens": 7, "output_tokens": -1, "cached_tokens": 3, "bogus": 1},
+         "content": [{"type": "text", "text": "All done."}]},
+    ]
+    return driver_capsule(
+        tmp_path, "scripted-driver", {"responses": responses},
+        extra_artifacts=[local("echo", "tool", EXAMPLES / "echo"), local("tidy", "skill", skill.parent)],
+        capabilities={"shell": {"allow": ["printf"]}},
+        trace={"include_tool_output": True},
+    )
+
+
+async def test_a_conversation_calls_a_wasm_tool_a_skill_and_a_shell_tool(tmp_path: Path, host) -> None:
+    staged = stage(_conversation_capsule(tmp_path), host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "tidy up please")
+    assert outcome.exit_status == "ok", outcome.error
+    assert outcome.result_text == "All done."
+    assert staged.workdir.result.read_text() == "All done."
+
+    tool_messages = [m for m in outcome.messages if m.role == "tool"]
+    assert [m.tool_call_id for m in tool_messages] == ["call_1", "call_2", "call_3", "call_4"]
+    assert json.loads(tool_messages[0].text) == {"text": "ping"} and tool_messages[0].is_error is False
+    assert tool_messages[1].text == SKILL_TEXT
+    shell_text = tool_messages[2].text
+    assert shell_text.startswith("$ '%s|' 'a; rm -rf /' $HOME")
+    assert "Exit code: 0" in shell_text and "a; rm -rf /|$HOME|" in shell_text
+    assert tool_messages[3].is_error and "unknown tool 'nonexistent'" in tool_messages[3].text
+
+    events = trace_events(staged)
+    kinds = [e["event_type"] for e in events]
+    assert kinds == ["session_start", "task_start", "inference", "tool_call", "inference", "skill_call",
+                     "inference", "shell", "tool_call", "inference", "task_end", "session_end"]
+    assert all(e["session_id"] == staged.session_id and isinstance(e["timestamp"], int) for e in events)
+    start = events[0]
+    assert start["capsule_name"] == "loop-test" and start["tools_declared"] == ["scripted-driver", "echo", "tidy"]
+    assert start["system_prompt_source"] == "none" and len(start["system_prompt_sha256"]) == 64
+    echo_call = events[3]
+    assert echo_call["tool_name"] == "echo" and echo_call["status"] == "ok" and echo_call["state_effect"] == "read"
+    assert echo_call["input"] == {"text": "ping"} and echo_call["output"] == '{"text": "ping"}'
+    assert events[5]["skill_name"] == "tidy" and events[5]["output_bytes"] == len(SKILL_TEXT)
+    shell = events[7]
+    assert shell["binary"].endswith("/printf") and shell["exit_code"] == 0 and shell["stdout_bytes"] > 0
+    assert events[8]["tool_name"] == "nonexistent" and events[8]["status"] == "error"
+    inference = [e for e in events if e["event_type"] == "inference"]
+    assert [e["decision"] for e in inference] == ["tool_call", "tool_call", "tool_call", "end_turn"]
+    assert inference[0]["tool_name"] == "echo" and inference[-1]["usage"] == {"input_tokens": 7, "cached_tokens": 3}
+    assert "usage" not in inference[0]
+    task_end, session_end = events[-2], events[-1]
+    assert task_end["exit_status"] == "ok" and task_end["turns"] == 4
+    assert (task_end["tool_calls"], task_end["shell_calls"]) == (3, 1)
+    assert task_end["input_tokens"] == sum(e["input_tokens"] for e in inference)
+    assert task_end["output_tokens"] == sum(e["output_tokens"] for e in inference)
+    assert session_end["total_turns"] == task_end["turns"]
+    assert session_end["total_tool_calls"] == task_end["tool_calls"]
+    assert session_end["total_shell_calls"] == task_end["shell_calls"]
+    assert session_end["total_input_tokens"] == task_end["input_tokens"]
+    assert session_end["exit_status"] == "ok"
+
+
+CHAOS = [
+    ("mode:trap", "failed", "chaos-driver: trap"),
+    ("mode:hang", "failed", "chaos-driver: deadline exceeded after 1 s"),
+    ("mode:badjson", "failed", "driver response is not JSON"),
+    ("mode:notool", "failed", "stop_reason tool_call with no tool_call block"),
+    ("mode:banana", "failed", "unknown stop_reason 'banana'"),
+    ("mode:failed", "failed", "returned status failed: upstream said 503"),
+    ("mode:error", "failed", "driver error: rate limited by provider"),
+]
+
+
+@pytest.mark.parametrize(("mode", "status", "message"), CHAOS, ids=[c[0] for c in CHAOS])
+async def test_driver_failures_end_the_task_and_the_next_task_works(tmp_path, host, mode, status, message) -> None:
+    directory = driver_capsule(tmp_path, "chaos-driver", {},
+                               driver_entry={"capabilities": {"limits": {"deadline_seconds": 1}}})
+    staged = stage(directory, host, tmp_path)
+    failed, recovered = await run_tasks(staged, host, mode, "hello again")
+    assert failed.exit_status == status
+    assert message in (failed.error or "")
+    assert recovered.exit_status == "ok" and recovered.result_text == "answer: hello again"
+    assert staged.workdir.result.read_text() == "answer: hello again"
+    task_ends = [e for e in trace_events(staged) if e["event_type"] == "task_end"]
+    assert [e["exit_status"] for e in task_ends] == [status, "ok"]
+
+
+async def test_a_failed_task_writes_the_error_as_its_result(tmp_path, host) -> None:
+    staged = stage(driver_capsule(tmp_path, "chaos-driver", {}), host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "mode:banana")
+    assert staged.workdir.result.read_text() == f"error: {outcome.error}"
+
+
+async def test_max_turns_ends_the_task(tmp_path, host) -> None:
+    loop_forever = {"stop_reason": "tool_call",
+                    "content": [{"type": "tool_call", "id": "c", "name": "echo", "input": {"text": "again"}}]}
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": [loop_forever] * 5},
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")],
+                               inference={"max_turns": 3})
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "go")
+    assert outcome.exit_status == "max_turns_reached" and outcome.counters.turns == 3
+
+
+def _records(outcome) -> list[dict]:
+    return [json.loads(m.content[0]["text"]) for m in outcome.messages if m.role == "assistant"]
+
+
+async def test_continuation_sends_only_the_tail_within_a_context(tmp_path, host) -> None:
+    directory = driver_capsule(tmp_path, "recorder-driver", {"steps": 3, "continuation": "hold"},
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")])
+    staged = stage(directory, host, tmp_path)
+    first, same, other = await run_tasks(
+        staged, host,
+        TaskSpec("tsk_" + "1" * 32, "first", context_id="ctx_a"),
+        TaskSpec("tsk_" + "2" * 32, "second", context_id="ctx_a", history=[]),
+        TaskSpec("tsk_" + "3" * 32, "third", context_id="ctx_b"),
+    )
+    turns = _records(first)
+    assert [t["roles"] for t in turns] == [["user"], ["tool"], ["tool"]]
+    assert [t["continuation_id"] for t in turns] == [None, "cont-1", "cont-2"]
+    assert not any(t["has_ids"] for t in turns)
+    # The same context continues from the held id: only the new user message goes out.
+    assert _records(same)[0]["roles"] == ["user"] and _records(same)[0]["continuation_id"] == "cont-3"
+    # A different context never reuses the continuation: full resend, no id.
+    assert _records(other)[0]["roles"] == ["user"] and _records(other)[0]["continuation_id"] is None
+    # Token accounting uses the full conversation, so it grows although the payload does not.
+    inference = [e for e in trace_events(staged) if e["event_type"] == "inference"][:3]
+    assert inference[0]["input_tokens"] < inference[1]["input_tokens"] < inference[2]["input_tokens"]
+
+
+@pytest.mark.parametrize("mode", ["empty", "none"])
+async def test_without_a_continuation_every_turn_resends_everything(tmp_path, host, mode) -> None:
+    directory = driver_capsule(tmp_path, "recorder-driver", {"steps": 3, "continuation": mode},
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")])
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, TaskSpec("tsk_" + "4" * 32, "go", context_id="ctx_a"))
+    turns = _records(outcome)
+    assert [t["roles"] for t in turns] == [["user"], ["user", "assistant", "tool"],
+                                          ["user", "assistant", "tool", "assistant", "tool"]]
+    assert all(t["continuation_id"] is None for t in turns)
+
+
+async def test_the_driver_request_carries_the_capsule_block_tools_and_cache_key(tmp_path, host) -> None:
+    long_name = "a-capsule-with-a-rather-long-descriptive-name-for-testing"
+    directory = driver_capsule(tmp_path, "recorder-driver", {"steps": 1}, name=long_name,
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")],
+                               inference={"system_prompt": "Be terse."})
+    staged = stage(directory, host, tmp_path)
+    one, two = await run_tasks(staged, host, TaskSpec("tsk_" + "5" * 32, "a", context_id="ctx_" + "0" * 32),
+                               TaskSpec("tsk_" + "6" * 32, "b", context_id="ctx_" + "1" * 32))
+    first, second = _records(one)[0], _records(two)[0]
+    assert first["system"].startswith(f"[Capsule]\nname: {long_name}\nversion: 0.3.0\n\n")
+    assert first["system"].endswith("Be terse.") and "untrusted" in first["system"]
+    assert first["tools"] == ["echo"]
+    assert first["keys"] == ["max_tokens", "messages", "model", "params", "prompt_cache_key", "system", "tools"]
+    key = first["prompt_cache_key"]
+    assert key == prompt_cache_key(long_name, "0.3.0", "ctx_" + "0" * 32)
+    assert len(key) == 64 and key.startswith(long_name[:40]) and key != second["prompt_cache_key"]
+
+
+async def test_the_driver_sees_only_the_inference_environment(tmp_path, host, monkeypatch) -> None:
+    monkeypatch.setenv("LEAKY_SECRET", "nope")
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": []})
+    staged = stage(directory, host, tmp_path)
+    grant = staged.call_grant("scripted-driver")
+    assert "LEAKY_SECRET" not in grant.env
+    (outcome,) = await run_tasks(staged, host, "x")
+    # The scripted driver reports a missing response; its config arrived through the WASI env.
+    assert "no response for turn 1 (0 scripted)" in outcome.error
+
+
+async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artifacts) -> None:
+    from conftest import FIXTURES
+
+    manifest = {"name": "script", "version": "1.0.0",
+                "artifacts": [local("read-file", "tool", FIXTURES / "read-file")]}
+    directory = capsule_dir(tmp_path, manifest, artifacts.fixture("pull-capsule"))
+    staged = stage(directory, host, tmp_path)
+    plans = [
+        {"write": [["notes.txt", "written by the capsule"]], "invoke": "read-file", "data": "notes.txt"},
+        {"invoke": "undeclared-tool", "data": "x"},
+        {"crash": True},
+    ]
+    from murmurd.session.session import Session
+
+    session = Session(staged, host)
+    await session.open()
+    outcomes = []
+    for i, plan in enumerate(plans):
+        staged.workdir.task.write_text(json.dumps(plan))
+        outcome = await session.run_task(TaskSpec(f"tsk_{i:032x}", "plan in task.md"))
+        outcomes.append((outcome, staged.workdir.result.read_text()))
+    await session.close()
+    (ok, ok_text), (undeclared, undeclared_text), (crashed, crashed_text) = outcomes
+    assert ok.exit_status == "ok"
+    assert json.loads(ok_text)["invoke"] == {"status": "passed", "data": "written by the capsule"}
+    assert undeclared.exit_status == "ok"
+    assert "'undeclared-tool' is not a declared tool" in json.loads(undeclared_text)["invoke"]["err"]
+    assert crashed.exit_status == "failed" and "script: trap" in crashed.error
+    assert crashed_text.startswith("error: script: trap")
+    kinds = [e["event_type"] for e in trace_events(staged)]
+    assert kinds == ["session_start"] + ["task_start", "task_end"] * 3 + ["session_end"]
