@@ -196,6 +196,63 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else 1
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
+    from murmurd.host import ComponentHost
+    from murmurd.staging.stage import StagingError
+
+    options = ServeOptions(
+        host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
+        task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
+    )
+    host = ComponentHost()
+    try:
+        return asyncio.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=_eprint))
+    except StagingError as exc:
+        _eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")
+        return 1
+    except PortTaken as exc:
+        _eprint(f"murmurd serve: {exc}")
+        return 1
+    finally:
+        host.close()
+
+
+def _base_url(url: str) -> str:
+    return url if "://" in url else f"http://{url}"
+
+
+def _cmd_send(args: argparse.Namespace) -> int:
+    from murmurd.a2a import client
+
+    url = _base_url(args.url)
+    try:
+        if args.stream:
+            final = client.stream(url, args.text, lambda t: print(t, end="", flush=True),
+                                  context_id=args.context_id, task_id=args.task_id)
+            return 0 if final in ("completed", "input-required") else 1
+        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id), indent=2))
+        return 0
+    except client.ClientError as exc:
+        _eprint(f"murmurd send: {exc}")
+        return 1
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from murmurd.a2a import client
+
+    try:
+        client.watch(_base_url(args.url), lambda t: print(t, end="", flush=True))
+    except client.ClientError as exc:
+        _eprint(f"murmurd watch: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -221,6 +278,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task", required=True, help="the task text, or a file holding it")
     run.add_argument("--workdir", help="session workdir (default <capsule-dir>/workdir/<session-id>)")
     run.set_defaults(handler=_cmd_run)
+
+    serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
+    serve.add_argument("capsule_dir", metavar="capsule-dir")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
+    serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
+    serve.add_argument("--task-acceptance", choices=["none", "single", "queue"])
+    serve.add_argument("--after-task", choices=["exit", "sleep"])
+    serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
+    serve.set_defaults(handler=_cmd_serve)
+
+    send = commands.add_parser("send", help="send a task to a capsule (message/send)")
+    send.add_argument("url")
+    send.add_argument("text")
+    send.add_argument("--context-id")
+    send.add_argument("--task-id", help="reply to this task (input-required)")
+    send.add_argument("--stream", action="store_true", help="stream chunks live (message/stream)")
+    send.set_defaults(handler=_cmd_send)
+
+    watch = commands.add_parser("watch", help="render a capsule's live stream (stream/watch)")
+    watch.add_argument("url")
+    watch.set_defaults(handler=_cmd_watch)
 
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
     validate.add_argument("capsule_dir", metavar="capsule-dir")

@@ -217,8 +217,7 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     await session.open()
     outcomes = []
     for i, plan in enumerate(plans):
-        staged.workdir.task.write_text(json.dumps(plan))
-        outcome = await session.run_task(TaskSpec(f"tsk_{i:032x}", "plan in task.md"))
+        outcome = await session.run_task(TaskSpec(f"tsk_{i:032x}", json.dumps(plan)))
         outcomes.append((outcome, staged.workdir.result.read_text()))
     await session.close()
     (ok, ok_text), (undeclared, undeclared_text), (crashed, crashed_text) = outcomes

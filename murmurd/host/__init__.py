@@ -1,6 +1,6 @@
 """The component host: wasmtime engine, compile cache, limits, WASI, host imports, worker pool."""
 
-from murmurd.host.context import CallContext, ImportFailed, SessionContext
+from murmurd.host.context import AbortTask, CallContext, ImportFailed, SessionContext
 from murmurd.host.errors import (
     CallCancelled,
     CallTrap,
@@ -8,6 +8,7 @@ from murmurd.host.errors import (
     ContractError,
     DeadlineExceeded,
     HostError,
+    HostImportError,
     InstantiationError,
     MemoryLimitExceeded,
 )
@@ -18,6 +19,7 @@ from murmurd.host.values import ToolInput, ToolResult, ToolStatus
 from murmurd.host.wasi import CallGrant
 
 __all__ = [
+    "AbortTask", "HostImportError",
     "CallCancelled", "CallContext", "CallGrant", "CallGuard", "CallTrap", "CompileError",
     "ComponentHost", "ContractError", "DeadlineExceeded", "DEFAULT_LIMITS", "HOOK_LIMITS",
     "HostError", "ImportFailed", "InstantiationError", "Limits", "LoadedComponent",

@@ -25,6 +25,11 @@ class ImportFailed(Exception):
     """Raised by a context method to return `err(message)` to the guest."""
 
 
+class AbortTask(Exception):
+    """Raised by a context method to abort the guest and end the whole task with this message
+    (for example `input-timeout`), rather than just failing the one call."""
+
+
 @dataclass
 class ShellResult:
     exit_code: int

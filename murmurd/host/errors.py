@@ -49,3 +49,7 @@ class CallCancelled(CallTrap):
 
 class HostImportError(CallTrap):
     """A host import failed in a way the guest could not be told about (it trapped)."""
+
+    def __init__(self, artifact: str, cause: str, failure: BaseException | None = None) -> None:
+        super().__init__(artifact, cause)
+        self.failure = failure

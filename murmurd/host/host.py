@@ -282,7 +282,8 @@ def _classify(artifact: str, stage: str, exc: WasmtimeError, call: CallContext, 
     if guard.cause == "cancelled":
         return CallCancelled(artifact, guard.cancel_reason or "cancelled")
     if call.import_failure is not None:
-        return HostImportError(artifact, f"host import failed: {call.import_failure}")
+        failure = call.import_failure
+        return HostImportError(artifact, f"host import failed: {failure}", failure)
     message = str(exc)
     cause = _first_cause(message)
     tail = call.output.stderr_tail

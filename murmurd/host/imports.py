@@ -46,9 +46,9 @@ def _adapt(interface: str, function: str, impl: HostFunction) -> Callable[..., A
             return impl(call, *args)
         except WasmtimeError:
             raise
-        except Exception as exc:  # noqa: BLE001 - every failure becomes a trap with a cause
+        except BaseException as exc:  # noqa: BLE001 - every failure (cancellation too) becomes a trap
             call.import_failure = exc
-            raise WasmtimeError(f"host import {interface}#{function} failed: {exc}") from None
+            raise WasmtimeError(f"host import {interface}#{function} failed: {exc!r}") from None
 
     return host_function
 

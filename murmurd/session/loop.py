@@ -33,24 +33,13 @@ from murmurd.session.driver_protocol import (
     parse_response,
 )
 from murmurd.session.events import TaskEvents
+from murmurd.session.failures import SessionEnded, TaskFailed, raise_if_aborted
 from murmurd.session.messages import Message, pairing_problem, tool_message
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
 from murmurd.trace.writer import TraceWriteError, TraceWriter
-
-
-class TaskFailed(Exception):
-    """Ends the task with `exit_status` and `message`; the session goes on."""
-
-    def __init__(self, message: str, exit_status: str = "failed") -> None:
-        super().__init__(message)
-        self.exit_status = exit_status
-
-
-class SessionEnded(TaskFailed):
-    """Ends the task and the whole session (spend ceiling, trace failure, compaction error)."""
 
 
 @dataclass
@@ -186,6 +175,7 @@ class AgentLoop:
                 session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk,
             )
         except HostError as exc:
+            raise_if_aborted(exc)
             raise TaskFailed(f"driver {exc}") from None
         raw = result.data if result.data is not None else (result.summary or "")
         if result.status is not ToolStatus.PASSED:

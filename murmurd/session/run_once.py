@@ -58,11 +58,10 @@ async def run_once(
     progress: Callable[[str], None] | None = None,
     events: TaskEvents | None = None,
 ) -> RunResult:
-    """Stage, write `task.md`, run it as one task of a fresh session, close the session."""
+    """Stage, then run `task_text` as the one task of a fresh session (the session writes `task.md`)."""
     staged = await asyncio.to_thread(
         stage_capsule, capsule_dir, host=host, workdir=workdir, progress=progress
     )
-    staged.workdir.task.write_text(task_text, encoding="utf-8")
     session = Session(staged, host)
     await session.open()
     try:

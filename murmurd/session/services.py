@@ -1,16 +1,36 @@
 """`CapsuleServices`: the `SessionContext` of a staged capsule.
 
 It is what every murmur host import of a session reaches: the tool registry (exactly the
-installed artifacts), the artifact manager, and, as later layers add them, shell, peer
-messaging and request-input.
+installed artifacts), the artifact manager, the shell (the same implementation model-visible
+shell tools use), peer messaging, and request-input. The last two need the event loop; whoever
+serves the session (the A2A daemon) plugs them in through `connect`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
 from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult
-from murmurd.host.context import ArtifactInfo, ArtifactSummary, RuntimeState
+from murmurd.host.bridge import LoopBridge
+from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
+from murmurd.session.shell import ShellError, run_shell
+from murmurd.session.tools import shell_policy
+from murmurd.staging.grants import network_allows
 from murmurd.staging.manager import ArtifactManager
 from murmurd.staging.stage import StagedCapsule
+
+AskForInput = Callable[[str], Awaitable[str]]
+SendToPeer = Callable[[str, str, str | None, str], Awaitable[PeerTask]]
+
+
+@dataclass
+class LoopServices:
+    """What the serving layer provides: the bridge, peer messaging, and (during an A2A task) input."""
+
+    bridge: LoopBridge
+    send_to_peer: SendToPeer | None = None
+    ask_for_input: AskForInput | None = None
 
 
 class CapsuleServices(SessionContext):
@@ -18,6 +38,17 @@ class CapsuleServices(SessionContext):
         self.staged = staged
         self.host = host
         self.manager = ArtifactManager(staged, host)
+        self.loop: LoopServices | None = None
+        self._shell_policy = shell_policy(staged)
+
+    def connect(self, loop: LoopServices | None) -> None:
+        self.loop = loop
+
+    # murmur:task/task: only while an A2A task runs; otherwise the seed's immediate error.
+    def request_input(self, prompt: str) -> str:
+        if self.loop is None or self.loop.ask_for_input is None:
+            return NO_ACTIVE_TASK
+        return self.loop.bridge.wait(self.loop.ask_for_input(prompt))
 
     # murmur:tool-registry/invoke: only installed WASM tools; anything else is an error result.
     def invoke_tool(self, name: str, tool_input: ToolInput) -> ToolResult:
@@ -26,6 +57,27 @@ class CapsuleServices(SessionContext):
             raise ImportFailed(f"tool-registry: {name!r} is not a declared tool of this capsule")
         grant = self.staged.call_grant(name, log_name=f"tool-{name}.log")
         return self.host.call_tool_sync(artifact.component, tool_input, grant=grant, session=self)
+
+    # murmur:shell/execute
+    def shell_run(self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]]) -> ShellResult:
+        try:
+            outcome = run_shell(self._shell_policy, binary, list(args), list(env), self.staged.host_env)
+        except ShellError as exc:
+            raise ImportFailed(str(exc)) from None
+        return ShellResult(outcome.exit_code, outcome.stdout, outcome.stderr, outcome.truncated, outcome.full_output_path)
+
+    # murmur:message/send: the allowlist is checked before anything touches the network.
+    def message_send(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
+        if not network_allows(peer_url, self.staged.grants.capsule.network):
+            raise ImportFailed(f"network policy: '{peer_url}' not in capabilities.network.allow")
+        if self.loop is None or self.loop.send_to_peer is None:
+            raise ImportFailed("message/send: this session has no A2A client")
+        try:
+            return self.loop.bridge.wait(self.loop.send_to_peer(peer_url, message_id, context_id, text))
+        except ImportFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a peer failure is the guest's err, not a trap
+            raise ImportFailed(f"message/send to {peer_url}: {exc}") from None
 
     # murmur:artifact-manager/manage
     def artifacts_list(self) -> list[ArtifactSummary]:

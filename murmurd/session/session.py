@@ -7,6 +7,7 @@ component for a script capsule), writes `out/result.txt` on every exit path, and
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -18,7 +19,8 @@ from murmurd.host import ComponentHost, HostError
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
-from murmurd.session.loop import AgentLoop, DriverSetup, LoopState, SessionEnded, TaskCounters, TaskFailed
+from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.loop import AgentLoop, DriverSetup, LoopState, TaskCounters
 from murmurd.session.messages import Message, user_message
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tools import ToolRunner, model_tools
@@ -145,8 +147,10 @@ class Session:
             "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
             message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
         )
+        self.staged.workdir.task.write_text(spec.text, encoding="utf-8")
         state = LoopState(spec.task_id, spec.context_id or "", [*spec.history, user_message(spec.text)])
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
+        cancelled = False
         try:
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
@@ -156,6 +160,11 @@ class Session:
             outcome.exit_status, outcome.error = failure.exit_status, str(failure)
             if isinstance(failure, SessionEnded):
                 self.ended = failure.exit_status
+        except asyncio.CancelledError:
+            # Cancelled from outside (tasks/cancel, shutdown): finish the bookkeeping, then let
+            # the cancellation continue to the caller.
+            cancelled = True
+            outcome.exit_status, outcome.error = "failed", "canceled"
         outcome.counters = state.counters
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
@@ -164,6 +173,8 @@ class Session:
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
         self.last_exit_status = outcome.exit_status
+        if cancelled:
+            raise asyncio.CancelledError
         return outcome
 
     async def _run_agent(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents) -> None:

@@ -15,7 +15,8 @@ from typing import Any
 
 from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
-from murmurd.session.driver_protocol import ToolSpec
+from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
+from murmurd.session.failures import raise_if_aborted
 from murmurd.session.shell import (
     ShellFailed,
     ShellOutcome,
@@ -49,7 +50,7 @@ def model_tools(staged: StagedCapsule) -> list[ToolSpec]:
     for artifact in staged.artifacts.values():
         own = artifact.resolved.manifest
         if artifact.kind == "tool":
-            specs.append(ToolSpec(artifact.ref.name, own.description, own.input_schema or ToolSpec().parameters))
+            specs.append(ToolSpec(artifact.ref.name, own.description, own.input_schema or dict(DEFAULT_PARAMETERS)))
         elif artifact.kind == "skill" and artifact.ref.name != prompt_skill:
             specs.append(ToolSpec(artifact.ref.name, own.description))
     for binary in shell_allow(staged):
@@ -150,6 +151,7 @@ class ToolRunner:
                 grant=grant, session=self.session, on_chunk=on_chunk, on_thinking=on_thinking,
             )
         except HostError as exc:
+            raise_if_aborted(exc)
             text, is_error = f"error: {exc}", True
         else:
             is_error = result.status is not ToolStatus.PASSED

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from murmurd.manifest.capsule import (
     ArtifactCapabilities,
@@ -190,3 +191,33 @@ def compute_grants(manifest: CapsuleManifest, host_env: Mapping[str, str]) -> Gr
                 ref.name, ceiling, manifest.capabilities.env.allow, ref.capabilities, grants.warnings
             )
     return grants
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
+    """Whether `url` is covered by a `network.allow` entry.
+
+    Entry forms: `scheme://host[:port]` (scheme, host and port must match; the port defaults by
+    scheme), `host:port` (any scheme), `host` (any scheme and port). Host names compare
+    case-insensitively; a path on `url` does not matter.
+    """
+    try:
+        target = urlsplit(url)
+        host, port = (target.hostname or "").lower(), target.port or _DEFAULT_PORTS.get(target.scheme)
+    except ValueError:
+        return False
+    if not host or target.scheme not in _DEFAULT_PORTS:
+        return False
+    for entry in allow:
+        if "://" in entry:
+            parts = urlsplit(entry)
+            entry_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+            if parts.scheme == target.scheme and (parts.hostname or "").lower() == host and entry_port == port:
+                return True
+            continue
+        entry_host, _, entry_port_text = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_host.lower() == host and (not entry_port_text or entry_port_text == str(port)):
+            return True
+    return False

@@ -1,0 +1,114 @@
+"""Client commands: `murmurd send` and `murmurd watch`, speaking the upstream dialect."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from httpx_sse import ServerSentEvent, connect_sse
+
+Write = Callable[[str], None]
+
+
+class ClientError(RuntimeError):
+    """The peer could not be reached, or answered with a JSON-RPC error; the message says which."""
+
+
+def _request(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": secrets.token_hex(4), "method": method, "params": params}
+
+
+def _message(text: str, context_id: str | None, task_id: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"messageId": "msg_" + secrets.token_hex(16), "role": "user", "parts": [{"text": text}]}
+    if context_id:
+        message["contextId"] = context_id
+    if task_id:
+        message["taskId"] = task_id
+    return message
+
+
+def _unwrap(url: str, response: httpx.Response) -> Any:
+    try:
+        payload = response.json()
+    except ValueError:
+        raise ClientError(f"{url}: HTTP {response.status_code}, not a JSON-RPC response") from None
+    if isinstance(payload, dict) and payload.get("error"):
+        error = payload["error"]
+        raise ClientError(f"{url}: JSON-RPC error {error.get('code')}: {error.get('message')}")
+    return payload.get("result") if isinstance(payload, dict) else payload
+
+
+def send(url: str, text: str, *, context_id: str | None = None, task_id: str | None = None, timeout: float = 30) -> Any:
+    """`message/send`; returns the task JSON."""
+    try:
+        response = httpx.post(url, json=_request("message/send", {"message": _message(text, context_id, task_id)}),
+                              timeout=timeout)
+    except httpx.HTTPError as exc:
+        raise ClientError(f"{url}: unreachable ({type(exc).__name__}: {exc})") from None
+    return _unwrap(url, response)
+
+
+@dataclass
+class Rendered:
+    text: str
+    final_state: str | None = None
+
+
+def render_frame(event: ServerSentEvent) -> Rendered:
+    """One upstream SSE frame as terminal text: chunks verbatim, tools and statuses as lines."""
+    try:
+        data = json.loads(event.data) if event.data else {}
+    except ValueError:
+        return Rendered(f"[{event.event}] {event.data}\n")
+    if event.event == "text":
+        return Rendered(data.get("text", "") + ("\n" if data.get("final") else ""))
+    if event.event == "thinking":
+        return Rendered("")
+    if event.event == "artifact":
+        artifact = data.get("artifact", {})
+        content = artifact.get("content")
+        shown = content if isinstance(content, str) else json.dumps(content)
+        return Rendered(f"\n[{artifact.get('tool_name')}] {shown.strip()[:300]}\n")
+    if event.event == "status":
+        status = data.get("status", {})
+        line = f"[{data.get('id')}] {status.get('state')}"
+        if status.get("message") and status.get("state") != "completed":
+            line += f": {status['message']}"
+        return Rendered(line + "\n", status.get("state") if data.get("final") else None)
+    if event.event == "gap":
+        return Rendered(f"[gap: events before {data.get('first_available_id')} were dropped]\n")
+    return Rendered(f"[{event.event}] {event.data}\n")
+
+
+def _frames(url: str, method: str, params: dict[str, Any], timeout: float) -> Iterator[ServerSentEvent]:
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout, read=None)) as client:
+            with connect_sse(client, "POST", url, json=_request(method, params)) as source:
+                if "text/event-stream" not in source.response.headers.get("content-type", ""):
+                    source.response.read()
+                    _unwrap(url, source.response)
+                    raise ClientError(f"{url}: expected an event stream")
+                yield from source.iter_sse()
+    except httpx.HTTPError as exc:
+        raise ClientError(f"{url}: unreachable ({type(exc).__name__}: {exc})") from None
+
+
+def stream(url: str, text: str, write: Write, *, context_id: str | None = None, task_id: str | None = None,
+           timeout: float = 30) -> str | None:
+    """`message/stream`: write chunks live; return the final state."""
+    final = None
+    for event in _frames(url, "message/stream", {"message": _message(text, context_id, task_id)}, timeout):
+        rendered = render_frame(event)
+        write(rendered.text)
+        final = rendered.final_state or final
+    return final
+
+
+def watch(url: str, write: Write, *, timeout: float = 30) -> None:
+    """`stream/watch`: render the capsule's live stream until it closes."""
+    for event in _frames(url, "stream/watch", {}, timeout):
+        write(render_frame(event).text)

@@ -1,0 +1,389 @@
+"""`CapsuleDaemon`: everything one served capsule needs, in one object.
+
+It owns the capsule's session (one workdir, one trace), its task store, its event log, its peer
+client and its session worker: an asyncio task that runs accepted tasks one at a time through
+the session loop, pauses a task on `request-input` until a reply arrives, and stops when the
+lifecycle says so. Nothing lives at module level, so one process can serve several capsules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from murmurd.a2a.peer import PeerClient
+from murmurd.a2a.store import TaskStore
+from murmurd.a2a.stream import EventLog
+from murmurd.a2a.tasks import (
+    TaskArtifact,
+    TaskMessage,
+    TaskRecord,
+    TaskState,
+    new_context_id,
+    new_task_id,
+    now_ms,
+)
+from murmurd.host import AbortTask, ComponentHost
+from murmurd.host.bridge import LoopBridge
+from murmurd.host.context import PeerTask
+from murmurd.manifest.capsule import CapsuleManifest
+from murmurd.session.events import TaskEvents
+from murmurd.session.messages import Message
+from murmurd.session.services import LoopServices
+from murmurd.session.session import Session, TaskOutcome, TaskSpec
+from murmurd.staging.stage import StagedCapsule
+
+INPUT_TIMEOUT = "input-timeout"
+
+
+class TaskNotFound(LookupError):
+    pass
+
+
+class TaskNotCancelable(RuntimeError):
+    pass
+
+
+class NotAReply(ValueError):
+    """A message naming a task that is not waiting for input."""
+
+
+@dataclass(frozen=True)
+class LifecyclePolicy:
+    task_acceptance: str = "single"  # none | single | queue
+    after_task: str = "exit"  # exit | sleep
+    queue_depth: int = 1
+    input_timeout_secs: float | None = None
+    conversation: str = "stateless"  # stateless | threaded
+    idle_timeout_secs: float = 30.0
+
+    @classmethod
+    def from_manifest(
+        cls, manifest: CapsuleManifest, *, task_acceptance: str | None = None, after_task: str | None = None
+    ) -> LifecyclePolicy:
+        lifecycle = manifest.lifecycle
+        return cls(
+            task_acceptance=task_acceptance or lifecycle.task_acceptance,
+            after_task=after_task or lifecycle.after_task,
+            queue_depth=lifecycle.queue_depth,
+            input_timeout_secs=lifecycle.input_timeout_secs,
+            conversation=lifecycle.conversation,
+            idle_timeout_secs=float(os.environ.get("MURMUR_A2A_TIMEOUT_SECS", "30")),
+        )
+
+
+@dataclass
+class Submission:
+    """One incoming message, as the JSON-RPC router hands it over."""
+
+    message: TaskMessage
+    task_id: str | None = None  # the task the message names (a reply)
+    context_id: str | None = None
+    origin: str = "operator"
+    trust: str = "operator"
+    traceparent: str | None = None
+    requested_id: str | None = None  # A2A 0.1/0.2: the client chooses the new task's id
+
+
+class StreamEvents(TaskEvents):
+    """Publishes a task's live output to the capsule's event log (chunks hop threads safely)."""
+
+    def __init__(self, log: EventLog, loop: asyncio.AbstractEventLoop, task_id: str) -> None:
+        self.log, self.loop, self.task_id = log, loop, task_id
+
+    def text_chunk(self, text: str) -> None:
+        self.log.publish_threadsafe(self.loop, "text", self.task_id, {"id": self.task_id, "text": text, "final": False})
+
+    def thinking_chunk(self, text: str) -> None:
+        self.log.publish_threadsafe(self.loop, "thinking", self.task_id, {"id": self.task_id, "text": text, "final": False})
+
+    def tool_result(self, tool_name: str, content: str) -> None:
+        self.artifact(tool_name, content)
+
+    def artifact(self, tool_name: str, content: Any) -> None:
+        payload = {"id": self.task_id, "artifact": {"tool_name": tool_name, "content": content}}
+        self.log.publish("artifact", self.task_id, payload)
+
+    def turn_finished(self, streamed: bool, text: str) -> None:
+        self.log.publish("text", self.task_id, {"id": self.task_id, "text": "" if streamed else text, "final": True})
+
+
+class CapsuleDaemon:
+    def __init__(
+        self,
+        staged: StagedCapsule,
+        host: ComponentHost,
+        store: TaskStore,
+        *,
+        policy: LifecyclePolicy,
+        log: EventLog | None = None,
+    ) -> None:
+        self.staged = staged
+        self.host = host
+        self.store = store
+        self.policy = policy
+        self.log = log or EventLog()
+        self.session = Session(staged, host)
+        self.peers = PeerClient(self.session.trace)
+        self.stopped = asyncio.Event()  # the lifecycle (or a signal) says: stop serving
+        self.accepting = True
+        self._queue: deque[TaskRecord] = deque()
+        self._wakeup = asyncio.Event()
+        self._active: TaskRecord | None = None
+        self._active_run: asyncio.Task[None] | None = None
+        self._waiting: tuple[TaskRecord, asyncio.Future[str]] | None = None
+        self._records: dict[str, TaskRecord] = {}  # live (non-terminal) tasks
+        self._background: list[asyncio.Task[None]] = []
+        self._seen_task = False
+        self._current_trust = "operator"
+        self._current_traceparent: str | None = None
+        self._changed = asyncio.Condition()
+        self.dialects: dict[str, Any] = {}  # task id -> the dialect that created it (rendering only)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> list[str]:
+        """Open the session, fail what a previous daemon left running, start the worker."""
+        loop = asyncio.get_running_loop()
+        interrupted = await self.store.mark_interrupted()
+        await self.session.open()
+        self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
+        self._background.append(asyncio.create_task(self._work(), name="murmurd-session-worker"))
+        if self.policy.after_task == "exit":
+            self._background.append(asyncio.create_task(self._idle_watch(), name="murmurd-idle"))
+        return interrupted
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stop accepting, let the running task end (or cancel it after the grace period),
+        cancel what waits in the queue, and close the session's trace."""
+        self.accepting = False
+        self.stopped.set()
+        if self._active_run is not None and not self._active_run.done():
+            done, _ = await asyncio.wait({self._active_run}, timeout=grace_seconds)
+            if not done:
+                await self._cancel_active("canceled: daemon shutting down")
+        while self._queue:
+            await self._finish(self._queue.popleft(), TaskState.CANCELED, "canceled: daemon shutting down")
+        for task in self._background:
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.session.close()
+        await self.peers.close()
+        await self.store.close()
+
+    async def _idle_watch(self) -> None:
+        await asyncio.sleep(self.policy.idle_timeout_secs)
+        if not self._seen_task:
+            self.stopped.set()
+
+    # -- the task API the router calls ----------------------------------------------------
+
+    async def submit(self, submission: Submission) -> TaskRecord:
+        """Accept, queue, reject, or deliver as a reply; return the task record."""
+        if self._waiting is not None:
+            waiting, future = self._waiting
+            if submission.task_id in (None, waiting.id):  # upstream: any message answers the waiting task
+                waiting.history.append(submission.message)
+                if not future.done():
+                    future.set_result(submission.message.text)
+                return waiting
+        if submission.task_id is not None:
+            known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
+            if known is None:
+                raise TaskNotFound(submission.task_id)
+            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input")
+        self._seen_task = True
+        record = TaskRecord(
+            id=submission.requested_id or new_task_id(),
+            context_id=submission.context_id or new_context_id(),
+            history=[submission.message],
+            origin=submission.origin,
+            trust=submission.trust,
+        )
+        self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
+                                 message_id=submission.message.message_id,
+                                 traceparent_from_caller=submission.traceparent)
+        reason = self._refusal()
+        if reason is not None:
+            await self._finish(record, TaskState.REJECTED, reason)
+            return record
+        self._records[record.id] = record
+        record.traceparent = submission.traceparent  # type: ignore[attr-defined]
+        await self._save(record, final=False)
+        self._queue.append(record)
+        self._wakeup.set()
+        return record
+
+    def _refusal(self) -> str | None:
+        if not self.accepting:
+            return "rejected: the capsule is shutting down"
+        busy = self._active is not None or bool(self._queue)
+        if self.policy.task_acceptance == "single" and busy:
+            return "rejected: the capsule accepts a single task at a time and one is running"
+        if self.policy.task_acceptance == "queue" and busy and len(self._queue) >= self.policy.queue_depth:
+            return f"rejected: the task queue is full (queue_depth {self.policy.queue_depth})"
+        return None
+
+    async def wait_settled(self, record: TaskRecord) -> TaskRecord:
+        """Wait until the task is terminal or waits for input (what a blocking send returns)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: record.state.terminal or record.state is TaskState.INPUT_REQUIRED)
+        return record
+
+    async def get(self, task_id: str) -> TaskRecord:
+        record = self._records.get(task_id) or await self.store.get(task_id)
+        if record is None:
+            raise TaskNotFound(task_id)
+        return record
+
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset)
+
+    async def cancel(self, task_id: str) -> TaskRecord:
+        record = await self.get(task_id)
+        if record.state.terminal:
+            raise TaskNotCancelable(f"task {task_id} is already {record.state.value}")
+        if record in self._queue:
+            self._queue.remove(record)
+            await self._finish(record, TaskState.CANCELED, "canceled by request")
+        elif self._active is record:
+            await self._cancel_active("canceled by request")
+        return record
+
+    async def _cancel_active(self, reason: str) -> None:
+        run = self._active_run
+        if run is None:
+            return
+        if self._waiting is not None and not self._waiting[1].done():
+            self._waiting[1].cancel()
+        run.cancel()
+        self._cancel_reason = reason
+        await asyncio.wait({run}, timeout=5)
+
+    # -- the session worker -----------------------------------------------------------------
+
+    async def _work(self) -> None:
+        while True:
+            while not self._queue:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+            record = self._queue.popleft()
+            self._active = record
+            self._active_run = asyncio.create_task(self._run(record))
+            try:
+                await asyncio.shield(self._active_run)
+            except asyncio.CancelledError:
+                if not self._active_run.done():
+                    raise
+            finally:
+                self._active, self._active_run = None, None
+            if self.policy.after_task == "exit":
+                self.accepting = False
+                self.stopped.set()
+                return
+
+    async def _run(self, record: TaskRecord) -> None:
+        record.state = TaskState.WORKING
+        await self._save(record, final=False)
+        services = self.session.services
+        assert services.loop is not None
+        services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
+        self._current_trust = record.trust
+        self._current_traceparent = getattr(record, "traceparent", None)
+        spec = TaskSpec(
+            record.id, record.history[0].text, context_id=record.context_id, source="a2a",
+            origin=record.origin, trust=record.trust, history=self._load_history(record.context_id),
+        )
+        self._cancel_reason = "canceled by request"
+        events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
+        try:
+            outcome = await self.session.run_task(spec, events)
+        except asyncio.CancelledError:
+            await self._finish(record, TaskState.CANCELED, self._cancel_reason)
+            return
+        finally:
+            services.loop.ask_for_input = None
+        self._record_conversation(record, outcome)
+        if outcome.ok:
+            record.result_text = outcome.result_text
+            record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}])]
+            record.history.append(TaskMessage(f"msg_{record.id}", "agent", [{"text": outcome.result_text}],
+                                              record.context_id, record.id))
+            await self._finish(record, TaskState.COMPLETED, outcome.result_text)
+        else:
+            await self._finish(record, TaskState.FAILED, outcome.error or outcome.exit_status)
+
+    async def _ask(self, record: TaskRecord, prompt: str) -> str:
+        """`request-input` for the running task: wait (only this worker) for a reply."""
+        record.state = TaskState.INPUT_REQUIRED
+        record.artifacts = [TaskArtifact("prompt", [{"text": prompt}])]
+        record.status_message = prompt
+        await self._save(record, final=False)
+        future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._waiting = (record, future)
+        try:
+            reply = await asyncio.wait_for(future, self.policy.input_timeout_secs)
+        except TimeoutError:
+            raise AbortTask(INPUT_TIMEOUT) from None
+        finally:
+            self._waiting = None
+        record.state = TaskState.WORKING
+        record.artifacts = []
+        record.status_message = None
+        await self._save(record, final=False)
+        return reply
+
+    async def _send_to_peer(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
+        return await self.peers.send(peer_url, message_id, context_id, text, trust=self._current_trust,
+                                     parent_traceparent=self._current_traceparent)
+
+    # -- records, streams, history -------------------------------------------------------
+
+    async def _finish(self, record: TaskRecord, state: TaskState, message: str | None) -> None:
+        record.state = state
+        record.status_message = message
+        await self._save(record, final=True)
+        self._records.pop(record.id, None)
+
+    async def _save(self, record: TaskRecord, *, final: bool) -> None:
+        record.updated_at = now_ms()
+        await self.store.put(record)
+        status: dict[str, Any] = {"state": record.state.value}
+        if record.status_message is not None:
+            status["message"] = record.status_message
+        if record.state is TaskState.COMPLETED:
+            status["response"] = record.result_text
+        self.log.publish("status", record.id, {"id": record.id, "context_id": record.context_id,
+                                               "status": status, "final": final}, final=final)
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _history_file(self, context_id: str):  # type: ignore[no-untyped-def]
+        return self.staged.workdir.contexts / context_id / "history.json"
+
+    def _load_history(self, context_id: str) -> list[Message]:
+        if self.policy.conversation != "threaded":
+            return []
+        path = self._history_file(context_id)
+        if not path.is_file():
+            return []
+        return [Message(**m) for m in json.loads(path.read_text(encoding="utf-8"))]
+
+    def _record_conversation(self, record: TaskRecord, outcome: TaskOutcome) -> None:
+        """Threaded capsules keep the context's history (after a successful task only)."""
+        if self.policy.conversation != "threaded":
+            return
+        out = self.staged.workdir.out / f"result_{record.id}.txt"
+        out.write_text(outcome.result_text if outcome.ok else f"error: {outcome.error}", encoding="utf-8")
+        if not outcome.ok:
+            return
+        path = self._history_file(record.context_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        history = [m.__dict__ for m in outcome.messages]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(history, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)

@@ -1,0 +1,78 @@
+"""The sending side of capsule-to-capsule messaging (`murmur:message/send`).
+
+The runtime builds the JSON-RPC `message/send` request, so the capsule never sees the wire
+format, and stamps what the capsule cannot set: a W3C `traceparent`, `x-murmur-task-origin:
+peer` and the sending task's trust class.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import httpx
+
+from murmurd.host import ImportFailed
+from murmurd.host.context import PeerTask
+from murmurd.trace.writer import TraceWriter
+
+ORIGIN_HEADER = "x-murmur-task-origin"
+TRUST_HEADER = "x-murmur-task-trust"
+TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def new_traceparent() -> str:
+    """A fresh W3C traceparent (version 00, sampled)."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
+
+
+def child_traceparent(parent: str | None) -> str:
+    """Continue the caller's trace with a new span id, or start a new trace."""
+    if parent and TRACEPARENT.match(parent):
+        _version, trace_id, _span, flags = parent.split("-")
+        return f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"
+    return new_traceparent()
+
+
+class PeerClient:
+    """Sends `message/send` to peers over one pooled httpx client."""
+
+    def __init__(self, trace: TraceWriter | None, *, timeout: float = 30.0) -> None:
+        self.trace = trace
+        self.client = httpx.AsyncClient(timeout=timeout)
+
+    async def send(
+        self,
+        peer_url: str,
+        message_id: str,
+        context_id: str | None,
+        text: str,
+        *,
+        trust: str,
+        parent_traceparent: str | None = None,
+    ) -> PeerTask:
+        traceparent = child_traceparent(parent_traceparent)
+        message: dict = {"messageId": message_id, "role": "user", "parts": [{"text": text}]}
+        if context_id:
+            message["contextId"] = context_id
+        body = {"jsonrpc": "2.0", "id": message_id, "method": "message/send", "params": {"message": message}}
+        headers = {"traceparent": traceparent, ORIGIN_HEADER: "peer", TRUST_HEADER: trust}
+        try:
+            response = await self.client.post(peer_url, json=body, headers=headers)
+            payload = response.json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise ImportFailed(f"message/send to {peer_url}: {type(exc).__name__}: {exc}") from None
+        if not isinstance(payload, dict):
+            raise ImportFailed(f"message/send to {peer_url}: not a JSON-RPC response")
+        if "error" in payload:
+            error = payload["error"] or {}
+            raise ImportFailed(f"message/send to {peer_url}: peer error {error.get('code')}: {error.get('message')}")
+        task = payload.get("result") or {}
+        status = task.get("status") or {}
+        result = PeerTask(str(task.get("id", "")), str(task.get("contextId", "")), str(status.get("state", "")))
+        if self.trace is not None:
+            self.trace.write("a2a_send", peer_url=peer_url, message_id=message_id, task_id=result.task_id,
+                             context_id=result.context_id, traceparent=traceparent)
+        return result
+
+    async def close(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,112 @@
+"""`murmurd serve`: stage a capsule, bind its port, serve it until the lifecycle or a signal ends it.
+
+Shutdown order: stop accepting tasks, let the running task end (or cancel it after the grace
+period), close the session (the trace's `session_end`), then stop the HTTP server. Exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.server import ServerConfig, create_app
+from murmurd.a2a.store import SqliteTaskStore
+from murmurd.host import ComponentHost
+from murmurd.staging.stage import stage_capsule
+
+STATE_DIR_NAME = ".murmurd"
+
+
+class PortTaken(OSError):
+    pass
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """Bind now, so a taken port is an error that names it and port 0 tells us the real one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise PortTaken(f"cannot bind {host}:{port}: {exc.strerror} (is another capsule using port {port}?)") from None
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGINT/SIGTERM."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class ServeOptions:
+    host: str = "127.0.0.1"
+    port: int | None = None
+    state_dir: Path | None = None
+    task_acceptance: str | None = None
+    after_task: str | None = None
+    grace_seconds: float = 10.0
+    linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
+    max_body_bytes: int = 1024 * 1024
+
+
+async def serve_capsule(
+    capsule_dir: Path,
+    options: ServeOptions,
+    *,
+    component_host: ComponentHost,
+    announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    progress: Callable[[str], None] | None = None,
+) -> int:
+    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
+    internal = staged.manifest.capabilities.network.internal_port
+    sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
+    port = sock.getsockname()[1]
+    store = await SqliteTaskStore.in_state_dir(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
+    policy = LifecyclePolicy.from_manifest(
+        staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task
+    )
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy)
+    url = f"http://{options.host}:{port}/"
+    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes))
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+
+    await daemon.start()
+    announce(f"murmur: url {options.host}:{port}")
+    announce(f"session: {staged.session_id}")
+    loop = asyncio.get_running_loop()
+    signalled = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, signalled.set)
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        waiters = {asyncio.create_task(daemon.stopped.wait()), asyncio.create_task(signalled.wait()), serving}
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiters - {serving}:
+            waiter.cancel()
+        if not signalled.is_set():
+            await asyncio.sleep(options.linger_seconds)
+        await daemon.stop(options.grace_seconds)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        server.should_exit = True
+        with contextlib.suppress(Exception):
+            await serving
+        sock.close()
+    return 0

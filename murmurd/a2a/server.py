@@ -1,0 +1,292 @@
+"""The ASGI app of one served capsule: agent card, JSON-RPC on `POST /`, SSE streams.
+
+One router serves three dialects over the daemon's one task model. Every failure becomes a
+JSON-RPC error (HTTP 200, as A2A clients expect, or 413 for an oversized body); nothing a client
+sends can produce a 500 or stop the daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from murmurd.a2a import jsonrpc, wire
+from murmurd.a2a.card import agent_card
+from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
+from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
+from murmurd.a2a.tasks import TaskRecord, TaskState
+from murmurd.a2a.wire import Dialect, Operation
+from murmurd.session.tools import model_tools, shell_allow
+
+log = logging.getLogger("murmurd.a2a")
+
+A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
+_TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    url: str
+    max_body_bytes: int = 1024 * 1024
+
+
+def caller_identity(headers: Any) -> tuple[str, str]:
+    """(origin, trust) from the request headers, never from the body."""
+    if (headers.get(ORIGIN_HEADER) or "").strip().lower() != "peer":
+        return "operator", "operator"
+    trust = (headers.get(TRUST_HEADER) or "").strip().lower()
+    return "peer", trust if _TRUST_CLASS.match(trust) else "untrusted"
+
+
+async def read_capped(request: Request, limit: int) -> bytes | None:
+    """The body, or None once it passes `limit` bytes (read no further than that)."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _heartbeat() -> ServerSentEvent:
+    return ServerSentEvent(comment="heartbeat")
+
+
+def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
+    router = Router(daemon, config)
+    app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
+    staged = daemon.staged
+    tools = model_tools(staged)
+    card = agent_card(
+        staged.manifest.name, staged.manifest.version, "", config.url,
+        [t.name for t in tools], bool(shell_allow(staged)), bool(staged.grants.capsule.network),
+        tool_descriptions={t.name: t.description for t in tools},
+    )
+
+    @app.get("/.well-known/agent-card.json")
+    @app.get("/.well-known/agent.json")
+    async def agent_card_route() -> JSONResponse:
+        return JSONResponse(card)
+
+    @app.post("/")
+    async def jsonrpc_route(request: Request) -> Response:
+        return await router.dispatch(request)
+
+    return app
+
+
+class Router:
+    def __init__(self, daemon: CapsuleDaemon, config: ServerConfig) -> None:
+        self.daemon = daemon
+        self.config = config
+
+    async def dispatch(self, request: Request) -> Response:
+        body = await read_capped(request, self.config.max_body_bytes)
+        if body is None:
+            error = jsonrpc.JsonRpcError.request_too_large(self.config.max_body_bytes)
+            return JSONResponse(jsonrpc.error_response(None, error), status_code=413)
+        try:
+            parsed = jsonrpc.parse_body(body)
+        except jsonrpc.JsonRpcError as error:
+            return JSONResponse(jsonrpc.error_response(None, error))
+        if not parsed.is_batch and len(parsed.entries) == 1:
+            entry = parsed.entries[0]
+            if isinstance(entry, jsonrpc.JsonRpcRequest) and self._is_streaming(entry, request):
+                return await self._stream(entry, request)
+
+        async def handle(entry: jsonrpc.JsonRpcRequest) -> Any:
+            if self._is_streaming(entry, request):
+                raise jsonrpc.JsonRpcError.invalid_request("streaming methods cannot be part of a batch")
+            try:
+                return jsonrpc.result_response(entry.id, await self._call(entry, request))
+            except jsonrpc.JsonRpcError:
+                raise
+            except Exception:
+                log.exception("JSON-RPC %s failed", entry.method)
+                raise
+
+        result = await jsonrpc.run(parsed, handle)
+        if result is None:
+            return Response(status_code=204)
+        return JSONResponse(result)
+
+    def _is_streaming(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> bool:
+        try:
+            return wire.lookup_method(entry.method)[1].streaming
+        except jsonrpc.JsonRpcError:
+            return False
+
+    def _resolve(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> tuple[Dialect, Operation]:
+        task_dialect = None
+        if isinstance(entry.params, dict):
+            task_id = entry.params.get("id") or entry.params.get("taskId")
+            if isinstance(task_id, str):
+                task_dialect = self.daemon.dialects.get(task_id)
+        dialect, operation = wire.resolve_dialect(entry.method, entry.params, request.headers, task_dialect=task_dialect)
+        if operation in (Operation.SEND, Operation.STREAM) and self.daemon.policy.task_acceptance == "none":
+            raise jsonrpc.JsonRpcError.method_not_found(f"{entry.method} (this capsule accepts no tasks: task_acceptance none)")
+        return dialect, operation
+
+    # -- request/response methods ------------------------------------------------------------
+
+    async def _call(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Any:
+        dialect, operation = self._resolve(entry, request)
+        if operation is Operation.SEND:
+            send = wire.parse_send_params(dialect, entry.params)
+            record = await self._submit(dialect, send, request)
+            if send.blocking:
+                await self.daemon.wait_settled(record)
+            return wire.render_send_result(dialect, record, send.history_length)
+        if operation is Operation.GET:
+            query = wire.parse_task_query(dialect, entry.params)
+            return wire.render_task(dialect, await self._get(query.task_id), query.history_length)
+        if operation is Operation.CANCEL:
+            query = wire.parse_task_query(dialect, entry.params)
+            try:
+                record = await self.daemon.cancel(query.task_id)
+            except TaskNotFound:
+                raise jsonrpc.JsonRpcError.task_not_found(query.task_id) from None
+            except TaskNotCancelable:
+                state = (await self._get(query.task_id)).state.value
+                raise jsonrpc.JsonRpcError.task_not_cancelable(query.task_id, state) from None
+            return wire.render_task(dialect, record)
+        if operation is Operation.LIST:
+            listing = wire.parse_list_params(dialect, entry.params)
+            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset)
+            if listing.state is not None:
+                records = [r for r in records if r.state is listing.state]
+            more = len(records) > listing.page_size
+            page = records[: listing.page_size]
+            token = wire.encode_page_token(listing.offset + listing.page_size) if more else None
+            return wire.render_list(dialect, page, token, page_size=listing.page_size,
+                                    total_size=listing.offset + len(records),
+                                    history_length=listing.history_length,
+                                    include_artifacts=listing.include_artifacts)
+        raise jsonrpc.JsonRpcError.method_not_found(entry.method)
+
+    async def _get(self, task_id: str) -> TaskRecord:
+        try:
+            return await self.daemon.get(task_id)
+        except TaskNotFound:
+            raise jsonrpc.JsonRpcError.task_not_found(task_id) from None
+
+    async def _submit(self, dialect: Dialect, send: wire.SendRequest, request: Request) -> TaskRecord:
+        origin, trust = caller_identity(request.headers)
+        message = send.message
+        task_id, requested = send.task_id, None
+        if send.client_task_id and task_id is not None and task_id not in self.daemon.dialects:
+            known = await self.daemon.store.get(task_id)
+            if known is None:
+                task_id, requested = None, send.task_id
+        submission = Submission(message, task_id, send.context_id, origin, trust,
+                                request.headers.get("traceparent"), requested)
+        try:
+            record = await self.daemon.submit(submission)
+        except TaskNotFound as exc:
+            raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
+        except NotAReply as exc:
+            raise jsonrpc.JsonRpcError.invalid_params(str(exc)) from None
+        self.daemon.dialects.setdefault(record.id, dialect)
+        return record
+
+    # -- streams -----------------------------------------------------------------------------
+
+    async def _stream(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Response:
+        try:
+            dialect, operation = self._resolve(entry, request)
+            if operation is Operation.WATCH:
+                return self._watch(request)
+            log = self.daemon.log
+            after = log.last_id
+            if operation is Operation.STREAM:
+                send = wire.parse_send_params(dialect, entry.params)
+                record = await self._submit(dialect, send, request)
+            else:
+                query = wire.parse_task_query(dialect, entry.params)
+                record = await self._get(query.task_id)
+                after = _last_event_id(request, default=after)
+        except jsonrpc.JsonRpcError as error:
+            return JSONResponse(jsonrpc.error_response(entry.id, error))
+        if dialect is Dialect.UPSTREAM:
+            return self._upstream_stream(record, after)
+        return self._a2a_stream(dialect, entry.id, record, after)
+
+    def _watch(self, request: Request) -> Response:
+        after = _last_event_id(request, default=self.daemon.log.last_id)
+
+        async def frames() -> AsyncIterator[dict[str, str]]:
+            async for event in self.daemon.log.follow(after_id=after, task_id=None, close_on_final=False):
+                yield sse_frame(event)
+
+        return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+
+    def _upstream_stream(self, record: TaskRecord, after: int) -> Response:
+        log = self.daemon.log
+
+        async def frames() -> AsyncIterator[dict[str, str]]:
+            if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
+                yield sse_frame(StreamEvent(None, "status", record.id, _status_payload(record), True))
+                return
+            async for event in log.follow(after_id=after, task_id=record.id, close_on_final=True):
+                yield sse_frame(event)
+
+        return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+
+    def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int) -> Response:
+        renderer = wire.StreamRenderer(dialect)
+        log = self.daemon.log
+
+        def data(result: dict[str, Any]) -> dict[str, str]:
+            return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
+
+        async def frames() -> AsyncIterator[dict[str, str]]:
+            snapshot = renderer.render("task", record)
+            if snapshot is not None:
+                yield data(snapshot)
+            if wire.is_final_state(record.state):
+                return
+            async for event in log.follow(after_id=after, task_id=record.id, close_on_final=True):
+                view = _record_at(record, event)
+                rendered = renderer.render(event.type, view, event.data)
+                if rendered is not None:
+                    yield data(rendered)
+                if event.type == "status" and wire.is_final_state(view.state):
+                    return
+
+        return EventSourceResponse(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+
+
+def _last_event_id(request: Request, default: int) -> int:
+    value = request.headers.get("last-event-id")
+    return int(value) if value is not None and value.strip().isdigit() else default
+
+
+def _status_payload(record: TaskRecord) -> dict[str, Any]:
+    status: dict[str, Any] = {"state": record.state.value}
+    if record.status_message is not None:
+        status["message"] = record.status_message
+    if record.state is TaskState.COMPLETED:
+        status["response"] = record.result_text
+    return {"id": record.id, "context_id": record.context_id, "status": status, "final": record.state.terminal}
+
+
+def _record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:
+    """The record as it was when a status event was published (the live record moves on)."""
+    if event.type != "status":
+        return record
+    status = event.data.get("status", {})
+    return dataclasses.replace(record, state=TaskState(status.get("state", record.state.value)),
+                               status_message=status.get("message"))

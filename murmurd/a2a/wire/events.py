@@ -1,0 +1,120 @@
+"""Stream events for the A2A dialects (V02, V03, V10); upstream SSE frames are rendered by
+`murmurd.a2a.stream`.
+
+The lead feeds the same domain events it publishes upstream:
+
+| event_type  | payload                                      | V03 / V10 result               | V02 result            |
+|-------------|----------------------------------------------|--------------------------------|-----------------------|
+| `task`      | -                                            | Task / `{"task"}`              | status update         |
+| `status`    | -                                            | status-update / `{"statusUpdate"}` | status update     |
+| `text`      | `{"text", "final", "append"?, "index"?}`     | artifact-update of `result`    | artifact update       |
+| `artifact`  | `{"tool_name", "content", "artifact_id"?, "index"?}` | artifact-update (tool name) | artifact update   |
+| `thinking`, `gap`, `error` | -                            | None (not sent)                | None                  |
+
+An empty text chunk renders to None. Every returned dict is a JSON-RPC `result`: wrap it with
+`jsonrpc.result_response(request_id, event)` and send it as one SSE `data:` line.
+
+`append` matters to a2a-sdk: an `append: true` chunk for an artifact the client has not seen is
+dropped, so the first chunk of a stream must say `append: false`. `StreamRenderer` (one per
+SSE connection) keeps that state; `render_stream_event` is the stateless form where the caller
+supplies `append`/`index` in the payload (default: `append` false, `index` 0).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Protocol
+
+from murmurd.a2a.tasks import TaskRecord
+from murmurd.a2a.wire import v02, v03, v10
+from murmurd.a2a.wire.dialects import Dialect
+
+STREAM_EVENT_TYPES = frozenset({"task", "status", "text", "thinking", "artifact", "gap", "error"})
+_SILENT = frozenset({"thinking", "gap", "error"})
+
+
+class _EventCodec(Protocol):
+    """What the V02, V03 and V10 modules provide for streams."""
+
+    def render_status_event(self, record: TaskRecord) -> dict[str, Any]: ...
+
+    def render_text_chunk(self, record: TaskRecord, text: str, *, append: bool, last_chunk: bool,
+                          index: int) -> dict[str, Any]: ...
+
+    def render_tool_artifact(self, record: TaskRecord, tool_name: str, content: Any, *, artifact_id: str,
+                             index: int) -> dict[str, Any]: ...
+
+
+_CODECS: dict[Dialect, _EventCodec] = {Dialect.V02: v02, Dialect.V03: v03, Dialect.V10: v10}
+
+
+def new_artifact_id() -> str:
+    return "art_" + secrets.token_hex(8)
+
+
+def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
+                        payload: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """One stream event as the dialect's JSON-RPC `result` object, or None when the dialect has
+    nothing to send for it."""
+    if dialect is Dialect.UPSTREAM:
+        raise ValueError("upstream SSE frames are rendered by murmurd.a2a.stream")
+    if event_type not in STREAM_EVENT_TYPES:
+        raise ValueError(f"unknown stream event type {event_type!r}")
+    if event_type in _SILENT:
+        return None
+    payload = payload or {}
+    if event_type == "task":
+        if dialect is Dialect.V10:
+            return v10.render_task_event(record)
+        if dialect is Dialect.V03:
+            return v03.render_task(record)
+        return v02.render_status_event(record)  # 0.1 streams carry no task objects
+    module = _CODECS[dialect]
+    if event_type == "status":
+        return module.render_status_event(record)
+    index = int(payload.get("index", 0))
+    if event_type == "text":
+        text = payload.get("text")
+        if not isinstance(text, str) or text == "":
+            return None
+        return module.render_text_chunk(record, text, append=bool(payload.get("append", False)),
+                                        last_chunk=bool(payload.get("final", False)), index=index)
+    tool_name = payload.get("tool_name")
+    return module.render_tool_artifact(record, str(tool_name) if tool_name is not None else "artifact",
+                                       payload.get("content"),
+                                       artifact_id=str(payload.get("artifact_id") or new_artifact_id()), index=index)
+
+
+class StreamRenderer:
+    """Renders one SSE connection's events, tracking per task whether the streamed `result`
+    artifact exists on the client yet (`append`) and, for V02, artifact indexes."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        if dialect is Dialect.UPSTREAM:
+            raise ValueError("upstream SSE frames are rendered by murmurd.a2a.stream")
+        self.dialect = dialect
+        self._result_index: dict[str, int] = {}
+        self._next_index: dict[str, int] = {}
+
+    def _index(self, task_id: str) -> int:
+        index = self._next_index.get(task_id, 0)
+        self._next_index[task_id] = index + 1
+        return index
+
+    def render(self, event_type: str, record: TaskRecord,
+               payload: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        payload = dict(payload or {})
+        if event_type == "task":
+            # a snapshot replaces the client's copy of the task: the next chunk starts afresh
+            self._result_index.pop(record.id, None)
+        elif event_type == "text":
+            if not isinstance(payload.get("text"), str) or payload["text"] == "":
+                return None
+            started = record.id in self._result_index
+            if not started:
+                self._result_index[record.id] = self._index(record.id)
+            payload["append"] = started
+            payload["index"] = self._result_index[record.id]
+        elif event_type == "artifact":
+            payload["index"] = self._index(record.id)
+        return render_stream_event(self.dialect, event_type, record, payload)

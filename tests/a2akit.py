@@ -1,0 +1,159 @@
+"""Helpers for A2A tests: real `murmurd serve` subprocesses on loopback, JSON-RPC and SSE calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from httpx_sse import connect_sse
+
+from conftest import EXAMPLES, FIXTURES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def chaos_capsule(root: Path, name: str = "chaos", *, lifecycle: dict | None = None, deadline: int = 600,
+                  **extra: Any) -> Path:
+    """A capsule whose driver fails or asks on demand (see tests/fixtures/chaos-driver)."""
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "name": name,
+        "version": "1.0.0",
+        "artifacts": [
+            {"name": "chaos-driver", "runtime": "driver", "source": str(FIXTURES / "chaos-driver"),
+             "local_source": True, "capabilities": {"limits": {"deadline_seconds": deadline}}},
+            {"name": "ask", "runtime": "tool", "source": str(FIXTURES / "ask"), "local_source": True},
+            {"name": "echo", "runtime": "tool", "source": str(EXAMPLES / "echo"), "local_source": True},
+        ],
+        "inference": {"endpoint": "http://127.0.0.1:9", "model": "chaos",
+                      "driver": {"artifact": "chaos-driver", "config": {}}},
+        "lifecycle": {"after_task": "sleep", **(lifecycle or {})},
+        **extra,
+    }
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return directory
+
+
+def script_capsule(root: Path, name: str, capsule_wasm: Path, **extra: Any) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = {"name": name, "version": "1.0.0", "lifecycle": {"after_task": "sleep"}, **extra}
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "capsule.wasm").write_bytes(capsule_wasm.read_bytes())
+    return directory
+
+
+@dataclass
+class Served:
+    proc: subprocess.Popen[str]
+    capsule: Path
+    state_dir: Path
+    url: str
+    session_id: str
+    stderr: list[str] = field(default_factory=list)
+
+    @property
+    def workdir(self) -> Path:
+        return self.capsule / "workdir" / self.session_id
+
+    def trace(self) -> list[dict[str, Any]]:
+        path = self.workdir / "trace.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def post(self, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> httpx.Response:
+        content = raw if raw is not None else json.dumps(body).encode()
+        return httpx.post(self.url, content=content, headers={"content-type": "application/json", **(headers or {})},
+                          timeout=30)
+
+    def rpc(self, method: str, params: Any = None, headers: dict[str, str] | None = None, id: Any = 1) -> dict:
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            body["params"] = params
+        return self.post(body, headers).json()
+
+    def send(self, text: str, **message: Any) -> dict:
+        msg = {"messageId": f"m{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}], **message}
+        return self.rpc("message/send", {"message": msg})["result"]
+
+    def get(self, task_id: str) -> dict:
+        return self.rpc("tasks/get", {"id": task_id})["result"]
+
+    def wait_state(self, task_id: str, *states: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            task = self.get(task_id)
+            if task["status"]["state"] in states:
+                return task
+            if time.monotonic() > deadline:
+                raise AssertionError(f"task {task_id} stayed {task['status']['state']}, wanted {states}")
+            time.sleep(0.05)
+
+    def events(self, method: str, params: Any, headers: dict[str, str] | None = None,
+               limit: int | None = None, timeout: float = 30) -> list[tuple[str | None, str, Any]]:
+        """(id, event, data) of every SSE frame until the stream closes (or `limit` frames)."""
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        frames: list[tuple[str | None, str, Any]] = []
+        with httpx.Client(timeout=timeout) as client:
+            with connect_sse(client, "POST", self.url, json=body, headers=headers or {}) as source:
+                for event in source.iter_sse():
+                    frames.append((event.id or None, event.event, json.loads(event.data) if event.data else None))
+                    if limit is not None and len(frames) >= limit:
+                        break
+        return frames
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+def start(capsule: Path, state_dir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90) -> Served:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "murmurd", "serve", str(capsule), "--state-dir", str(state_dir), *args],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
+    lines: list[str] = []
+    ready = threading.Event()
+    found: dict[str, str] = {}
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("murmur: url "):
+                found["url"] = line.split()[-1]
+            elif line.startswith("session: "):
+                found["session"] = line.split()[-1]
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not ready.wait(timeout) or "session" not in found:
+        proc.kill()
+        raise AssertionError("murmurd serve did not start:\n" + "".join(lines))
+    return Served(proc, capsule, state_dir, f"http://{found['url']}/", found["session"], lines)
+
+
+@contextmanager
+def serving(capsule: Path, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Served]:
+    served = start(capsule, state_dir, *args, env=env)
+    try:
+        yield served
+    finally:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait(timeout=10)
