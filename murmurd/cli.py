@@ -206,6 +206,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
+        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer,
     )
     host = ComponentHost()
     try:
@@ -287,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--task-acceptance", choices=["none", "single", "queue"])
     serve.add_argument("--after-task", choices=["exit", "sleep"])
     serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
+    serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
+    serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")

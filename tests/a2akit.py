@@ -102,10 +102,12 @@ class Served:
             time.sleep(0.05)
 
     def events(self, method: str, params: Any, headers: dict[str, str] | None = None,
-               limit: int | None = None, timeout: float = 30) -> list[tuple[str | None, str, Any]]:
-        """(id, event, data) of every SSE frame until the stream closes (or `limit` frames)."""
+               limit: int | None = None, timeout: float = 30,
+               into: list[tuple[str | None, str, Any]] | None = None) -> list[tuple[str | None, str, Any]]:
+        """(id, event, data) of every SSE frame until the stream closes (or `limit` frames);
+        `into` receives each frame as it arrives."""
         body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-        frames: list[tuple[str | None, str, Any]] = []
+        frames: list[tuple[str | None, str, Any]] = into if into is not None else []
         with httpx.Client(timeout=timeout) as client:
             with connect_sse(client, "POST", self.url, json=body, headers=headers or {}) as source:
                 for event in source.iter_sse():

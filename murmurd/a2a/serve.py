@@ -20,6 +20,7 @@ import uvicorn
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.store import SqliteTaskStore
+from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
 from murmurd.staging.stage import stage_capsule
 
@@ -63,6 +64,7 @@ class ServeOptions:
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
+    stream_buffer: int = 1024  # events kept for Last-Event-ID replay
 
 
 async def serve_capsule(
@@ -81,7 +83,7 @@ async def serve_capsule(
     policy = LifecyclePolicy.from_manifest(
         staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task
     )
-    daemon = CapsuleDaemon(staged, component_host, store, policy=policy)
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes))
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
