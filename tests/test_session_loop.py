@@ -229,3 +229,20 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     assert crashed_text.startswith("error: script: trap")
     kinds = [e["event_type"] for e in trace_events(staged)]
     assert kinds == ["session_start"] + ["task_start", "task_end"] * 3 + ["session_end"]
+
+
+async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path, host) -> None:
+    from murmurd.session.session import Session
+
+    staged = stage(driver_capsule(tmp_path, "chaos-driver", {}), host, tmp_path)
+    session = Session(staged, host)
+    await session.open()
+    session.trace._file.close()  # the trace file breaks under the session (disk gone, fd closed)
+    failed = await session.run_task(TaskSpec("tsk_" + "7" * 32, "hello"))
+    assert failed.exit_status == "failed"
+    assert "cannot write task_start to trace" in failed.error
+    assert staged.workdir.result.read_text() == f"error: {failed.error}"
+    later = await session.run_task(TaskSpec("tsk_" + "8" * 32, "hello"))
+    assert later.exit_status == "failed" and "the session has ended" in later.error
+    await session.close()
+    assert session.ended == "failed"

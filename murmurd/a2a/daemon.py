@@ -27,6 +27,7 @@ from murmurd.a2a.tasks import (
     new_task_id,
     now_ms,
 )
+from murmurd.a2a.wire.common import result_artifact_id
 from murmurd.host import AbortTask, ComponentHost
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import PeerTask
@@ -190,6 +191,8 @@ class CapsuleDaemon:
                 waiting.history.append(submission.message)
                 if not future.done():
                     future.set_result(submission.message.text)
+                    # working again at once: a blocking send must wait for the outcome, not return the prompt
+                    _leave_input_required(waiting)
                 return waiting
         if submission.task_id is not None:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
@@ -281,7 +284,7 @@ class CapsuleDaemon:
                     raise
             finally:
                 self._active, self._active_run = None, None
-            if self.policy.after_task == "exit":
+            if self.policy.after_task == "exit" or self.session.ended is not None:
                 self.accepting = False
                 self.stopped.set()
                 return
@@ -310,7 +313,8 @@ class CapsuleDaemon:
         self._record_conversation(record, outcome)
         if outcome.ok:
             record.result_text = outcome.result_text
-            record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}])]
+            record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
+                                             artifact_id=result_artifact_id(record.id))]
             record.history.append(TaskMessage(f"msg_{record.id}", "agent", [{"text": outcome.result_text}],
                                               record.context_id, record.id))
             await self._finish(record, TaskState.COMPLETED, outcome.result_text)
@@ -331,9 +335,7 @@ class CapsuleDaemon:
             raise AbortTask(INPUT_TIMEOUT) from None
         finally:
             self._waiting = None
-        record.state = TaskState.WORKING
-        record.artifacts = []
-        record.status_message = None
+        _leave_input_required(record)
         await self._save(record, final=False)
         return reply
 
@@ -387,3 +389,10 @@ class CapsuleDaemon:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(history, ensure_ascii=False), encoding="utf-8")
         os.replace(tmp, path)
+
+
+def _leave_input_required(record: TaskRecord) -> None:
+    """A reply arrived: the task works again (saved and published by the worker)."""
+    record.state = TaskState.WORKING
+    record.artifacts = []
+    record.status_message = None

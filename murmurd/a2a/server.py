@@ -260,7 +260,7 @@ class Router:
                 return
             async for event in log.follow(after_id=after, task_id=record.id, close_on_final=True):
                 view = _record_at(record, event)
-                rendered = renderer.render(event.type, view, event.data)
+                rendered = renderer.render(event.type, view, _renderer_payload(event))
                 if rendered is not None:
                     yield data(rendered)
                 if event.type == "status" and wire.is_final_state(view.state):
@@ -281,6 +281,14 @@ def _status_payload(record: TaskRecord) -> dict[str, Any]:
     if record.state is TaskState.COMPLETED:
         status["response"] = record.result_text
     return {"id": record.id, "context_id": record.context_id, "status": status, "final": record.state.terminal}
+
+
+def _renderer_payload(event: StreamEvent) -> dict[str, Any]:
+    """The event's data as `wire.StreamRenderer` takes it: an upstream `artifact` frame nests the
+    tool artifact (`{"id", "artifact": {"tool_name", "content"}}`), the renderer wants it flat."""
+    if event.type == "artifact" and isinstance(event.data.get("artifact"), dict):
+        return event.data["artifact"]
+    return event.data
 
 
 def _record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:

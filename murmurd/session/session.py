@@ -143,15 +143,17 @@ class Session:
         """Run one task to a terminal outcome; never raises for a task-level failure."""
         events = events or TaskEvents()
         started = time.monotonic()
-        self.trace.write(
-            "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
-            message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
-        )
         self.staged.workdir.task.write_text(spec.text, encoding="utf-8")
         state = LoopState(spec.task_id, spec.context_id or "", [*spec.history, user_message(spec.text)])
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
         cancelled = False
         try:
+            if self.ended is not None:
+                raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
+            self._write(
+                "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
+                message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
+            )
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
             else:
@@ -204,7 +206,7 @@ class Session:
                                  f"max_task_reopens ({max_reopens}) is spent", "reopen_budget_exhausted")
             outcome.reopen_count += 1
             state.end_dispatched = False
-            self.trace.write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
+            self._write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
                              reason=reopen.feedback, reopen_number=outcome.reopen_count)
             state.messages.append(user_message(reopen.feedback, source_id=f"hook:{reopen.hook_name}"))
 
@@ -219,6 +221,13 @@ class Session:
         except HostError as exc:
             raise TaskFailed(str(exc)) from None
         return result.read_text(encoding="utf-8") if result.is_file() else ""
+
+    def _write(self, event_type: str, **fields: Any) -> None:
+        """A trace event whose loss ends the session (every event but `compaction`)."""
+        try:
+            self.trace.write(event_type, **fields)
+        except TraceWriteError as exc:
+            raise SessionEnded(str(exc)) from None
 
     def _write_result(self, outcome: TaskOutcome) -> None:
         text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
@@ -237,7 +246,8 @@ class Session:
             )
         except TraceWriteError as exc:
             self.ended = "failed"
-            outcome.exit_status, outcome.error = "failed", str(exc)
+            if outcome.ok:
+                outcome.exit_status, outcome.error = "failed", str(exc)
 
     async def close(self, exit_status: str | None = None) -> None:
         status = exit_status or self.ended or self.last_exit_status
@@ -252,5 +262,7 @@ class Session:
                 "total_shell_calls": self.totals.shell_calls,
             }
             self.trace.write("session_end", duration_ms=duration_ms, exit_status=status, **totals)
+        except TraceWriteError:
+            pass  # already reported: the failed write ended the session
         finally:
             self.trace.close()
