@@ -246,3 +246,30 @@ async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path
     assert later.exit_status == "failed" and "the session has ended" in later.error
     await session.close()
     assert session.ended == "failed"
+
+
+async def test_the_spend_ceiling_refuses_the_next_driver_call(tmp_path, host) -> None:
+    loop_forever = {"stop_reason": "tool_call",
+                    "content": [{"type": "tool_call", "id": "c", "name": "echo", "input": {"text": "again"}}]}
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": [loop_forever] * 9},
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")],
+                               inference={"max_session_tokens": 300})
+    staged = stage(directory, host, tmp_path)
+    first, second = await run_tasks(staged, host, "spend", "more")
+    assert first.exit_status == "spend_ceiling_reached" and "(300) reached" in first.error
+    assert 1 <= first.counters.turns < 9
+    assert second.exit_status == "spend_ceiling_reached" and "the session has ended" in second.error
+    events = trace_events(staged)
+    assert events[-1]["event_type"] == "session_end" and events[-1]["exit_status"] == "spend_ceiling_reached"
+
+
+async def test_reaching_the_compaction_threshold_without_a_hook_is_logged(tmp_path, host) -> None:
+    responses = [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "word " * 200}]}]
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": responses},
+                               context={"max_tokens": 100})
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "talk a lot")
+    assert outcome.exit_status == "ok"
+    log = (staged.workdir.logs / "bootstrap.log").read_text()
+    assert "reached the compaction threshold 98" in log and "no compaction hook" in log
+    assert "compaction" not in [e["event_type"] for e in trace_events(staged)]

@@ -249,3 +249,24 @@ def test_a_pull_with_a_hash_mismatch_writes_nothing(tmp_path, host, artifacts, r
     assert "not a declared tool" in report["invoke"]["err"]
     assert not (staged.workdir.tools / "write-file").exists()
     assert not (capsule / "murmur.lock").exists()
+
+
+def test_publish_and_install_from_the_command_line(tmp_path: Path, artifacts) -> None:
+    import subprocess
+    import sys
+
+    artifacts.example("write-file")
+    registry_dir = tmp_path / "reg"
+    published = subprocess.run([sys.executable, "-m", "murmurd", "publish", str(EXAMPLES / "write-file"),
+                                "--registry", str(registry_dir)], capture_output=True, text=True, timeout=60)
+    assert published.returncode == 0, published.stderr
+    assert published.stdout.startswith("published write-file 0.1.0 sha256:")
+    capsule = _capsule(tmp_path)
+    installed = subprocess.run([sys.executable, "-m", "murmurd", "install", str(capsule), "--registry", str(registry_dir)],
+                               capture_output=True, text=True, timeout=60)
+    assert installed.returncode == 0, installed.stderr
+    assert installed.stdout.strip() == "write-file 0.1.0"
+    assert yaml.safe_load((capsule / "murmur.lock").read_text())["artifacts"][0]["name"] == "write-file"
+    missing = subprocess.run([sys.executable, "-m", "murmurd", "publish", str(tmp_path / "nothing-here"),
+                              "--registry", str(registry_dir)], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "murmurd publish:" in missing.stderr

@@ -82,7 +82,10 @@ class FileRegistry:
 
     def publish(self, artifact_dir: Path) -> ResolvedArtifact:
         """Copy a built artifact (its manifest and payload) in and record it in the index."""
-        manifest = load_artifact_manifest(artifact_dir / "murmur.yaml")
+        try:
+            manifest = load_artifact_manifest(artifact_dir / "murmur.yaml")
+        except ArtifactManifestError as exc:
+            raise ResolveError(str(exc)) from exc
         if manifest.runtime == "skill":
             source = find_skill_file(artifact_dir)
             payload_name = "skill.md"
