@@ -138,10 +138,12 @@ class CapsuleDaemon:
         self._active_run: asyncio.Task[None] | None = None
         self._waiting: tuple[TaskRecord, asyncio.Future[str]] | None = None
         self._records: dict[str, TaskRecord] = {}  # live (non-terminal) tasks
+        self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
         self._current_trust = "operator"
         self._current_traceparent: str | None = None
+        self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
         self.dialects: dict[str, Any] = {}  # task id -> the dialect that created it (rendering only)
 
@@ -168,7 +170,9 @@ class CapsuleDaemon:
             if not done:
                 await self._cancel_active("canceled: daemon shutting down")
         while self._queue:
-            await self._finish(self._queue.popleft(), TaskState.CANCELED, "canceled: daemon shutting down")
+            record = self._queue.popleft()
+            self._traceparents.pop(record.id, None)
+            await self._finish(record, TaskState.CANCELED, "canceled: daemon shutting down")
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -215,7 +219,7 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
         self._records[record.id] = record
-        record.traceparent = submission.traceparent  # type: ignore[attr-defined]
+        self._traceparents[record.id] = submission.traceparent
         await self._save(record, final=False)
         self._queue.append(record)
         self._wakeup.set()
@@ -252,6 +256,7 @@ class CapsuleDaemon:
             raise TaskNotCancelable(f"task {task_id} is already {record.state.value}")
         if record in self._queue:
             self._queue.remove(record)
+            self._traceparents.pop(record.id, None)
             await self._finish(record, TaskState.CANCELED, "canceled by request")
         elif self._active is record:
             await self._cancel_active("canceled by request")
@@ -296,7 +301,7 @@ class CapsuleDaemon:
         assert services.loop is not None
         services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
         self._current_trust = record.trust
-        self._current_traceparent = getattr(record, "traceparent", None)
+        self._current_traceparent = self._traceparents.pop(record.id, None)
         spec = TaskSpec(
             record.id, record.history[0].text, context_id=record.context_id, source="a2a",
             origin=record.origin, trust=record.trust, history=self._load_history(record.context_id),
