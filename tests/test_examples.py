@@ -134,3 +134,12 @@ def test_request_input_reaches_the_session_context(host: ComponentHost, artifact
     supervisor = Supervisor()
     assert host.call_tool_sync(ask, ToolInput(data="approve?"), session=supervisor).data == "approved"
     assert supervisor.prompts == ["approve?"]
+
+
+def test_the_debug_hook_loads_as_a_hook_with_every_handler_interface(host: ComponentHost, artifacts) -> None:
+    from murmurd.contract import Role
+
+    hook = host.load(artifacts.example("debug-hook"), expected=Role.HOOK)
+    assert hook.role is Role.HOOK
+    assert {"murmur:hook/lifecycle@0.8.0", "murmur:hook/stage@0.8.0", "murmur:hook/task-lifecycle@0.8.0"} <= set(hook.exports)
+    assert {"murmur:runtime/inference@0.3.0", "murmur:runtime/tokens@0.3.0"} <= set(hook.imports)
