@@ -1,7 +1,7 @@
 """Interoperability with the official a2a-sdk CLIENT against a real `murmurd serve` on loopback.
 
 Every test drives a served chaos capsule (tests/fixtures/chaos-driver) through the SDK's public
-client API (`create_client` / `ClientFactory` / `A2ACardResolver`), once through its A2A 1.0
+client API (`create_client`, `ClientFactory`, `Client`), once through its A2A 1.0
 JSON-RPC transport and once through its v0.3 compatibility transport, the way each kind of client
 discovers the capsule from `/.well-known/agent-card.json`:
 
@@ -263,7 +263,7 @@ async def test_subscribe_to_a_quiet_task_outlives_the_sdk_timeout_and_ends_cance
         assert first.HasField("task") and first.task.status.state == S.TASK_STATE_WORKING
         nothing = asyncio.ensure_future(anext(stream))
         await asyncio.sleep(6.5)  # longer than the SDK's 5 s timeout, with nothing to say
-        assert not nothing.done(), nothing.result() if not nothing.exception() else nothing.exception()
+        assert not nothing.done(), f"the quiet stream gave {nothing.exception() or nothing.result()}"
         canceled = await control.client.cancel_task(pb.CancelTaskRequest(id=submitted.id))
         assert canceled.status.state == S.TASK_STATE_CANCELED
         events.append(await asyncio.wait_for(nothing, 10))

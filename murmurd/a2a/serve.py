@@ -34,7 +34,9 @@ class PortTaken(OSError):
 def bind_socket(host: str, port: int) -> socket.socket:
     """Bind now, so a taken port is an error that names it and port 0 tells us the real one."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on accepted sockets whose proto says
+    # TCP, and without it every keep-alive response waits ~40 ms for a delayed ACK (Nagle)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
