@@ -227,21 +227,21 @@ class Router:
     def _watch(self, request: Request) -> Response:
         after = _last_event_id(request, default=self.daemon.log.last_id)
 
-        async def frames() -> AsyncIterator[dict[str, str]]:
-            async for event in self.daemon.log.follow(after_id=after, task_id=None, close_on_final=False):
-                yield sse_frame(event)
+        async def frames() -> AsyncIterator[bytes]:
+            async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
+                yield _encode([sse_frame(event) for event in batch])
 
         return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
 
     def _upstream_stream(self, record: TaskRecord, after: int) -> Response:
         log = self.daemon.log
 
-        async def frames() -> AsyncIterator[dict[str, str]]:
+        async def frames() -> AsyncIterator[bytes]:
             if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
-                yield sse_frame(StreamEvent(None, "status", record.id, _status_payload(record), True))
+                yield _encode([sse_frame(StreamEvent(None, "status", record.id, _status_payload(record), True))])
                 return
-            async for event in log.follow(after_id=after, task_id=record.id, close_on_final=True):
-                yield sse_frame(event)
+            async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
+                yield _encode([sse_frame(event) for event in batch])
 
         return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
 
@@ -252,21 +252,34 @@ class Router:
         def data(result: dict[str, Any]) -> dict[str, str]:
             return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
 
-        async def frames() -> AsyncIterator[dict[str, str]]:
+        async def frames() -> AsyncIterator[bytes]:
             snapshot = renderer.render("task", record)
             if snapshot is not None:
-                yield data(snapshot)
+                yield _encode([data(snapshot)])
             if wire.is_final_state(record.state):
                 return
-            async for event in log.follow(after_id=after, task_id=record.id, close_on_final=True):
-                view = _record_at(record, event)
-                rendered = renderer.render(event.type, view, _renderer_payload(event))
-                if rendered is not None:
-                    yield data(rendered)
-                if event.type == "status" and wire.is_final_state(view.state):
+            async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
+                out: list[dict[str, str]] = []
+                final = False
+                for event in batch:
+                    view = _record_at(record, event)
+                    rendered = renderer.render(event.type, view, _renderer_payload(event))
+                    if rendered is not None:
+                        out.append(data(rendered))
+                    if event.type == "status" and wire.is_final_state(view.state):
+                        final = True
+                        break
+                if out:
+                    yield _encode(out)
+                if final:
                     return
 
         return EventSourceResponse(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+
+
+def _encode(frames: list[dict[str, str]]) -> bytes:
+    """Several SSE frames as one write (sse-starlette's encoder; bytes pass through unchanged)."""
+    return b"".join(ServerSentEvent(**frame).encode() for frame in frames)
 
 
 def _last_event_id(request: Request, default: int) -> int:

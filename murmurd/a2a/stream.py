@@ -113,16 +113,35 @@ class Subscription:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            if event.id is None:  # gap: everything before the first available id is gone
-                self.resume_after = max(self.resume_after, event.data["first_available_id"] - 1)
-            elif event.id <= self.resume_after:
-                continue  # already yielded from the replay snapshot
+            if self._admit(event):
+                return event
+
+    def take_ready(self, limit: int) -> list[StreamEvent]:
+        """Up to `limit` more events that are already here, without waiting (for batching writes)."""
+        ready: list[StreamEvent] = []
+        while len(ready) < limit and not (self._finished or self.closed):
+            if self._replay:
+                event = self._replay.popleft()
+            elif self._queue:
+                event = self._queue.popleft()
             else:
-                self.resume_after = event.id
-            if self.close_on_final and event.final:
-                self._finished = True
-                self._log._unregister(self)
-            return event
+                break
+            if self._admit(event):
+                ready.append(event)
+        return ready
+
+    def _admit(self, event: StreamEvent) -> bool:
+        """Track the resume point; skip what the replay already gave; finish on a final status."""
+        if event.id is None:  # gap: everything before the first available id is gone
+            self.resume_after = max(self.resume_after, event.data["first_available_id"] - 1)
+        elif event.id <= self.resume_after:
+            return False  # already yielded from the replay snapshot
+        else:
+            self.resume_after = event.id
+        if self.close_on_final and event.final:
+            self._finished = True
+            self._log._unregister(self)
+        return True
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -136,7 +155,7 @@ class EventLog:
     """One capsule's event ids, replay buffer and subscribers. Use it on the event loop thread
     (`publish_threadsafe` from other threads)."""
 
-    def __init__(self, buffer_size: int = 1024, subscriber_queue: int = 256) -> None:
+    def __init__(self, buffer_size: int = 4096, subscriber_queue: int = 1024) -> None:
         if buffer_size < 1 or subscriber_queue < 1:
             raise ValueError("buffer_size and subscriber_queue must be at least 1")
         self.buffer_size = buffer_size
@@ -214,11 +233,19 @@ class EventLog:
         or a gap if the buffer moved on) instead of ending: what an SSE handler wants when it
         would rather not make the client reconnect. While it is lagged it is unregistered, so a
         reader stuck on a dead socket still costs the publisher nothing."""
+        async for batch in self.follow_batches(after_id, task_id, close_on_final, max_batch=1):
+            for event in batch:
+                yield event
+
+    async def follow_batches(self, after_id: int | None = None, task_id: str | None = None,
+                             close_on_final: bool = True, max_batch: int = 256) -> AsyncIterator[list[StreamEvent]]:
+        """`follow`, yielding every event that is already waiting together with the next one, so
+        an SSE handler writes a burst of chunks to its socket once instead of once per chunk."""
         sub = self.subscribe(after_id, task_id, close_on_final)
         try:
             while True:
                 async for event in sub:
-                    yield event
+                    yield [event, *sub.take_ready(max_batch - 1)]
                 if not sub.lagged:
                     return
                 sub = self.subscribe(sub.resume_after, task_id, close_on_final)
