@@ -273,3 +273,24 @@ async def test_reaching_the_compaction_threshold_without_a_hook_is_logged(tmp_pa
     log = (staged.workdir.logs / "bootstrap.log").read_text()
     assert "reached the compaction threshold 98" in log and "no compaction hook" in log
     assert "compaction" not in [e["event_type"] for e in trace_events(staged)]
+
+
+async def test_the_system_prompt_skill_becomes_the_prompt_and_leaves_the_tool_list(tmp_path, host) -> None:
+    persona = tmp_path / "persona"
+    persona.mkdir()
+    (persona / "SKILL.md").write_text("You are a lighthouse keeper.")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "skill.md").write_text("Other skill.")
+    directory = driver_capsule(
+        tmp_path, "recorder-driver", {"steps": 1},
+        extra_artifacts=[local("persona", "skill", persona), local("other", "skill", other)],
+        inference={"system_prompt_artifact": "persona"},
+    )
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "hi")
+    record = _records(outcome)[0]
+    assert record["system"].endswith("You are a lighthouse keeper.")
+    assert record["tools"] == ["other"]
+    start = trace_events(staged)[0]
+    assert start["system_prompt_source"] == "manifest"

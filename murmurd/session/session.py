@@ -114,8 +114,8 @@ class Session:
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
-        prompt = manifest_prompt(staged)
-        self._system = system_prompt(staged.manifest.name, staged.manifest.version, prompt)
+        self._prompt = manifest_prompt(staged)
+        self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
         self._setup = driver_setup(staged, self._system)
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
@@ -123,7 +123,6 @@ class Session:
 
     async def open(self) -> None:
         manifest = self.staged.manifest
-        prompt = manifest_prompt(self.staged)
         grants = self.staged.grants.capsule
         self.trace.write(
             "session_start",
@@ -133,7 +132,7 @@ class Session:
             max_turns=manifest.inference.max_turns if manifest.inference else None,
             capabilities=[k for k, v in grants.to_json().items() if v and k != "limits"],
             tools_declared=[a.name for a in manifest.artifacts],
-            system_prompt_source="manifest" if prompt else "none",
+            system_prompt_source="manifest" if self._prompt else "none",
             system_prompt_sha256=hashlib.sha256(self._system.encode()).hexdigest(),
             effective_grants=self.staged.grants.to_json(),
         )
