@@ -203,12 +203,15 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     from conftest import FIXTURES
 
     manifest = {"name": "script", "version": "1.0.0",
-                "artifacts": [local("read-file", "tool", FIXTURES / "read-file")]}
+                "artifacts": [local("read-file", "tool", FIXTURES / "read-file")],
+                "capabilities": {"shell": {"allow": ["printf"]}}}
     directory = capsule_dir(tmp_path, manifest, artifacts.fixture("pull-capsule"))
     staged = stage(directory, host, tmp_path)
     plans = [
-        {"write": [["notes.txt", "written by the capsule"]], "invoke": "read-file", "data": "notes.txt"},
-        {"invoke": "undeclared-tool", "data": "x"},
+        {"write": [["notes.txt", "written by the capsule"]], "invoke": "read-file", "data": "notes.txt",
+         "shell": ["rm", ["-rf", "notes.txt"]]},
+        {"invoke": "undeclared-tool", "data": "x",
+         "shell": ["printf", ["%s|%s", "a; echo pwned", "$GREETING"]]},
         {"crash": True},
     ]
     from murmurd.session.session import Session
@@ -223,8 +226,11 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     (ok, ok_text), (undeclared, undeclared_text), (crashed, crashed_text) = outcomes
     assert ok.exit_status == "ok"
     assert json.loads(ok_text)["invoke"] == {"status": "passed", "data": "written by the capsule"}
+    assert "rm" in json.loads(ok_text)["shell"]["err"] and (staged.workdir.root / "notes.txt").exists()
     assert undeclared.exit_status == "ok"
-    assert "'undeclared-tool' is not a declared tool" in json.loads(undeclared_text)["invoke"]["err"]
+    undeclared_report = json.loads(undeclared_text)
+    assert "'undeclared-tool' is not a declared tool" in undeclared_report["invoke"]["err"]
+    assert undeclared_report["shell"] == {"ok": [0, "a; echo pwned|$GREETING", False]}
     assert crashed.exit_status == "failed" and "script: trap" in crashed.error
     assert crashed_text.startswith("error: script: trap")
     kinds = [e["event_type"] for e in trace_events(staged)]
