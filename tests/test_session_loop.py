@@ -204,7 +204,7 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
 
     manifest = {"name": "script", "version": "1.0.0",
                 "artifacts": [local("read-file", "tool", FIXTURES / "read-file")],
-                "capabilities": {"shell": {"allow": ["printf"]}}}
+                "capabilities": {"shell": {"allow": ["printf", "sh"]}}}
     directory = capsule_dir(tmp_path, manifest, artifacts.fixture("pull-capsule"))
     staged = stage(directory, host, tmp_path)
     plans = [
@@ -212,6 +212,7 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
          "shell": ["rm", ["-rf", "notes.txt"]]},
         {"invoke": "undeclared-tool", "data": "x",
          "shell": ["printf", ["%s|%s", "a; echo pwned", "$GREETING"]]},
+        {"shell": ["sh", ["-c", 'printf "%s|%s|%s" "$GREETING" "${OPENAI_API_KEY:-absent}" "$HOME"']]},
         {"crash": True},
     ]
     from murmurd.session.session import Session
@@ -223,7 +224,9 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
         outcome = await session.run_task(TaskSpec(f"tsk_{i:032x}", json.dumps(plan)))
         outcomes.append((outcome, staged.workdir.result.read_text()))
     await session.close()
-    (ok, ok_text), (undeclared, undeclared_text), (crashed, crashed_text) = outcomes
+    (ok, ok_text), (undeclared, undeclared_text), (_env, env_text), (crashed, crashed_text) = outcomes
+    exit_code, stdout, _truncated = json.loads(env_text)["shell"]["ok"]
+    assert (exit_code, stdout) == (0, f"hi|absent|{staged.workdir.home}")
     assert ok.exit_status == "ok"
     assert json.loads(ok_text)["invoke"] == {"status": "passed", "data": "written by the capsule"}
     assert "rm" in json.loads(ok_text)["shell"]["err"] and (staged.workdir.root / "notes.txt").exists()
@@ -234,7 +237,7 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     assert crashed.exit_status == "failed" and "script: trap" in crashed.error
     assert crashed_text.startswith("error: script: trap")
     kinds = [e["event_type"] for e in trace_events(staged)]
-    assert kinds == ["session_start"] + ["task_start", "task_end"] * 3 + ["session_end"]
+    assert kinds == ["session_start"] + ["task_start", "task_end"] * 4 + ["session_end"]
 
 
 async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path, host) -> None:
