@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmurd.session.counters import Counters
 from murmurd.session.messages import Message
 
 
@@ -72,15 +73,6 @@ class CompactionEvent:
     threshold: int
 
 
-@dataclass
-class SessionTotals:
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
-    shell_calls: int = 0
-
-
 @dataclass(frozen=True)
 class TaskEnd:
     task_id: str
@@ -89,7 +81,7 @@ class TaskEnd:
 
 @dataclass(frozen=True)
 class SessionEnd:
-    totals: SessionTotals
+    totals: Counters
     duration_ms: int
     exit_status: str
 

@@ -18,13 +18,13 @@ from murmurd.hooks.dispatcher import (
     CompactionEvent,
     InferenceEvent,
     LifecycleDispatcher,
-    SessionTotals,
     ShellEvent,
     ToolEvent,
 )
 from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.cache_key import prompt_cache_key
 from murmurd.session.continuation import ContinuationState
+from murmurd.session.counters import Counters
 from murmurd.session.driver_protocol import (
     DriverProtocolError,
     DriverResponse,
@@ -40,15 +40,6 @@ from murmurd.session.tools import ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
 from murmurd.trace.writer import TraceWriteError, TraceWriter
-
-
-@dataclass
-class TaskCounters:
-    turns: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    tool_calls: int = 0
-    shell_calls: int = 0
 
 
 @dataclass
@@ -85,7 +76,7 @@ class LoopState:
     task_id: str
     context_id: str
     messages: list[Message]
-    counters: TaskCounters = field(default_factory=TaskCounters)
+    counters: Counters = field(default_factory=Counters)
     end_dispatched: bool = False  # on-task-end already announced (the reopen check does it)
 
 
@@ -98,7 +89,7 @@ class AgentLoop:
         setup: DriverSetup,
         trace: TraceWriter,
         dispatcher: LifecycleDispatcher,
-        totals: SessionTotals,
+        totals: Counters,
         continuation: ContinuationState,
     ) -> None:
         self.staged = staged

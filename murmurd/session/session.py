@@ -14,13 +14,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, SessionTotals, TaskEnd, TaskStart
+from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
 from murmurd.host import ComponentHost, HostError
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
-from murmurd.session.loop import AgentLoop, DriverSetup, LoopState, TaskCounters
+from murmurd.session.counters import Counters
+from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tools import ToolRunner, model_tools
@@ -50,7 +51,7 @@ class TaskOutcome:
     exit_status: str  # ok | failed | max_turns_reached | spend_ceiling_reached | reopen_budget_exhausted
     result_text: str
     error: str | None = None
-    counters: TaskCounters = field(default_factory=TaskCounters)
+    counters: Counters = field(default_factory=Counters)
     reopen_count: int = 0
     duration_ms: int = 0
     messages: list[Message] = field(default_factory=list)
@@ -109,7 +110,7 @@ class Session:
         self.host = host
         self.dispatcher = dispatcher or LifecycleDispatcher()
         self.services = services or CapsuleServices(staged, host)
-        self.totals = SessionTotals()
+        self.totals = Counters()
         self.trace = TraceWriter(staged.workdir.trace, staged.session_id)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
