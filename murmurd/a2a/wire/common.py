@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
 from murmurd.a2a.jsonrpc import JsonRpcError
@@ -35,6 +35,21 @@ class WireModel(BaseModel):
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class FileContent(WireModel):
+    """A file part's content in the A2A 0.2 and 0.3 shapes: exactly one of `bytes` or `uri`."""
+
+    name: StrictStr | None = None
+    mime_type: StrictStr | None = None
+    bytes: StrictStr | None = None
+    uri: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> FileContent:
+        if (self.bytes is None) == (self.uri is None):
+            raise ValueError("a file needs exactly one of bytes or uri")
+        return self
 
 
 def _loc(parts: tuple[int | str, ...]) -> str:

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag, model_validator
+from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
 
 from murmurd.a2a.tasks import TaskMessage, TaskRecord
 from murmurd.a2a.wire import parts as wire_parts
 from murmurd.a2a.wire.common import (
+    FileContent,
     RESULT_ARTIFACT,
     ArtifactView,
     SendRequest,
@@ -48,19 +49,6 @@ class TextPart(WireModel):
     kind: Literal["text"] = "text"
     text: StrictStr
     metadata: dict[str, Any] | None = None
-
-
-class FileContent(WireModel):
-    name: StrictStr | None = None
-    mime_type: StrictStr | None = None
-    bytes: StrictStr | None = None
-    uri: StrictStr | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> FileContent:
-        if (self.bytes is None) == (self.uri is None):
-            raise ValueError("a file needs exactly one of bytes or uri")
-        return self
 
 
 class FilePart(WireModel):
