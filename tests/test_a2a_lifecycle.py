@@ -209,3 +209,25 @@ def test_threaded_conversations_keep_history_and_per_task_results(tmp_path: Path
         assert (served.workdir / "out" / f"result_{second['id']}.txt").read_text() == "answer: two"
         starts = [e for e in served.trace() if e["event_type"] == "inference"]
         assert starts[1]["input_tokens"] > starts[0]["input_tokens"]  # the history went along
+
+
+def test_cancel_while_waiting_for_input(tmp_path: Path) -> None:
+    with serving(chaos_capsule(tmp_path), tmp_path / "state") as served:
+        task = served.send("mode:ask")
+        served.wait_state(task["id"], "input-required")
+        started = time.monotonic()
+        assert served.rpc("tasks/cancel", {"id": task["id"]})["result"]["status"]["state"] == "canceled"
+        assert time.monotonic() - started < 1.0
+        assert served.get(task["id"])["status"]["state"] == "canceled"
+        after = served.send("next one")
+        assert served.wait_state(after["id"], "completed")["status"]["response"] == "answer: next one"
+
+
+def test_sigterm_while_a_task_waits_for_input_cancels_it_after_the_grace(tmp_path: Path) -> None:
+    with serving(chaos_capsule(tmp_path), tmp_path / "state", "--grace", "0.5") as served:
+        task = served.send("mode:ask")
+        served.wait_state(task["id"], "input-required")
+        assert served.stop(signal.SIGTERM) == 0
+        assert served.trace()[-1]["event_type"] == "session_end"
+    with serving(chaos_capsule(tmp_path), tmp_path / "state") as again:
+        assert again.get(task["id"])["status"] == {"state": "canceled", "message": "canceled: daemon shutting down"}
