@@ -88,3 +88,17 @@ def test_the_host_keeps_working_after_every_failure(host: ComponentHost, artifac
     echo = host.load(artifacts.example("echo"))
     result = host.call_tool_sync(echo, ToolInput(data='{"text": "still here"}'))
     assert result.data == '{"text": "still here"}'
+
+
+def test_a_rust_style_allocation_failure_is_the_memory_error(host: ComponentHost, tmp_path) -> None:
+    from pathlib import Path
+
+    from wasmtime import wat2wasm
+
+    wat = (Path(__file__).parent / "fixtures" / "alloc-failure.wat").read_text()
+    rusty = host.load_bytes(wat2wasm(wat), name="rusty")
+    log = tmp_path / "rusty.log"
+    with pytest.raises(MemoryLimitExceeded) as raised:
+        host.call_tool_sync(rusty, ToolInput(), grant=CallGrant(limits=Limits(memory_bytes=64 * MIB), log_path=log))
+    assert "rusty: memory limit of 64 MiB exceeded" in str(raised.value)
+    assert log.read_text() == "memory allocation of 16777216 bytes failed\n"

@@ -154,3 +154,4 @@ class CallContext:
     on_chunk: ChunkSink | None = None
     on_thinking: ChunkSink | None = None
     import_failure: BaseException | None = None
+    stage: str = "instantiate"  # then "call": which step a failure happened in

@@ -233,23 +233,40 @@ class ComponentHost:
         guard = guard or CallGuard(grant.limits.deadline_seconds)
         output = CallOutput(grant.log_path)
         call = CallContext(loaded.name, session or SessionContext(), guard, output, on_chunk, on_thinking)
-        stage = "instantiate"
         try:
-            store = Store(self.engine, data=call)
+            return self._run_in_store(loaded, interface, function, args, grant, call)
+        except WasmtimeError as exc:
+            output.collect()
+            raise _classify(loaded.name, exc, call, grant) from None
+        finally:
+            output.collect()
+
+    def _run_in_store(
+        self,
+        loaded: LoadedComponent,
+        interface: str,
+        function: str,
+        args: tuple[Any, ...],
+        grant: CallGrant,
+        call: CallContext,
+    ) -> Any:
+        """One call in a fresh store; the store is gone (its WASI files closed) when this returns."""
+        store = Store(self.engine, data=call)
+        try:
             limits = grant.limits
             store.set_limits(
                 memory_size=limits.memory_bytes,
                 table_elements=limits.table_elements,
                 instances=limits.instances,
             )
-            store.set_wasi(wasi_config(grant, output, loaded.name))
+            store.set_wasi(wasi_config(grant, call.output, loaded.name))
             if loaded.http_version is not None:
                 store.set_wasi_http()
             linker = self._linker(loaded, grant.network)
-            guard.install(store)
+            call.guard.install(store)
             with self.ticker.active():
                 instance = linker.instantiate(store, loaded.component)
-                stage = "call"
+                call.stage = "call"
                 index = instance.get_export_index(store, interface)
                 func_index = instance.get_export_index(store, function, index) if index else None
                 func = instance.get_func(store, func_index) if func_index else None
@@ -258,10 +275,8 @@ class ComponentHost:
                 result = func(store, *args)
                 func.post_return(store)
                 return result
-        except WasmtimeError as exc:
-            raise _classify(loaded.name, stage, exc, call, grant) from None
         finally:
-            output.close()
+            del store
 
 
 def _first_cause(message: str) -> str:
@@ -274,7 +289,7 @@ def _first_cause(message: str) -> str:
     return lines[0] if lines else "unknown error"
 
 
-def _classify(artifact: str, stage: str, exc: WasmtimeError, call: CallContext, grant: CallGrant) -> HostError:
+def _classify(artifact: str, exc: WasmtimeError, call: CallContext, grant: CallGrant) -> HostError:
     """Turn wasmtime's error into the typed error that says why the call ended."""
     guard = call.guard
     if guard.cause == "deadline":
@@ -289,7 +304,7 @@ def _classify(artifact: str, stage: str, exc: WasmtimeError, call: CallContext, 
     tail = call.output.stderr_tail
     if any(marker in message for marker in _MEMORY_LIMIT_MARKERS) or any(m in tail for m in _ALLOC_FAILURE_MARKERS):
         return MemoryLimitExceeded(artifact, grant.limits.memory_bytes, cause)
-    if stage == "instantiate":
+    if call.stage == "instantiate":
         return InstantiationError(artifact, f"cannot instantiate: {cause}")
     last_stderr = tail.decode("utf-8", "replace").strip().splitlines()[-1:] if tail else []
     detail = f" (stderr: {last_stderr[0]})" if last_stderr else ""

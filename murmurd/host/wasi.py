@@ -7,11 +7,11 @@ at most one preopened directory, mounted as the guest's `.`.
 
 from __future__ import annotations
 
-import threading
+import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
 
 from wasmtime import WasiConfig
 
@@ -32,42 +32,66 @@ class CallGrant:
 
 
 class CallOutput:
-    """Collects a call's stdout/stderr into its log file and keeps the tail of stderr."""
+    """Where a call's stdout and stderr go, and the tail of its stderr once it is over.
+
+    wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
+    I/O threads, which would otherwise be called back during interpreter shutdown). After the
+    call, `collect` appends them to the caller's log (stdout, then stderr) and keeps the last
+    bytes of stderr, which tell a failed allocation from any other trap.
+    """
 
     def __init__(self, log_path: Path | None) -> None:
-        self._file: BinaryIO | None = None
+        self.log_path = log_path
+        directory = None
         if log_path is not None:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._file = open(log_path, "ab")  # noqa: SIM115 - closed in close()
-        self._lock = threading.Lock()
+            directory = log_path.parent
+        self._stderr = self._scratch(directory, ".stderr-")
+        self._stdout = self._scratch(directory, ".stdout-") if log_path is not None else None
         self.stderr_tail = b""
+        self._collected = False
 
-    def _write(self, data: bytes) -> int:
-        with self._lock:
-            if self._file is not None:
-                self._file.write(data)
-        return len(data)
+    @staticmethod
+    def _scratch(directory: Path | None, prefix: str) -> Path:
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+        os.close(fd)
+        return Path(name)
 
-    def stdout(self, data: bytes) -> int:
-        return self._write(data)
+    def configure(self, config: WasiConfig) -> None:
+        config.stderr_file = str(self._stderr)
+        if self._stdout is not None:
+            config.stdout_file = str(self._stdout)
 
-    def stderr(self, data: bytes) -> int:
-        self.stderr_tail = (self.stderr_tail + data)[-_TAIL_BYTES:]
-        return self._write(data)
+    def collect(self) -> None:
+        """Call once the store is gone (its files closed). Idempotent."""
+        if self._collected:
+            return
+        self._collected = True
+        stdout = _read_and_remove(self._stdout)
+        stderr = _read_and_remove(self._stderr)
+        self.stderr_tail = stderr[-_TAIL_BYTES:]
+        if self.log_path is not None and (stdout or stderr):
+            with open(self.log_path, "ab") as log:
+                log.write(stdout)
+                log.write(stderr)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+
+def _read_and_remove(path: Path | None) -> bytes:
+    if path is None:
+        return b""
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+    finally:
+        path.unlink(missing_ok=True)
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
     config = WasiConfig()
     config.argv = [program]
     config.env = [(key, value) for key, value in grant.env.items()]
-    config.stdout_custom = output.stdout
-    config.stderr_custom = output.stderr
+    output.configure(config)
     if grant.preopen is not None:
         config.preopen_dir(str(grant.preopen), ".")
     return config
