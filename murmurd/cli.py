@@ -68,7 +68,7 @@ def _cmd_call(args: argparse.Namespace) -> int:
 
     host = ComponentHost()
     try:
-        loaded = host.load(Path(args.component))
+        loaded = host.load(Path(args.component), progress=_eprint)
         if loaded.role is Role.CAPSULE:
             host.run_capsule_sync(loaded, grant=grant)
             print(json.dumps({"role": "capsule", "status": "returned"}))

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -51,8 +52,11 @@ class CompileCache:
         inner = hashlib.sha256(wasm).hexdigest()
         return hashlib.sha256(f"{inner}\0{self._salt}".encode()).hexdigest()
 
-    def load(self, wasm: bytes) -> Component:
-        """The compiled component for `wasm`. Raises WasmtimeError if the bytes do not compile."""
+    def load(self, wasm: bytes, on_compile: Callable[[], None] | None = None) -> Component:
+        """The compiled component for `wasm`. Raises WasmtimeError if the bytes do not compile.
+
+        `on_compile` is called just before a real compile (seconds for a large component), so a
+        caller can say why it is waiting."""
         key = self.key(wasm)
         with self._lock:
             cached = self._remember(key)
@@ -68,6 +72,8 @@ class CompileCache:
                     return cached
             component = self._from_disk(key)
             if component is None:
+                if on_compile is not None:
+                    on_compile()
                 component = Component(self._engine, wasm)
                 self.stats.compiles += 1
                 log.info("compiled component %s", key[:16])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,18 +90,33 @@ class ComponentHost:
 
     # -- loading ---------------------------------------------------------------------------
 
-    def load(self, path: Path, *, name: str | None = None, expected: Role | None = None) -> LoadedComponent:
+    def load(
+        self,
+        path: Path,
+        *,
+        name: str | None = None,
+        expected: Role | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> LoadedComponent:
         """Compile (through the cache) and contract-check the component at `path`."""
         label = name or path.stem
         try:
             wasm = path.read_bytes()
         except OSError as exc:
             raise CompileError(label, f"cannot read {path}: {exc.strerror}") from exc
-        return self.load_bytes(wasm, name=label, expected=expected)
+        return self.load_bytes(wasm, name=label, expected=expected, progress=progress)
 
-    def load_bytes(self, wasm: bytes, *, name: str, expected: Role | None = None) -> LoadedComponent:
+    def load_bytes(
+        self,
+        wasm: bytes,
+        *,
+        name: str,
+        expected: Role | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> LoadedComponent:
+        announce = (lambda: progress(f"compiling {name} (first use on this machine; cached afterwards)")) if progress else None
         try:
-            component = self.cache.load(wasm)
+            component = self.cache.load(wasm, announce)
         except WasmtimeError as exc:
             raise CompileError(name, f"not a valid component: {_first_cause(str(exc))}") from None
         component_type = component.type

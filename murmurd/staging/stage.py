@@ -102,8 +102,8 @@ class StagedCapsule:
         )
 
 
-def _compile(host: ComponentHost, artifact: ResolvedArtifact) -> LoadedComponent:
-    return host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind])
+def _compile(host: ComponentHost, artifact: ResolvedArtifact, progress: Progress) -> LoadedComponent:
+    return host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind], progress=progress)
 
 
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
@@ -172,9 +172,8 @@ def stage_capsule(
     for artifact in resolved:
         if artifact.kind == "skill":
             continue
-        report_progress(f"loading {artifact.name} {artifact.version}")
         try:
-            components[artifact.name] = _compile(host, artifact)
+            components[artifact.name] = _compile(host, artifact, report_progress)
         except HostError as exc:
             problems.append(str(exc))
     shell_allow = list(manifest.capabilities.shell.allow) if manifest.capabilities.shell else []
@@ -188,7 +187,8 @@ def stage_capsule(
     capsule_wasm = capsule_dir / CAPSULE_COMPONENT
     if capsule_wasm.is_file():
         try:
-            capsule_component = host.load(capsule_wasm, name=manifest.name, expected=Role.CAPSULE)
+            capsule_component = host.load(capsule_wasm, name=manifest.name, expected=Role.CAPSULE,
+                                          progress=report_progress)
         except HostError as exc:
             problems.append(str(exc))
     elif manifest.inference is None:
