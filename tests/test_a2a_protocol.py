@@ -158,3 +158,29 @@ def test_the_task_acceptance_none_capsule_answers_method_not_found(tmp_path: Pat
         assert error["error"]["code"] == -32601
         assert served.rpc("tasks/get", {"id": "tsk_x"})["error"]["code"] == -32001
         assert served.stop() == 0
+
+
+JUNK_PARAMS = [None, [], ["x"], "text", 7, True, {"message": None}, {"message": "hi"}, {"message": {"parts": "x"}},
+               {"message": {"parts": [None]}}, {"message": {"parts": [{"text": 5}]}}, {"id": None}, {"id": ["a"]},
+               {"id": {"nested": 1}}, {"pageSize": -1}, {"historyLength": "lots"}, {"message": {"parts": [{}]}},
+               {"message": {"role": "robot", "parts": [{"text": "x"}]}}, {"configuration": "blocking"}]
+
+
+def test_no_params_of_any_shape_get_a_500_or_stop_the_daemon(served: Served) -> None:
+    from murmurd.a2a.wire import METHOD_TABLE
+
+    with httpx.Client(timeout=10) as client:
+        for method in sorted(METHOD_TABLE):
+            for params in JUNK_PARAMS:
+                body = {"jsonrpc": "2.0", "id": 1, "method": method}
+                if params is not None:
+                    body["params"] = params
+                with client.stream("POST", served.url, json=body) as response:
+                    assert response.status_code in (200, 204), (method, params)
+                    kind = response.headers.get("content-type", "")
+                    if kind.startswith("text/event-stream"):
+                        continue  # a stream opened (stream/watch takes no params): close it
+                    payload = json.loads(response.read() or b"{}")
+                    assert response.status_code == 204 or "error" in payload or "result" in payload, (method, params)
+                    assert payload.get("error", {}).get("code") != -32603, (method, params, payload)  # no bugs
+    assert served.send("still here")["status"]["state"] in ("submitted", "working", "completed")

@@ -220,6 +220,9 @@ class Router:
                 after = _last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
             return JSONResponse(jsonrpc.error_response(entry.id, error))
+        except Exception:  # a bug must not become a 500
+            log.exception("JSON-RPC %s failed before its stream started", entry.method)
+            return JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
         if dialect is Dialect.UPSTREAM:
             return self._upstream_stream(record, after)
         return self._a2a_stream(dialect, entry.id, record, after)
