@@ -142,7 +142,6 @@ class CapsuleDaemon:
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
         self._current_trust = "operator"
-        self._current_traceparent: str | None = None
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
         self.dialects: dict[str, Any] = {}  # task id -> the dialect that created it (rendering only)
@@ -301,10 +300,11 @@ class CapsuleDaemon:
         assert services.loop is not None
         services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
         self._current_trust = record.trust
-        self._current_traceparent = self._traceparents.pop(record.id, None)
+        caller_traceparent = self._traceparents.pop(record.id, None)
         spec = TaskSpec(
             record.id, record.history[0].text, context_id=record.context_id, source="a2a",
             origin=record.origin, trust=record.trust, history=self._load_history(record.context_id),
+            traceparent=caller_traceparent,
         )
         self._cancel_reason = "canceled by request"
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
@@ -346,7 +346,7 @@ class CapsuleDaemon:
 
     async def _send_to_peer(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
         return await self.peers.send(peer_url, message_id, context_id, text, trust=self._current_trust,
-                                     parent_traceparent=self._current_traceparent)
+                                     traceparent=self.session.spans.current_traceparent())
 
     # -- records, streams, history -------------------------------------------------------
 

@@ -7,7 +7,6 @@ peer` and the sending task's trust class.
 
 from __future__ import annotations
 
-import re
 import secrets
 import httpx
 
@@ -17,20 +16,11 @@ from murmurd.trace.writer import TraceWriter
 
 ORIGIN_HEADER = "x-murmur-task-origin"
 TRUST_HEADER = "x-murmur-task-trust"
-TRACEPARENT = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 
 
 def new_traceparent() -> str:
     """A fresh W3C traceparent (version 00, sampled)."""
     return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-
-def child_traceparent(parent: str | None) -> str:
-    """Continue the caller's trace with a new span id, or start a new trace."""
-    if parent and TRACEPARENT.match(parent):
-        _version, trace_id, _span, flags = parent.split("-")
-        return f"00-{trace_id}-{secrets.token_hex(8)}-{flags}"
-    return new_traceparent()
 
 
 class PeerClient:
@@ -48,9 +38,10 @@ class PeerClient:
         text: str,
         *,
         trust: str,
-        parent_traceparent: str | None = None,
+        traceparent: str | None = None,
     ) -> PeerTask:
-        traceparent = child_traceparent(parent_traceparent)
+        """Send; `traceparent` is the sender's current span (tracing on), else a fresh one is minted."""
+        traceparent = traceparent or new_traceparent()
         message: dict = {"messageId": message_id, "role": "user", "parts": [{"text": text}]}
         if context_id:
             message["contextId"] = context_id

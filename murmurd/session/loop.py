@@ -67,6 +67,7 @@ class Inference:
     output_tokens: int
     streamed: bool
     continuation_id: str | None
+    duration_ms: int
 
 
 @dataclass
@@ -121,7 +122,8 @@ class AgentLoop:
             first_tool = response.tool_calls[0]["name"] if response.tool_calls else None
             usage = normalize_usage(response.usage)
             self._trace("inference", turn=turn, input_tokens=input_tokens, output_tokens=output_tokens,
-                        decision=decision, tool_name=first_tool, usage=usage or None)
+                        decision=decision, tool_name=first_tool, usage=usage or None,
+                        duration_ms=inference.duration_ms)
             outputs = await self.dispatcher.on_inference(
                 InferenceEvent(turn, input_tokens, output_tokens, decision, first_tool)
             )
@@ -155,6 +157,7 @@ class AgentLoop:
         driver = self.staged.artifacts[setup.name]
         grant = dataclasses.replace(self.staged.call_grant(setup.name, log_name=f"driver-{setup.name}.log"), env=setup.env)
         streamed: list[str] = []
+        started = time.monotonic()
 
         def on_chunk(text: str) -> None:
             streamed.append(text)
@@ -180,7 +183,8 @@ class AgentLoop:
         except DriverProtocolError as exc:
             raise TaskFailed(f"driver {setup.name}: {exc}") from None
         continuation_id = next((v for k, v in result.metadata if k == "continuation_id"), None)
-        return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id)
+        duration_ms = int((time.monotonic() - started) * 1000)
+        return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id, duration_ms)
 
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         self.totals.input_tokens += input_tokens

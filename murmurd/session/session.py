@@ -26,6 +26,7 @@ from murmurd.session.messages import Message, user_message
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.staging.stage import StagedCapsule
+from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 
@@ -38,6 +39,7 @@ class TaskSpec:
     origin: str = "operator"
     trust: str = "operator"
     history: list[Message] = field(default_factory=list)
+    traceparent: str | None = None  # the caller's W3C traceparent, if any
 
     @property
     def message_parts_bytes(self) -> int:
@@ -97,6 +99,14 @@ def manifest_prompt(staged: StagedCapsule) -> str | None:
     return inference.system_prompt
 
 
+def _session_spans(staged: StagedCapsule) -> SessionSpans:
+    endpoint = staged.manifest.observability.otel_endpoint
+    if not endpoint:
+        return SessionSpans.disabled()
+    manifest = staged.manifest
+    return SessionSpans.exporting(endpoint, manifest.name, manifest.version, staged.workdir.logs / "otel.log")
+
+
 class Session:
     def __init__(
         self,
@@ -111,7 +121,8 @@ class Session:
         self.dispatcher = dispatcher or LifecycleDispatcher()
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
-        self.trace = TraceWriter(staged.workdir.trace, staged.session_id)
+        self.spans = _session_spans(staged)
+        self.trace = TraceWriter(staged.workdir.trace, staged.session_id, mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
@@ -123,6 +134,7 @@ class Session:
         self._runner = ToolRunner(staged, host, self.services, include_output)
 
     async def open(self) -> None:
+        self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
         grants = self.staged.grants.capsule
         self.trace.write(
@@ -150,6 +162,7 @@ class Session:
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
+            self.spans.task_started(spec.task_id, spec.traceparent)
             self._write(
                 "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
                 message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
@@ -172,6 +185,7 @@ class Session:
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         self._write_result(outcome)
         self._task_end(outcome)
+        self.spans.task_ended(outcome.exit_status)
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
         self.last_exit_status = outcome.exit_status
@@ -266,3 +280,4 @@ class Session:
             pass  # already reported: the failed write ended the session
         finally:
             self.trace.close()
+            await asyncio.to_thread(self.spans.shutdown, status)

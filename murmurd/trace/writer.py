@@ -9,10 +9,14 @@ for every event but `compaction`).
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+log = logging.getLogger("murmurd.trace")
 
 
 class TraceWriteError(RuntimeError):
@@ -20,9 +24,10 @@ class TraceWriteError(RuntimeError):
 
 
 class TraceWriter:
-    def __init__(self, path: Path, session_id: str) -> None:
+    def __init__(self, path: Path, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.path = path
         self.session_id = session_id
+        self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
         self._lock = threading.Lock()
         try:
             self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
@@ -41,6 +46,11 @@ class TraceWriter:
                 self._file.flush()
             except (OSError, ValueError) as exc:
                 raise TraceWriteError(f"cannot write {event_type} to trace {self.path}: {exc}") from exc
+        if self._mirror is not None:
+            try:
+                self._mirror(event)
+            except Exception:  # noqa: BLE001 - observability must never end a session
+                log.exception("trace mirror failed for %s", event_type)
         return event
 
     def close(self) -> None:
