@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
 
 INPUT_TIMEOUT = "input-timeout"
+DIALECT_MEMORY = 10_000
 
 
 class TaskNotFound(LookupError):
@@ -144,7 +145,7 @@ class CapsuleDaemon:
         self._current_trust = "operator"
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
-        self.dialects: dict[str, Any] = {}  # task id -> the dialect that created it (rendering only)
+        self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -233,6 +234,16 @@ class CapsuleDaemon:
         if self.policy.task_acceptance == "queue" and busy and len(self._queue) >= self.policy.queue_depth:
             return f"rejected: the task queue is full (queue_depth {self.policy.queue_depth})"
         return None
+
+    def remember_dialect(self, task_id: str, dialect: Any) -> None:
+        """Which wire dialect created a task, so get/cancel answer in kind (bounded: recent tasks)."""
+        self._dialects[task_id] = dialect
+        self._dialects.move_to_end(task_id)
+        while len(self._dialects) > DIALECT_MEMORY:
+            self._dialects.popitem(last=False)
+
+    def dialect_of(self, task_id: str) -> Any:
+        return self._dialects.get(task_id)
 
     async def wait_settled(self, record: TaskRecord) -> TaskRecord:
         """Wait until the task is terminal or waits for input (what a blocking send returns)."""

@@ -134,7 +134,7 @@ class Router:
         if isinstance(entry.params, dict):
             task_id = entry.params.get("id") or entry.params.get("taskId")
             if isinstance(task_id, str):
-                task_dialect = self.daemon.dialects.get(task_id)
+                task_dialect = self.daemon.dialect_of(task_id)
         dialect, operation = wire.resolve_dialect(entry.method, entry.params, request.headers, task_dialect=task_dialect)
         if operation in (Operation.SEND, Operation.STREAM) and self.daemon.policy.task_acceptance == "none":
             raise jsonrpc.JsonRpcError.method_not_found(f"{entry.method} (this capsule accepts no tasks: task_acceptance none)")
@@ -187,7 +187,7 @@ class Router:
         origin, trust = caller_identity(request.headers)
         message = send.message
         task_id, requested = send.task_id, None
-        if send.client_task_id and task_id is not None and task_id not in self.daemon.dialects:
+        if send.client_task_id and task_id is not None and self.daemon.dialect_of(task_id) is None:
             known = await self.daemon.store.get(task_id)
             if known is None:
                 task_id, requested = None, send.task_id
@@ -199,7 +199,8 @@ class Router:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
         except NotAReply as exc:
             raise jsonrpc.JsonRpcError.invalid_params(str(exc)) from None
-        self.daemon.dialects.setdefault(record.id, dialect)
+        if self.daemon.dialect_of(record.id) is None:
+            self.daemon.remember_dialect(record.id, dialect)
         return record
 
     # -- streams -----------------------------------------------------------------------------

@@ -128,9 +128,6 @@ class ComponentHost:
             raise ContractError(name, str(exc)) from None
         return LoadedComponent(name, role, component, hashlib.sha256(wasm).hexdigest(), imports, exports)
 
-    async def load_async(self, path: Path, *, name: str | None = None, expected: Role | None = None) -> LoadedComponent:
-        return await self.pool.run(lambda: self.load(path, name=name, expected=expected))
-
     # -- calling ---------------------------------------------------------------------------
 
     def call_tool_sync(
