@@ -90,7 +90,9 @@ async def serve_capsule(
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes))
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
 
-    await daemon.start()
+    interrupted = await daemon.start()
+    if interrupted:
+        announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
     announce(f"murmur: url {options.host}:{port}")
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()
