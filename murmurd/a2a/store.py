@@ -113,7 +113,7 @@ def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
 
 
 class SqliteTaskStore:
-    """Task records in one SQLite file (WAL, synchronous=FULL, a commit per write)."""
+    """Task records in one SQLite file (WAL, a commit per write; terminal states fsynced)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -150,7 +150,16 @@ class SqliteTaskStore:
 
     async def put(self, record: TaskRecord) -> None:
         row = _row(record)  # serialise on the caller's thread: the record may change later
-        await self._call(lambda db: db.execute(_UPSERT, row))
+        # Every commit survives a daemon crash (WAL). A terminal state, which carries the answer,
+        # is also synced to disk before put returns (FULL), which syncs everything before it;
+        # the intermediate states (submitted, working, input-required) skip that fsync (NORMAL).
+        level = "FULL" if record.state.terminal else "NORMAL"
+
+        def upsert(db: sqlite3.Connection) -> None:
+            db.execute(f"PRAGMA synchronous={level}")
+            db.execute(_UPSERT, row)
+
+        await self._call(upsert)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self._call(
