@@ -14,7 +14,7 @@ import httpx
 import pytest
 import yaml
 
-from a2akit import Served, chaos_capsule, serving
+from a2akit import chaos_capsule, serving
 from conftest import EXAMPLES
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from murmurd.session.cache_key import MAX_KEY_CHARS, prompt_cache_key
+from murmurd.session.cache_key import prompt_cache_key
 
 
 def _shortened(full: str) -> str:

@@ -44,6 +44,7 @@ from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 from murmurd.paths import cache_dir as default_cache_dir
 
+NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, default limits
 _ALLOC_FAILURE_MARKERS = (b"memory allocation of", b"MemoryError", b"out of memory")
 _MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
 
@@ -135,7 +136,7 @@ class ComponentHost:
         loaded: LoadedComponent,
         tool_input: ToolInput,
         *,
-        grant: CallGrant = CallGrant(),
+        grant: CallGrant = NO_GRANT,
         session: SessionContext | None = None,
         on_chunk: ChunkSink | None = None,
         on_thinking: ChunkSink | None = None,
@@ -154,7 +155,7 @@ class ComponentHost:
         loaded: LoadedComponent,
         tool_input: ToolInput,
         *,
-        grant: CallGrant = CallGrant(),
+        grant: CallGrant = NO_GRANT,
         session: SessionContext | None = None,
         on_chunk: ChunkSink | None = None,
         on_thinking: ChunkSink | None = None,
@@ -174,7 +175,7 @@ class ComponentHost:
         self,
         loaded: LoadedComponent,
         *,
-        grant: CallGrant = CallGrant(),
+        grant: CallGrant = NO_GRANT,
         session: SessionContext | None = None,
         guard: CallGuard | None = None,
     ) -> None:
@@ -186,7 +187,7 @@ class ComponentHost:
         self,
         loaded: LoadedComponent,
         *,
-        grant: CallGrant = CallGrant(),
+        grant: CallGrant = NO_GRANT,
         session: SessionContext | None = None,
         guard: CallGuard | None = None,
     ) -> None:
