@@ -8,6 +8,7 @@ every lifecycle point through the dispatcher and every event to the trace and `T
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import time
@@ -148,7 +149,8 @@ class AgentLoop:
         setup = self.setup
         full = build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
                              messages=state.messages, tools=setup.tools, prompt_cache_key=cache_key)
-        input_tokens = count_tokens(json.dumps(full))
+        # Counting a long conversation takes milliseconds: keep it off the event loop.
+        input_tokens = await asyncio.to_thread(count_tokens, json.dumps(full))
         to_send, held = self.continuation.messages_to_send(state.context_id, state.messages)
         request = full if held is None else build_request(
             model=setup.model, max_tokens=setup.max_tokens, system=setup.system, messages=to_send,
@@ -174,7 +176,7 @@ class AgentLoop:
         raw = result.data if result.data is not None else (result.summary or "")
         if result.status is not ToolStatus.PASSED:
             raise TaskFailed(f"driver {setup.name} returned status {result.status.value}: {raw or 'no message'}")
-        output_tokens = count_tokens(raw)
+        output_tokens = await asyncio.to_thread(count_tokens, raw)
         self._account(input_tokens, output_tokens)
         state.counters.input_tokens += input_tokens
         state.counters.output_tokens += output_tokens
@@ -245,7 +247,8 @@ class AgentLoop:
         if window is None:
             return
         threshold = int(window * self.setup.compaction_threshold)
-        tokens = count_tokens(json.dumps([m.to_driver() for m in state.messages])) + count_tokens(self.setup.system)
+        context_text = json.dumps([m.to_driver() for m in state.messages]) + self.setup.system
+        tokens = await asyncio.to_thread(count_tokens, context_text)
         if tokens < threshold:
             return
         replacement = await self.dispatcher.on_compaction(CompactionEvent(list(state.messages), tokens, threshold))
@@ -262,7 +265,7 @@ class AgentLoop:
             return
         state.messages[:] = replacement
         self.continuation.drop()
-        after = count_tokens(json.dumps([m.to_driver() for m in state.messages]))
+        after = await asyncio.to_thread(count_tokens, json.dumps([m.to_driver() for m in state.messages]))
         try:
             self.trace.write("compaction", turn=turn, tokens_before=tokens, tokens_after=after)
         except TraceWriteError as exc:  # the one event whose loss does not end the session
