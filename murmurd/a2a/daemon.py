@@ -370,13 +370,7 @@ class CapsuleDaemon:
     async def _save(self, record: TaskRecord, *, final: bool) -> None:
         record.updated_at = now_ms()
         await self.store.put(record)
-        status: dict[str, Any] = {"state": record.state.value}
-        if record.status_message is not None:
-            status["message"] = record.status_message
-        if record.state is TaskState.COMPLETED:
-            status["response"] = record.result_text
-        self.log.publish("status", record.id, {"id": record.id, "context_id": record.context_id,
-                                               "status": status, "final": final}, final=final)
+        self.log.publish("status", record.id, record.status_frame(final), final=final)
         async with self._changed:
             self._changed.notify_all()
 

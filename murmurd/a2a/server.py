@@ -242,7 +242,7 @@ class Router:
 
         async def frames() -> AsyncIterator[bytes]:
             if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
-                yield _encode([sse_frame(StreamEvent(None, "status", record.id, _status_payload(record), True))])
+                yield _encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
                 return
             async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
                 yield _encode([sse_frame(event) for event in batch])
@@ -289,15 +289,6 @@ def _encode(frames: list[dict[str, str]]) -> bytes:
 def _last_event_id(request: Request, default: int) -> int:
     value = request.headers.get("last-event-id")
     return int(value) if value is not None and value.strip().isdigit() else default
-
-
-def _status_payload(record: TaskRecord) -> dict[str, Any]:
-    status: dict[str, Any] = {"state": record.state.value}
-    if record.status_message is not None:
-        status["message"] = record.status_message
-    if record.state is TaskState.COMPLETED:
-        status["response"] = record.result_text
-    return {"id": record.id, "context_id": record.context_id, "status": status, "final": record.state.terminal}
 
 
 def _renderer_payload(event: StreamEvent) -> dict[str, Any]:

@@ -108,6 +108,15 @@ class TaskRecord:
             return None
         return next((a.parts[0].get("text") for a in self.artifacts if a.name == "prompt" and a.parts), None)
 
+    def status_frame(self, final: bool) -> dict[str, Any]:
+        """The upstream SSE `status` payload (runtime-notes §6) for the record as it is now."""
+        status: dict[str, Any] = {"state": self.state.value}
+        if self.status_message is not None:
+            status["message"] = self.status_message
+        if self.state is TaskState.COMPLETED:
+            status["response"] = self.result_text
+        return {"id": self.id, "context_id": self.context_id, "status": status, "final": final}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id, "context_id": self.context_id, "state": self.state.value,

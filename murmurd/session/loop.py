@@ -24,7 +24,7 @@ from murmurd.hooks.dispatcher import (
 )
 from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.cache_key import prompt_cache_key
-from murmurd.session.continuation import ContinuationState
+from murmurd.session.continuation import ContinuationState, continuation_id_from_metadata
 from murmurd.session.counters import Counters
 from murmurd.session.driver_protocol import (
     DriverProtocolError,
@@ -184,7 +184,7 @@ class AgentLoop:
             response = parse_response(raw)
         except DriverProtocolError as exc:
             raise TaskFailed(f"driver {setup.name}: {exc}") from None
-        continuation_id = next((v for k, v in result.metadata if k == "continuation_id"), None)
+        continuation_id = continuation_id_from_metadata(result.metadata)
         duration_ms = int((time.monotonic() - started) * 1000)
         return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id, duration_ms)
 
