@@ -77,9 +77,6 @@ class StagedCapsule:
     report: Report
     host_env: Mapping[str, str] = field(default_factory=dict)
 
-    def of_kind(self, kind: str) -> list[InstalledArtifact]:
-        return [a for a in self.artifacts.values() if a.kind == kind]
-
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
         if name is None:

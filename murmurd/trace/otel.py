@@ -80,10 +80,6 @@ class SessionSpans:
         logging.getLogger("opentelemetry").addHandler(handler)
         return cls(provider, handler)
 
-    @property
-    def enabled(self) -> bool:
-        return self._tracer is not None
-
     def session_started(self, session_id: str) -> None:
         if self._tracer is not None:
             self._session = self._tracer.start_span("capsule.session", attributes={"murmur.session_id": session_id})
