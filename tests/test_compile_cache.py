@@ -79,3 +79,20 @@ def test_the_same_bytes_compile_once_per_process(tmp_path: Path) -> None:
     host.load_bytes(wasm, name="a")
     host.load_bytes(wasm, name="b")
     assert host.cache.stats.compiles == 1 and host.cache.stats.memory_hits == 1
+
+
+def test_an_entry_wasmtime_refuses_is_discarded_even_with_a_good_digest(tmp_path: Path) -> None:
+    import hashlib
+
+    from murmurd.host.cache import _MAGIC
+
+    wasm = tool_component()
+    cache = tmp_path / "cache"
+    ComponentHost(cache_dir=cache).load_bytes(wasm, name="spin")
+    entry = _entry(cache)
+    stale = b"serialized by some other wasmtime"  # consistent with its digest, unusable all the same
+    entry.write_bytes(_MAGIC + hashlib.sha256(stale).digest() + stale)
+    again = ComponentHost(cache_dir=cache)
+    again.load_bytes(wasm, name="spin")
+    assert (again.cache.stats.discarded, again.cache.stats.compiles) == (1, 1)
+    assert _entry(cache).read_bytes() != _MAGIC + hashlib.sha256(stale).digest() + stale
