@@ -159,3 +159,12 @@ def serving(capsule: Path, state_dir: Path, *args: str, env: dict[str, str] | No
         if served.proc.poll() is None:
             served.proc.kill()
             served.proc.wait(timeout=10)
+
+
+def orchestrator_capsule(root: Path, capsule_wasm: Path, worker: Served, **extra: Any) -> Path:
+    """A script capsule (tests/fixtures/pull-capsule) allowed to message exactly `worker`."""
+    from urllib.parse import urlsplit
+
+    address = urlsplit(worker.url)
+    allow = {"network": {"allow": [f"http://{address.hostname}:{address.port}"]}}
+    return script_capsule(root, "orchestrator", capsule_wasm, capabilities=allow, **extra)

@@ -6,9 +6,8 @@ import json
 import socket
 import threading
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from a2akit import chaos_capsule, script_capsule, serving
+from a2akit import chaos_capsule, orchestrator_capsule, script_capsule, serving
 
 
 def _orchestrate(orchestrator, plan: dict) -> dict:
@@ -23,11 +22,7 @@ def test_an_orchestrator_component_sends_to_a_worker_with_trace_and_trust(tmp_pa
         artifacts.fixture(name)
     artifacts.example("echo")
     with serving(chaos_capsule(tmp_path, "worker"), tmp_path / "worker-state") as worker:
-        address = urlsplit(worker.url)
-        orchestrator_dir = script_capsule(
-            tmp_path, "orchestrator", artifacts.fixture("pull-capsule"),
-            capabilities={"network": {"allow": [f"http://{address.hostname}:{address.port}"]}},
-        )
+        orchestrator_dir = orchestrator_capsule(tmp_path, artifacts.fixture("pull-capsule"), worker)
         with serving(orchestrator_dir, tmp_path / "orch-state") as orchestrator:
             report = _orchestrate(orchestrator, {"send": [worker.url, "hello worker"]})
             peer_task_id, peer_context_id, state = report["send"]["ok"]

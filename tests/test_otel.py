@@ -7,12 +7,11 @@ import signal
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from a2akit import chaos_capsule, script_capsule, serving
+from a2akit import chaos_capsule, orchestrator_capsule, serving
 from conftest import EXAMPLES
 from loopkit import driver_capsule, local, run_tasks, stage, trace_events
 from murmurd.session.session import TaskSpec
@@ -113,12 +112,8 @@ def test_a_peer_message_carries_the_senders_task_span(tmp_path: Path, artifacts,
         artifacts.fixture(name)
     artifacts.example("echo")
     with serving(chaos_capsule(tmp_path, "worker"), tmp_path / "worker-state") as worker:
-        address = urlsplit(worker.url)
-        orchestrator_dir = script_capsule(
-            tmp_path, "orchestrator", artifacts.fixture("pull-capsule"),
-            capabilities={"network": {"allow": [f"http://{address.hostname}:{address.port}"]}},
-            observability={"otel_endpoint": collector.url},
-        )
+        orchestrator_dir = orchestrator_capsule(tmp_path, artifacts.fixture("pull-capsule"), worker,
+                                                observability={"otel_endpoint": collector.url})
         with serving(orchestrator_dir, tmp_path / "orch-state") as orchestrator:
             task = orchestrator.send(json.dumps({"send": [worker.url, "traced hello"]}))
             orchestrator.wait_state(task["id"], "completed")
