@@ -82,3 +82,17 @@ def tool_component(
         export=export,
     )
     return wat2wasm(text)
+
+# Grow linear memory 16 MiB at a time and touch every page, so the memory is really resident,
+# until a grow is refused; then trap.
+BALLOON = """(local $p i32) (local $end i32)
+      (loop $l
+        (local.set $p (i32.mul (memory.grow (i32.const 256)) (i32.const 65536)))
+        (if (i32.lt_s (local.get $p) (i32.const 0)) (then unreachable))
+        (local.set $end (i32.add (local.get $p) (i32.const 16777216)))
+        (loop $t
+          (i32.store (local.get $p) (i32.const 1))
+          (local.set $p (i32.add (local.get $p) (i32.const 4096)))
+          (br_if $t (i32.lt_u (local.get $p) (local.get $end))))
+        (br $l))
+      unreachable"""

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from hostile import GROW, SPIN, tool_component
+from hostile import BALLOON, GROW, SPIN, tool_component
 from murmurd.contract import Role
 from murmurd.host import (
     CallGrant,
@@ -102,3 +102,27 @@ def test_a_rust_style_allocation_failure_is_the_memory_error(host: ComponentHost
         host.call_tool_sync(rusty, ToolInput(), grant=CallGrant(limits=Limits(memory_bytes=64 * MIB), log_path=log))
     assert "rusty: memory limit of 64 MiB exceeded" in str(raised.value)
     assert log.read_text() == "memory allocation of 16777216 bytes failed\n"
+
+
+def _resident_mib() -> int:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) // 1024
+    raise AssertionError("no VmRSS in /proc/self/status")
+
+
+@pytest.mark.anyio
+async def test_a_failed_guests_memory_is_freed_when_its_call_ends(host: ComponentHost) -> None:
+    """Each call fills 128 MiB and traps; the traceback its error carries must not keep the
+    store alive, so after several calls the process holds about none of it, not 128 MiB each."""
+    balloon = host.load_bytes(tool_component(BALLOON), name="balloon")
+    grant = CallGrant(limits=Limits(memory_bytes=128 * MIB))
+    failures = []
+    before = _resident_mib()
+    for _ in range(4):
+        with pytest.raises(CallTrap) as raised:
+            await host.call_tool(balloon, ToolInput(), grant=grant)
+        failures.append(raised.value)  # keep the errors (and their tracebacks) alive
+    grown = _resident_mib() - before
+    assert grown < 64, f"resident memory grew {grown} MiB over 4 failed 128 MiB calls"
