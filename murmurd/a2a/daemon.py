@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 from collections import OrderedDict, deque
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
+
+logger = logging.getLogger("murmurd.a2a")
 
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
@@ -146,6 +149,7 @@ class CapsuleDaemon:
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
+        self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -155,10 +159,25 @@ class CapsuleDaemon:
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
         self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
-        self._background.append(asyncio.create_task(self._work(), name="murmurd-session-worker"))
+        self._start_background(self._work(), "murmurd-session-worker")
         if self.policy.after_task == "exit":
-            self._background.append(asyncio.create_task(self._idle_watch(), name="murmurd-idle"))
+            self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    def _start_background(self, work: Any, name: str) -> None:
+        task = asyncio.create_task(work, name=name)
+        task.add_done_callback(self._on_background_done)
+        self._background.append(task)
+
+    def _on_background_done(self, task: asyncio.Task[None]) -> None:
+        """A background task that dies of an exception cannot go unnoticed: it is logged, and
+        the daemon stops and `murmurd serve` exits non-zero (a supervisor restarts it)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        self.crashed = task.exception()
+        logger.critical("%s died; the daemon stops", task.get_name(), exc_info=self.crashed)
+        self.accepting = False
+        self.stopped.set()
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Stop accepting, let the running task end (or cancel it after the grace period),
@@ -291,7 +310,7 @@ class CapsuleDaemon:
                 await self._wakeup.wait()
             record = self._queue.popleft()
             self._active = record
-            self._active_run = asyncio.create_task(self._run(record))
+            self._active_run = asyncio.create_task(self._run_guarded(record))
             try:
                 await asyncio.shield(self._active_run)
             except asyncio.CancelledError:
@@ -303,6 +322,29 @@ class CapsuleDaemon:
                 self.accepting = False
                 self.stopped.set()
                 return
+
+    async def _run_guarded(self, record: TaskRecord) -> None:
+        """Run one task; whatever it raises fails that task alone and the worker goes on."""
+        try:
+            await self._run(record)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.exception("task %s raised inside the session worker", record.id)
+            await self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:
+        """Fail a task after an unexpected error. If even the store refuses the record, the
+        failure is still published (streams close, blocked callers return) and logged."""
+        self._traceparents.pop(record.id, None)
+        try:
+            await self._finish(record, TaskState.FAILED, message)
+        except Exception:
+            logger.exception("task %s: the failed state could not be stored", record.id)
+            self._records.pop(record.id, None)
+            self.log.publish("status", record.id, record.status_frame(True), final=True)
+            async with self._changed:
+                self._changed.notify_all()
 
     async def _run(self, record: TaskRecord) -> None:
         record.state = TaskState.WORKING

@@ -115,4 +115,7 @@ async def serve_capsule(
         with contextlib.suppress(Exception):
             await serving
         sock.close()
+    if daemon.crashed is not None:
+        announce(f"murmur: the daemon stopped after an internal failure: {daemon.crashed!r}")
+        return 1
     return 0
