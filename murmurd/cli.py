@@ -200,6 +200,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
+    from murmurd.a2a.state_dir import StateDirError
+    from murmurd.a2a.store import TaskStoreError
     from murmurd.host import ComponentHost
     from murmurd.staging.stage import StagingError
 
@@ -214,7 +216,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except StagingError as exc:
         _eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")
         return 1
-    except PortTaken as exc:
+    except (PortTaken, StateDirError, TaskStoreError) as exc:
         _eprint(f"murmurd serve: {exc}")
         return 1
     finally:

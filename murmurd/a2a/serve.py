@@ -19,6 +19,7 @@ import uvicorn
 
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
 from murmurd.a2a.server import ServerConfig, create_app
+from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import SqliteTaskStore
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
@@ -77,16 +78,37 @@ async def serve_capsule(
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     progress: Callable[[str], None] | None = None,
 ) -> int:
+    # The state directory first: a second daemon on it must fail before staging does any work.
+    lock = StateDirLock.acquire(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
+    try:
+        return await _serve_locked(capsule_dir, options, lock, component_host, announce, progress)
+    finally:
+        lock.release()
+
+
+async def _serve_locked(
+    capsule_dir: Path,
+    options: ServeOptions,
+    lock: StateDirLock,
+    component_host: ComponentHost,
+    announce: Callable[[str], None],
+    progress: Callable[[str], None] | None,
+) -> int:
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
+    store = await SqliteTaskStore.in_state_dir(lock.state_dir)
     internal = staged.manifest.capabilities.network.internal_port
-    sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
+    try:
+        sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
+    except PortTaken:
+        await store.close()
+        raise
     port = sock.getsockname()[1]
-    store = await SqliteTaskStore.in_state_dir(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
     policy = LifecyclePolicy.from_manifest(
         staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task
     )
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
+    lock.record_holder(url=url, session=staged.session_id)
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes))
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
 

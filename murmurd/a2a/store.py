@@ -24,6 +24,11 @@ INTERRUPTED_MESSAGE = "interrupted: daemon restarted"
 DEFAULT_FILENAME = "tasks.sqlite3"
 
 _T = TypeVar("_T")
+
+
+class TaskStoreError(Exception):
+    """The task store cannot be opened; the message names the file and how to recover."""
+
 _Records = list[TaskRecord]
 _Ids = list[str]
 _TERMINAL_VALUES = tuple(sorted(s.value for s in TERMINAL_STATES))
@@ -112,6 +117,17 @@ def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
             json.dumps(record.to_json(), ensure_ascii=False))
 
 
+def _prepare(db: sqlite3.Connection) -> None:
+    """WAL, the schema, and a quick integrity check: a damaged file is refused at start-up,
+    not discovered by the first client whose task lands on a broken page."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(_SCHEMA)
+    problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+    if problems != ["ok"]:
+        raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+
+
 class SqliteTaskStore:
     """Task records in one SQLite file (WAL, a commit per write; terminal states fsynced)."""
 
@@ -136,9 +152,15 @@ class SqliteTaskStore:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.executescript(_SCHEMA)
+            try:
+                _prepare(db)
+            except sqlite3.Error as exc:
+                db.close()
+                raise TaskStoreError(
+                    f"task store {self.path} is unusable ({exc}); move it aside "
+                    f"(mv {self.path} {self.path}.broken, with its -wal and -shm files) "
+                    "to start with an empty store"
+                ) from None
             self._db = db
         return self._db
 
@@ -178,9 +200,9 @@ class SqliteTaskStore:
             marks = ",".join("?" * len(_TERMINAL_VALUES))
             db.execute("BEGIN IMMEDIATE")
             try:
-                rows = db.execute(f"SELECT record FROM tasks WHERE state NOT IN ({marks}) ORDER BY created_at",
+                rows = db.execute(f"SELECT id, record FROM tasks WHERE state NOT IN ({marks}) ORDER BY created_at",
                                   _TERMINAL_VALUES).fetchall()
-                records = [_interrupt(TaskRecord.from_json(json.loads(r[0])), message) for r in rows]
+                records = [_interrupt(self._decode(task_id, record), message) for task_id, record in rows]
                 db.executemany(_UPSERT, [_row(r) for r in records])
                 db.execute("COMMIT")
             except BaseException:
@@ -189,6 +211,15 @@ class SqliteTaskStore:
             return [r.id for r in records]
 
         return await self._call(run)
+
+    def _decode(self, task_id: str, row: str) -> TaskRecord:
+        try:
+            return TaskRecord.from_json(json.loads(row))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TaskStoreError(
+                f"task store {self.path}: the record of task {task_id!r} is damaged ({type(exc).__name__}: {exc}); "
+                f"move the store aside (mv {self.path} {self.path}.broken) to start with an empty one"
+            ) from None
 
     async def close(self) -> None:
         if self._closed:
