@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 MIB = 1024 * 1024
@@ -105,3 +106,57 @@ def test_explain_refuses_an_invalid_manifest_with_the_errors(tmp_path: Path) -> 
     proc = _murmurd("explain", str(_manifest(tmp_path, {"name": "x"})))
     assert proc.returncode == 1
     assert "version" in proc.stderr
+
+
+# Hostile manifest files: each is answered with one diagnostic, never a traceback or a hang.
+HOSTILE_MANIFESTS = {
+    "deeply-nested-flow-yaml": ("name: x\nversion: '1'\nextra: " + "[" * 5000 + "]" * 5000 + "\n",
+                                "E-MAN-010", "nested deeper than 64 levels"),
+    "a-5000-digit-integer": ("name: x\nversion: '1'\nextra: " + "7" * 5000 + "\n",
+                             "E-MAN-010", "a value cannot be read"),
+    "alias-bomb": ("a: &a [x, x, x, x, x, x, x, x, x]\n"
+                   + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 40)}]\n" for i in range(8))
+                   + "name: x\nversion: '1'\n",
+                   "E-MAN-010", "more than 256 aliases"),
+    "larger-than-a-mebibyte": ("name: x\nversion: '1'\n# " + "x" * (1024 * 1024) + "\n",
+                               "E-MAN-001", "larger than 1048576 bytes"),
+}
+
+
+def _only_diagnostic(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    [found] = json.loads(proc.stdout)["diagnostics"]
+    return found
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_MANIFESTS))
+def test_hostile_manifest_text_is_one_diagnostic(case: str, tmp_path: Path) -> None:
+    text, code, words = HOSTILE_MANIFESTS[case]
+    (tmp_path / "murmur.yaml").write_text(text)
+    found = _only_diagnostic(_murmurd("validate", str(tmp_path), "--json"))
+    assert found["code"] == code
+    assert words in found["message"]
+
+
+def test_a_manifest_linked_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
+    (tmp_path / "murmur.yaml").symlink_to("/dev/zero")
+    found = _only_diagnostic(_murmurd("validate", str(tmp_path), "--json"))
+    assert found["code"] == "E-MAN-001"
+    assert "not a regular file (a character device)" in found["message"]
+
+
+def test_a_manifest_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "murmur.yaml")
+    found = _only_diagnostic(_murmurd("validate", str(tmp_path), "--json"))
+    assert found["code"] == "E-MAN-001"
+    assert "not a regular file (a FIFO)" in found["message"]
+
+
+def test_a_prompt_file_that_is_a_fifo_is_named(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "prompt.md")
+    _manifest(tmp_path, {"name": "x", "version": "1.0.0", "inference": {"system_prompt_file": "prompt.md"}})
+    proc = _murmurd("validate", str(tmp_path), "--json")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    codes = {d["code"]: d for d in json.loads(proc.stdout)["diagnostics"]}
+    assert "not a regular file (a FIFO)" in codes["E-INF-007"]["message"]

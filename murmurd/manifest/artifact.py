@@ -8,6 +8,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
+
 ArtifactRuntime = Literal["tool", "wasm", "driver", "hook", "skill", "capsule"]
 
 
@@ -42,11 +44,15 @@ class ArtifactManifest(BaseModel):
 def load_artifact_manifest(path: Path) -> ArtifactManifest:
     """Read and validate `path` (a `murmur.yaml`), naming the file in every error."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(read_text_file(path))
+    except UnreadableFile as exc:
+        raise ArtifactManifestError(f"{path}: cannot read: {exc.reason}") from None
     except OSError as exc:
         raise ArtifactManifestError(f"{path}: cannot read: {exc.strerror}") from exc
     except yaml.YAMLError as exc:
         raise ArtifactManifestError(f"{path}: not valid YAML: {exc}") from exc
+    except YamlRefused as exc:
+        raise ArtifactManifestError(f"{path}: refused: {exc}") from None
     if not isinstance(raw, dict):
         raise ArtifactManifestError(f"{path}: expected a mapping at the top level")
     try:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
+from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
 MANIFEST_FILE = "murmur.yaml"
 ARTIFACT_RUNTIMES = ("tool", "wasm", "driver", "hook", "skill")
@@ -103,16 +104,17 @@ def looks_like_credential(name: str) -> bool:
 
 def _read_yaml(file: Path) -> tuple[Any, Diagnostic | None]:
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_text_file(file)
     except FileNotFoundError:
         return None, diagnostic("E-MAN-001", ROOT, f"no {MANIFEST_FILE} at {file}")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        return None, diagnostic("E-MAN-001", ROOT, f"cannot read {file}: {reason}")
+    except UnreadableFile as exc:
+        return None, diagnostic("E-MAN-001", ROOT, str(exc))
     try:
-        return yaml.safe_load(text), None
+        return load_yaml(text), None
     except yaml.YAMLError as exc:
         return None, diagnostic("E-MAN-002", ROOT, f"{file} is not valid YAML: {_yaml_problem(exc)}")
+    except YamlRefused as exc:
+        return None, diagnostic("E-MAN-010", ROOT, f"{file} is refused: {exc}")
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
@@ -536,9 +538,9 @@ def _resolve_prompt_file(section: dict, prefix: str, manifest_dir: Path) -> list
         return []
     file = manifest_dir / name
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        text = read_text_file(file)
+    except (UnreadableFile, OSError) as exc:
+        reason = exc.reason if isinstance(exc, UnreadableFile) else exc.strerror
         rule = f"cannot read {file} ({reason}); the path is relative to the manifest directory"
         return [diagnostic("E-INF-007", f"{prefix}.system_prompt_file", rule, name)]
     if section.get("system_prompt") is None:

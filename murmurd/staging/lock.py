@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from murmurd.manifest.reading import YamlRefused, load_yaml, read_text_file
 from murmurd.staging.artifacts import ResolvedArtifact
 
 LOCK_FILE = "murmur.lock"
@@ -44,8 +45,8 @@ def load_lock(manifest_dir: Path) -> LockFile | None:
     if not path.is_file():
         return None
     try:
-        return LockFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        return LockFile.model_validate(load_yaml(read_text_file(path)) or {})
+    except (OSError, yaml.YAMLError, YamlRefused, ValidationError) as exc:
         raise LockError(f"{path}: unreadable lock file: {exc}") from exc
 
 
