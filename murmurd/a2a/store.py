@@ -33,13 +33,18 @@ _T = TypeVar("_T")
 _Records = list[TaskRecord]
 _Ids = list[str]
 _TERMINAL_VALUES = tuple(sorted(s.value for s in TERMINAL_STATES))
+_REJECTED = (TaskState.REJECTED.value,)
+_ANSWERED = tuple(v for v in _TERMINAL_VALUES if v not in _REJECTED)
+_COUNT_CLASSES = (_REJECTED, _ANSWERED)  # each keeps `max_count`: a flood of rejections evicts no answer
 log = logging.getLogger("murmurd.a2a.store")
 
 
 @dataclass(frozen=True)
 class Retention:
     """How long finished tasks stay answerable: at most `max_age_secs` after their last change,
-    and only the `max_count` most recently changed (None: no limit of that kind)."""
+    and only the `max_count` most recently changed (None: no limit of that kind). Rejected tasks
+    are counted apart from the others (completed, failed, canceled), so a flood of rejected
+    sends never pushes out a finished task's answer."""
 
     max_age_secs: float | None = 7 * 24 * 3600.0
     max_count: int | None = 10_000
@@ -94,8 +99,11 @@ def _prunable(records: _Records, retention: Retention, now: int) -> _Ids:
                       key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
     cutoff = retention.cutoff_ms(now)
     aged = {r.id for r in finished if cutoff is not None and r.updated_at < cutoff}
-    kept = [r.id for r in finished if r.id not in aged]
-    over = kept[retention.max_count:] if retention.max_count is not None else []
+    over: _Ids = []
+    if retention.max_count is not None:
+        for states in _COUNT_CLASSES:
+            kept = [r.id for r in finished if r.id not in aged and r.state.value in states]
+            over += kept[retention.max_count:]
     return sorted(aged) + over
 
 
@@ -247,11 +255,11 @@ class SqliteTaskStore:
             if cutoff is not None:
                 deleted += db.execute(f"DELETE FROM tasks WHERE state IN ({marks}) AND updated_at < ?",
                                       (*_TERMINAL_VALUES, cutoff)).rowcount
-            if retention.max_count is not None:
+            for states in _COUNT_CLASSES if retention.max_count is not None else ():
                 deleted += db.execute(
-                    f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE state IN ({marks})"
+                    f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE state IN ({','.join('?' * len(states))})"
                     " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT -1 OFFSET ?)",
-                    (*_TERMINAL_VALUES, retention.max_count)).rowcount
+                    (*states, retention.max_count)).rowcount
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
