@@ -16,7 +16,8 @@ from typing import Any
 from murmurd.a2a.jsonrpc import JsonRpcError, encodable
 
 MAX_DEPTH = 64
-"""Containers nested deeper than this inside `params` are refused (a2a-sdk's own shapes need ~8)."""
+"""Levels of containers allowed, `params` itself being the first (a2a-sdk's own shapes need ~8)."""
+MAX_FIELD_CHARS = 200
 
 
 def _field(path: str, key: str | int) -> str:
@@ -24,6 +25,11 @@ def _field(path: str, key: str | int) -> str:
         return f"{path}[{key}]"
     shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
     return f"{path}.{shown[:64]}"
+
+
+def _refuse(path: str, problem: str, **data: Any) -> JsonRpcError:
+    shown = path if len(path) <= MAX_FIELD_CHARS else path[:MAX_FIELD_CHARS] + "..."
+    return JsonRpcError.invalid_params(f"{shown}: {problem}", {"field": shown, **data})
 
 
 def check_params(params: Any, max_depth: int = MAX_DEPTH) -> None:
@@ -34,18 +40,15 @@ def check_params(params: Any, max_depth: int = MAX_DEPTH) -> None:
         path, value, depth = stack.pop()
         if isinstance(value, str):
             if not encodable(value):
-                raise JsonRpcError.invalid_params(f"{path}: text is not valid Unicode (a lone surrogate)",
-                                                  {"field": path})
+                raise _refuse(path, "text is not valid Unicode (a lone surrogate)")
             continue
         if not isinstance(value, dict | list):
             continue
         if depth >= max_depth:
-            raise JsonRpcError.invalid_params(f"{path}: nested deeper than {max_depth} levels",
-                                              {"field": path, "limit_depth": max_depth})
+            raise _refuse(path, f"nested deeper than {max_depth} levels", limit_depth=max_depth)
         items = value.items() if isinstance(value, dict) else enumerate(value)
         for key, item in items:
             child = _field(path, key)
             if isinstance(key, str) and not encodable(key):
-                raise JsonRpcError.invalid_params(f"{child}: member name is not valid Unicode (a lone surrogate)",
-                                                  {"field": child})
+                raise _refuse(child, "member name is not valid Unicode (a lone surrogate)")
             stack.append((child, item, depth + 1))
