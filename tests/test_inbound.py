@@ -108,3 +108,12 @@ def test_page_tokens_this_server_never_issued_are_invalid_params(token: str) -> 
 def test_issued_page_tokens_round_trip() -> None:
     for offset in (0, 50, MAX_PAGE_OFFSET):
         assert decode_page_token(encode_page_token(offset)) == offset
+
+
+def test_an_answer_holding_a_lone_surrogate_is_sent_escaped_not_a_500() -> None:
+    """The router's last line of defence, should unencodable text ever get past the edge."""
+    from murmurd.a2a.server import _JSONResponse
+
+    body = _JSONResponse({"jsonrpc": "2.0", "id": "\ud800", "result": "ok ✓"}).body
+    assert json.loads(body) == {"jsonrpc": "2.0", "id": "\ud800", "result": "ok ✓"}
+    assert _JSONResponse({"result": "ok ✓"}).body == '{"result":"ok ✓"}'.encode()
