@@ -200,3 +200,14 @@ def test_serve_refuses_nonsense_limits(tmp_path: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), option, value],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert done.returncode == 2 and option in done.stderr, (option, done.stderr)
+
+
+@pytest.mark.parametrize("length", [b"9" * 5000, b"99999999999999999999", b"\xd9\xa1"])
+def test_a_hostile_content_length_is_refused_without_a_500(served: Served, length: bytes) -> None:
+    with sockets(1, served, REQUEST_LINE + b"Content-Length: " + length + b"\r\n\r\n{}") as [sock]:
+        sock.settimeout(10)
+        answer = sock.recv(65536)
+    status = int(answer.split(b" ", 2)[1])
+    assert status in (400, 413), answer
+    ordinary_request_works(served)
+    no_tracebacks(served)

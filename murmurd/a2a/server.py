@@ -34,7 +34,13 @@ log = logging.getLogger("murmurd.a2a")
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
 _TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
-DISCONNECTED = object()  # read_capped: the client went away mid-body
+
+
+class _Abandoned:
+    """What `read_capped` answers when the client went away mid-body."""
+
+
+DISCONNECTED = _Abandoned()
 
 
 @dataclass(frozen=True)
@@ -52,11 +58,12 @@ def caller_identity(headers: Any) -> tuple[str, str]:
     return "peer", trust if _TRUST_CLASS.match(trust) else "untrusted"
 
 
-async def read_capped(request: Request, limit: int) -> bytes | object | None:
+async def read_capped(request: Request, limit: int) -> bytes | _Abandoned | None:
     """The body, None once it passes `limit` bytes (read no further than that), or DISCONNECTED
     when the client abandons it mid-upload (a normal event, not an error)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and (
+            len(declared) > 19 or int(declared) > limit):  # no int() of a 5000-digit header
         return None
     body = bytearray()
     try:
@@ -114,12 +121,11 @@ class Router:
 
     async def dispatch(self, request: Request) -> Response:
         body = await read_capped(request, self.config.max_body_bytes)
-        if body is DISCONNECTED:
+        if isinstance(body, _Abandoned):
             return Response(status_code=400)  # nobody is listening; uvicorn drops it
         if body is None:
             error = jsonrpc.JsonRpcError.request_too_large(self.config.max_body_bytes)
             return _JSONResponse(jsonrpc.error_response(None, error), status_code=413)
-        assert isinstance(body, bytes)
         try:
             parsed = jsonrpc.parse_body(body, max_batch=self.config.max_batch)
         except jsonrpc.JsonRpcError as error:
