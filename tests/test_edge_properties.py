@@ -14,7 +14,6 @@ import json
 import threading
 from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -32,8 +31,7 @@ from murmurd.staging.stage import stage_capsule
 
 T = TypeVar("T")
 REQUEST_SECONDS = 30.0
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    derandomize=False)
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class LoopThread:
