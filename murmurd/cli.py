@@ -196,6 +196,34 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else 1
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
+    return value
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -208,7 +236,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
-        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer,
+        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
+        header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
+        keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
+        retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
     )
     host = ComponentHost()
     try:
@@ -292,6 +323,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
+    serve.add_argument("--max-batch", type=_positive_int, default=100, help="requests in one JSON-RPC batch (default 100)")
+    serve.add_argument("--header-timeout", type=_positive_float, default=10.0,
+                       help="seconds a client may take to send a request's headers (default 10)")
+    serve.add_argument("--body-timeout", type=_positive_float, default=30.0,
+                       help="seconds a client may take to send a request body; streams are exempt (default 30)")
+    serve.add_argument("--keep-alive", type=_positive_float, default=5.0,
+                       help="seconds an idle keep-alive connection stays open (default 5)")
+    serve.add_argument("--max-connections", type=_positive_int, default=256,
+                       help="open connections; past it idle ones are closed, else 503 (default 256)")
+    serve.add_argument("--retain-finished-secs", type=_non_negative_float, default=7 * 24 * 3600.0,
+                       help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
+    serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
+                       help="keep at most this many finished tasks; 0 = no limit (default 10000)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")

@@ -7,11 +7,13 @@ response (or nothing, for notifications) and never raise anything but `JsonRpcEr
 `parse_body`; `handle_body` never raises at all.
 
 Rules:
-- invalid JSON (bad syntax, not UTF-8, NaN/Infinity, nesting too deep) -> -32700, id null;
+- invalid JSON (bad syntax, not UTF-8, NaN/Infinity, a number too large for a float, nesting
+  too deep for the parser) -> -32700, id null;
 - a body that is neither an object nor an array, or an empty array -> -32600, id null;
 - an entry that is not a valid request object (`jsonrpc` not exactly "2.0", `method` not a
-  string, `params` neither object nor array, `id` not a string/integer/null) -> -32600 for that
-  entry, echoing its id when the id itself is valid;
+  string, `params` neither object nor array, `id` not a string/integer/null, `id` or `method`
+  text that is not valid Unicode, e.g. a lone surrogate) -> -32600 for that entry, echoing its id
+  when the id itself is valid (an id that cannot be encoded is answered as null);
 - a request without an `id` member is a notification: it is run but gets no response entry, and
   a batch of only notifications produces no body at all (the server answers 204/empty 200).
 """
@@ -19,6 +21,7 @@ Rules:
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -144,11 +147,29 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(literal: str) -> float:
+    """A JSON number as a float; `1e400` would become infinity, which no JSON answer can echo."""
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {_clip(literal, 40)}")
+    return value
+
+
+def encodable(text: str) -> bool:
+    """True when `text` is valid Unicode (JSON's `\\ud800` escape yields a lone surrogate, which
+    no UTF-8 answer, file or database can hold)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def decode_json(body: bytes | str) -> Any:
     """The body as JSON, or JsonRpcError(-32700)."""
     try:
         text = body.decode("utf-8") if isinstance(body, bytes | bytearray) else body
-        return json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except UnicodeDecodeError:
         raise JsonRpcError.parse_error("body is not UTF-8") from None
     except RecursionError:
@@ -160,6 +181,8 @@ def decode_json(body: bytes | str) -> Any:
 def _valid_id(value: Any) -> RequestId:
     """The entry's id if it is a legal one to echo, else null."""
     if isinstance(value, bool) or not isinstance(value, str | int):
+        return None
+    if isinstance(value, str) and not encodable(value):
         return None
     return value
 
@@ -181,6 +204,10 @@ def parse_entry(raw: Any) -> Entry:
         return InvalidEntry(request_id, JsonRpcError.invalid_request('"jsonrpc" must be exactly "2.0"'))
     if not isinstance(raw.get("method"), str):
         return InvalidEntry(request_id, JsonRpcError.invalid_request('"method" must be a string'))
+    if not encodable(raw["method"]):
+        return InvalidEntry(request_id, JsonRpcError.invalid_request('"method" is not valid Unicode'))
+    if isinstance(raw.get("id"), str) and request_id is None:
+        return InvalidEntry(None, JsonRpcError.invalid_request('"id" is not valid Unicode'))
     try:
         return JsonRpcRequest.model_validate(raw)
     except ValidationError as exc:

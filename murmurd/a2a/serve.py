@@ -17,10 +17,11 @@ from pathlib import Path
 
 import uvicorn
 
+from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
-from murmurd.a2a.store import SqliteTaskStore
+from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
 from murmurd.staging.stage import stage_capsule
@@ -68,6 +69,23 @@ class ServeOptions:
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
     stream_buffer: int = 1024  # events kept for Last-Event-ID replay
+    max_batch: int = 100  # requests in one JSON-RPC batch
+    header_timeout_secs: float = 10.0
+    body_timeout_secs: float = 30.0  # reading the request body only: streams are exempt
+    keep_alive_secs: float = 5.0
+    max_connections: int = 256
+    retain_finished_secs: float | None = 7 * 24 * 3600.0  # None: keep finished tasks forever
+    retain_finished_count: int | None = 10_000  # None: no count limit
+    prune_interval_secs: float = 60.0
+
+    @property
+    def connection_limits(self) -> ConnectionLimits:
+        return ConnectionLimits(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs,
+                                self.max_connections)
+
+    @property
+    def retention(self) -> Retention:
+        return Retention(self.retain_finished_secs, self.retain_finished_count)
 
 
 async def serve_capsule(
@@ -95,7 +113,7 @@ async def _serve_locked(
     progress: Callable[[str], None] | None,
 ) -> int:
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
-    store = await SqliteTaskStore.in_state_dir(lock.state_dir)
+    store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
     internal = staged.manifest.capabilities.network.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
@@ -109,8 +127,10 @@ async def _serve_locked(
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
     lock.record_holder(url=url, session=staged.session_id)
-    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes))
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
+    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch))
+    limits = options.connection_limits
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+                                    http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
 
     interrupted = await daemon.start()
     if interrupted:
@@ -122,6 +142,7 @@ async def _serve_locked(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signalled.set)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
+    pruning = asyncio.create_task(prune_periodically(store, options.retention, options.prune_interval_secs))
     try:
         waiters = {asyncio.create_task(daemon.stopped.wait()), asyncio.create_task(signalled.wait()), serving}
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
@@ -129,8 +150,10 @@ async def _serve_locked(
             waiter.cancel()
         if not signalled.is_set():
             await asyncio.sleep(options.linger_seconds)
+        pruning.cancel()  # before the store closes
         await daemon.stop(options.grace_seconds)
     finally:
+        pruning.cancel()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         server.should_exit = True

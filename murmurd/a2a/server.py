@@ -18,8 +18,9 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.requests import ClientDisconnect
 
-from murmurd.a2a import jsonrpc, wire
+from murmurd.a2a import inbound, jsonrpc, wire
 from murmurd.a2a.card import agent_card
 from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
 from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
@@ -32,12 +33,21 @@ log = logging.getLogger("murmurd.a2a")
 
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
 _TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
+
+
+class _Abandoned:
+    """What `read_capped` answers when the client went away mid-body."""
+
+
+DISCONNECTED = _Abandoned()
 
 
 @dataclass(frozen=True)
 class ServerConfig:
     url: str
     max_body_bytes: int = 1024 * 1024
+    max_batch: int = 100  # requests in one JSON-RPC batch
 
 
 def caller_identity(headers: Any) -> tuple[str, str]:
@@ -48,17 +58,33 @@ def caller_identity(headers: Any) -> tuple[str, str]:
     return "peer", trust if _TRUST_CLASS.match(trust) else "untrusted"
 
 
-async def read_capped(request: Request, limit: int) -> bytes | None:
-    """The body, or None once it passes `limit` bytes (read no further than that)."""
+async def read_capped(request: Request, limit: int) -> bytes | _Abandoned | None:
+    """The body, None once it passes `limit` bytes (read no further than that), or DISCONNECTED
+    when the client abandons it mid-upload (a normal event, not an error)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and (
+            len(declared) > 19 or int(declared) > limit):  # no int() of a 5000-digit header
         return None
     body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > limit:
-            return None
+    try:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > limit:
+                return None
+    except ClientDisconnect:
+        return DISCONNECTED
     return bytes(body)
+
+
+class _JSONResponse(JSONResponse):
+    """A JSON answer that cannot fail to encode: the edge refuses text that is not valid Unicode,
+    and should any slip through it is sent escaped (`\\ud800`) instead of becoming a 500."""
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 def _heartbeat() -> ServerSentEvent:
@@ -95,13 +121,15 @@ class Router:
 
     async def dispatch(self, request: Request) -> Response:
         body = await read_capped(request, self.config.max_body_bytes)
+        if isinstance(body, _Abandoned):
+            return Response(status_code=400)  # nobody is listening; uvicorn drops it
         if body is None:
             error = jsonrpc.JsonRpcError.request_too_large(self.config.max_body_bytes)
-            return JSONResponse(jsonrpc.error_response(None, error), status_code=413)
+            return _JSONResponse(jsonrpc.error_response(None, error), status_code=413)
         try:
-            parsed = jsonrpc.parse_body(body)
+            parsed = jsonrpc.parse_body(body, max_batch=self.config.max_batch)
         except jsonrpc.JsonRpcError as error:
-            return JSONResponse(jsonrpc.error_response(None, error))
+            return _JSONResponse(jsonrpc.error_response(None, error))
         if not parsed.is_batch and len(parsed.entries) == 1:
             entry = parsed.entries[0]
             if isinstance(entry, jsonrpc.JsonRpcRequest) and self._is_streaming(entry, request):
@@ -121,7 +149,7 @@ class Router:
         result = await jsonrpc.run(parsed, handle)
         if result is None:
             return Response(status_code=204)
-        return JSONResponse(result)
+        return _JSONResponse(result)
 
     def _is_streaming(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> bool:
         try:
@@ -143,6 +171,7 @@ class Router:
     # -- request/response methods ------------------------------------------------------------
 
     async def _call(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Any:
+        inbound.check_params(entry.params)
         dialect, operation = self._resolve(entry, request)
         if operation is Operation.SEND:
             send = wire.parse_send_params(dialect, entry.params)
@@ -207,11 +236,11 @@ class Router:
 
     async def _stream(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Response:
         try:
+            inbound.check_params(entry.params)
             dialect, operation = self._resolve(entry, request)
             if operation is Operation.WATCH:
                 return self._watch(request)
-            log = self.daemon.log
-            after = log.last_id
+            after = self.daemon.log.last_id
             if operation is Operation.STREAM:
                 send = wire.parse_send_params(dialect, entry.params)
                 record = await self._submit(dialect, send, request)
@@ -220,10 +249,10 @@ class Router:
                 record = await self._get(query.task_id)
                 after = _last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
-            return JSONResponse(jsonrpc.error_response(entry.id, error))
+            return _JSONResponse(jsonrpc.error_response(entry.id, error))
         except Exception:  # a bug must not become a 500
             log.exception("JSON-RPC %s failed before its stream started", entry.method)
-            return JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
+            return _JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
         if dialect is Dialect.UPSTREAM:
             return self._upstream_stream(record, after)
         return self._a2a_stream(dialect, entry.id, record, after)
@@ -287,8 +316,10 @@ def _encode(frames: list[dict[str, str]]) -> bytes:
 
 
 def _last_event_id(request: Request, default: int) -> int:
-    value = request.headers.get("last-event-id")
-    return int(value) if value is not None and value.strip().isdigit() else default
+    """The `Last-Event-ID` to resume after; anything but a plain event id (at most 19 ASCII
+    digits) is ignored, as an absent header is. (An id past the log's end means a gap frame.)"""
+    value = (request.headers.get("last-event-id") or "").strip()
+    return int(value) if _EVENT_ID.fullmatch(value) else default
 
 
 def _renderer_payload(event: StreamEvent) -> dict[str, Any]:

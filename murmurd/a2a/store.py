@@ -1,20 +1,26 @@
 """Durable task records, so `tasks/get` still answers after the daemon restarts.
 
 `TaskStore` is the whole storage interface: a shared store (several daemons behind one load
-balancer) replaces `SqliteTaskStore` by implementing these five methods. Records travel as
+balancer) replaces `SqliteTaskStore` by implementing these six methods. Records travel as
 `TaskRecord.to_json()`, so every part kind and artifact survives verbatim.
 
 SQLite runs on one dedicated thread per store: the event loop never blocks on disk, and
 writes from many asyncio tasks are serialised without locks of our own.
+
+Finished tasks (terminal: completed, failed, canceled, rejected) are kept under a `Retention`
+policy, by age and by count, so a flood of rejected sends cannot grow the store without bound;
+tasks still running are never pruned.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -32,6 +38,33 @@ class TaskStoreError(Exception):
 _Records = list[TaskRecord]
 _Ids = list[str]
 _TERMINAL_VALUES = tuple(sorted(s.value for s in TERMINAL_STATES))
+_REJECTED = (TaskState.REJECTED.value,)
+_ANSWERED = tuple(v for v in _TERMINAL_VALUES if v not in _REJECTED)
+_COUNT_CLASSES = (_REJECTED, _ANSWERED)  # each keeps `max_count`: a flood of rejections evicts no answer
+log = logging.getLogger("murmurd.a2a.store")
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished tasks stay answerable: at most `max_age_secs` after their last change,
+    and only the `max_count` most recently changed (None: no limit of that kind). Rejected tasks
+    are counted apart from the others (completed, failed, canceled), so a flood of rejected
+    sends never pushes out a finished task's answer."""
+
+    max_age_secs: float | None = 7 * 24 * 3600.0
+    max_count: int | None = 10_000
+
+    def cutoff_ms(self, now: int) -> int | None:
+        """Finished tasks last changed before this are pruned."""
+        return None if self.max_age_secs is None else now - int(self.max_age_secs * 1000)
+
+    @property
+    def slack(self) -> int:
+        """Terminal writes a store may take between count prunes (a tenth of the cap)."""
+        return max(1, (self.max_count or 0) // 10)
+
+
+NO_RETENTION = Retention(max_age_secs=None, max_count=None)
 
 
 class TaskStore(Protocol):
@@ -47,7 +80,36 @@ class TaskStore(Protocol):
         """At startup: every non-terminal record becomes FAILED with `message`; returns their ids.
         (A store shared by several daemons must scope this to the restarting daemon's tasks.)"""
 
+    async def prune(self, retention: Retention) -> int:
+        """Delete finished tasks past the retention policy (never a non-terminal one); returns
+        how many went."""
+
     async def close(self) -> None: ...
+
+
+async def prune_periodically(store: TaskStore, retention: Retention, interval_secs: float) -> None:
+    """Apply `retention` now and every `interval_secs` until cancelled (age limits need a clock,
+    count limits are also enforced by the stores as they write)."""
+    while True:
+        try:
+            await store.prune(retention)
+        except Exception:  # a failed prune is retried on the next tick, it never stops serving
+            log.exception("pruning finished tasks failed")
+        await asyncio.sleep(interval_secs)
+
+
+def _prunable(records: _Records, retention: Retention, now: int) -> _Ids:
+    """Ids of the finished records `retention` no longer keeps (pure)."""
+    finished = sorted((r for r in records if r.state.terminal),
+                      key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
+    cutoff = retention.cutoff_ms(now)
+    aged = {r.id for r in finished if cutoff is not None and r.updated_at < cutoff}
+    over: _Ids = []
+    if retention.max_count is not None:
+        for states in _COUNT_CLASSES:
+            kept = [r.id for r in finished if r.id not in aged and r.state.value in states]
+            over += kept[retention.max_count:]
+    return sorted(aged) + over
 
 
 def _interrupt(record: TaskRecord, message: str) -> TaskRecord:
@@ -61,14 +123,27 @@ class MemoryTaskStore:
     """A non-durable store (tests, or no --state-dir). Keeps JSON copies, like SQLite does, so
     callers mutating a returned record never change the stored one."""
 
-    def __init__(self) -> None:
+    def __init__(self, retention: Retention = NO_RETENTION) -> None:
         self._rows: dict[str, str] = {}
+        self.retention = retention
+        self._terminal_puts = 0
 
     def _all(self) -> _Records:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
 
     async def put(self, record: TaskRecord) -> None:
         self._rows[record.id] = json.dumps(record.to_json())
+        if record.state.terminal and self.retention.max_count is not None:
+            self._terminal_puts += 1
+            if self._terminal_puts >= self.retention.slack:
+                await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
+
+    async def prune(self, retention: Retention) -> int:
+        self._terminal_puts = 0
+        doomed = _prunable(self._all(), retention, now_ms())
+        for task_id in doomed:
+            del self._rows[task_id]
+        return len(doomed)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = self._rows.get(task_id)
@@ -131,22 +206,24 @@ def _prepare(db: sqlite3.Connection) -> None:
 class SqliteTaskStore:
     """Task records in one SQLite file (WAL, a commit per write; terminal states fsynced)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, retention: Retention = NO_RETENTION) -> None:
         self.path = Path(path)
+        self.retention = retention
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="murmurd-taskstore")
         self._db: sqlite3.Connection | None = None
         self._closed = False
+        self._terminal_puts = 0  # touched on the store thread only
 
     @classmethod
-    async def open(cls, path: Path) -> SqliteTaskStore:
+    async def open(cls, path: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
         """Create the parent directory and the schema, and return the ready store."""
-        store = cls(path)
+        store = cls(path, retention)
         await store._call(lambda db: None)
         return store
 
     @classmethod
-    async def in_state_dir(cls, state_dir: Path) -> SqliteTaskStore:
-        return await cls.open(Path(state_dir) / DEFAULT_FILENAME)
+    async def in_state_dir(cls, state_dir: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
+        return await cls.open(Path(state_dir) / DEFAULT_FILENAME, retention)
 
     def _connect(self) -> sqlite3.Connection:
         if self._db is None:
@@ -177,11 +254,42 @@ class SqliteTaskStore:
         # the intermediate states (submitted, working, input-required) skip that fsync (NORMAL).
         level = "FULL" if record.state.terminal else "NORMAL"
 
+        terminal = record.state.terminal
+
         def upsert(db: sqlite3.Connection) -> None:
             db.execute(f"PRAGMA synchronous={level}")
             db.execute(_UPSERT, row)
+            if terminal and self.retention.max_count is not None:
+                self._terminal_puts += 1
+                if self._terminal_puts >= self.retention.slack:
+                    self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
 
         await self._call(upsert)
+
+    def _prune(self, db: sqlite3.Connection, retention: Retention) -> int:
+        """On the store thread: one transaction deleting what `retention` no longer keeps."""
+        self._terminal_puts = 0
+        marks = ",".join("?" * len(_TERMINAL_VALUES))
+        cutoff = retention.cutoff_ms(now_ms())
+        deleted = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if cutoff is not None:
+                deleted += db.execute(f"DELETE FROM tasks WHERE state IN ({marks}) AND updated_at < ?",
+                                      (*_TERMINAL_VALUES, cutoff)).rowcount
+            for states in _COUNT_CLASSES if retention.max_count is not None else ():
+                deleted += db.execute(
+                    f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE state IN ({','.join('?' * len(states))})"
+                    " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT -1 OFFSET ?)",
+                    (*states, retention.max_count)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return deleted
+
+    async def prune(self, retention: Retention) -> int:
+        return await self._call(lambda db: self._prune(db, retention))
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self._call(

@@ -258,15 +258,23 @@ def encode_page_token(offset: int) -> str:
     return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode().rstrip("=")
 
 
+MAX_PAGE_OFFSET = 2**62
+"""No store holds this many tasks; above it an offset (plus a page) would overflow SQLite's int64."""
+
+
 def decode_page_token(token: str) -> int:
+    """The offset a token this server issued encodes; -32602 for anything else."""
+    refused = JsonRpcError.invalid_params("pageToken: not a token this server issued")
     try:
-        text = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-        prefix, _, number = text.partition(":")
-        offset = int(number)
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise JsonRpcError.invalid_params("pageToken: not a token this server issued") from None
-    if prefix != "offset" or offset < 0 or not number.isdigit():
-        raise JsonRpcError.invalid_params("pageToken: not a token this server issued")
+        text = base64.urlsafe_b64decode(token.encode("ascii") + b"=" * (-len(token) % 4)).decode("ascii")
+    except (binascii.Error, UnicodeError, ValueError):
+        raise refused from None
+    prefix, _, number = text.partition(":")
+    if prefix != "offset" or not number.isascii() or not number.isdigit() or len(number) > 19:
+        raise refused
+    offset = int(number)
+    if offset > MAX_PAGE_OFFSET:
+        raise refused
     return offset
 
 

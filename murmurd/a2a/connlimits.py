@@ -1,0 +1,121 @@
+"""Connection limits for `murmurd serve`: header and body read deadlines, and a connection cap.
+
+uvicorn bounds idle keep-alive connections (`timeout_keep_alive`) but nothing else: a client that
+sends its headers a byte at a time (slowloris), or declares a body and never sends it, holds a
+connection and its buffers forever, and any number of connections may be open. This h11 protocol
+subclass adds, per connection:
+
+- a header deadline: from the connection's first byte (or from its opening) until a request's
+  headers are complete; a keep-alive connection gets a fresh one when its next request starts;
+- a body deadline: from the headers until the request body is complete. A stream's response
+  may last as long as it likes; only reading the request is timed, so SSE streams are exempt;
+- a connection cap: a connection arriving at the cap closes the oldest connection that has no
+  request in flight (idle keep-alive, or headers still trickling in); when every connection is
+  busy, the newcomer's request is answered 503 and its connection closed.
+
+A deadline that passes closes the connection (there is no one to answer: the client is not
+sending); the app sees a disconnect, which the router treats as the normal event it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout_secs: float = 10.0
+    body_timeout_secs: float = 30.0
+    keep_alive_secs: float = 5.0
+    max_connections: int = 256
+
+    def __post_init__(self) -> None:
+        if min(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs) <= 0:
+            raise ValueError("connection timeouts must be positive")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with read deadlines and the connection cap (see the module doc).
+    Use `protocol_class(limits)`: each server gets its own subclass, limits and registry."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    registry: ClassVar[dict[GuardedH11Protocol, None]] = {}  # open connections, oldest first
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._seen_cycle: object = None
+
+    # -- the cap ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.registry) >= self.limits.max_connections and not self._evict_one():
+            self.limit_concurrency = 0  # uvicorn answers this connection's request 503, then closes
+        self.registry[self] = None
+        self._arm(self.limits.header_timeout_secs)
+
+    def _evict_one(self) -> bool:
+        """Close the oldest connection with no request in flight; False when all are busy."""
+        for other in self.registry:
+            if other._between_requests() and not other.transport.is_closing():
+                other._close()
+                return True
+        return False
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.registry.pop(self, None)
+        self._disarm()
+        super().connection_lost(exc)
+
+    # -- the deadlines ---------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._between_requests() and self._deadline is None and not self.transport.is_closing():
+            self._arm(self.limits.header_timeout_secs)  # the next request on a keep-alive connection
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is None:
+            return
+        if cycle is not self._seen_cycle:  # a request's headers are complete
+            self._seen_cycle = cycle
+            self._disarm()
+            if cycle.more_body:
+                self._arm(self.limits.body_timeout_secs)
+        elif not cycle.more_body:  # its body is complete
+            self._disarm()
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        self._close()
+
+    def _close(self) -> None:
+        self._disarm()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """A protocol class for one server (uvicorn's `Config(http=...)`), bound to `limits`."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits, "registry": {}})
