@@ -189,6 +189,33 @@ def test_baseline_globs_select_host_variables(policy: ShellPolicy) -> None:
     assert "LANG" not in env
 
 
+LEAKY_HOST_ENV = {
+    **HOST_ENV,
+    "PGPASSWORD": "pg-secret-1",
+    "MYSQL_PWD": "mysql-secret-2",
+    "DATABASE_URL": "postgres://db.internal/app",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/secret-3",
+    "SENTRY_DSN": "https://secret-4@o1.ingest.sentry.io/1",
+    "HTTPS_PROXY": "http://proxyuser:secret-5@proxy:3128",
+    "PWD": "/srv/murmurd",
+}
+
+
+def test_a_star_baseline_passes_no_credential_by_name_or_value(policy: ShellPolicy) -> None:
+    everything = ShellPolicy(allow=ALLOW, workdir=policy.workdir, baseline_env=("*",))
+    outcome = run_shell(everything, "env", [], host_env=LEAKY_HOST_ENV)
+    env = child_env(outcome)
+    for name in ("PGPASSWORD", "MYSQL_PWD", "DATABASE_URL", "SLACK_WEBHOOK_URL", "SENTRY_DSN", "HTTPS_PROXY"):
+        assert name not in env
+    assert "secret" not in outcome.stdout and "db.internal" not in outcome.stdout
+    assert env["EDITOR"] == "vi" and env["LANG"] == "C.UTF-8"  # the `*` baseline did apply
+
+
+def test_a_credential_override_is_dropped_by_value_too(policy: ShellPolicy) -> None:
+    env = child_environment(policy, [("UPSTREAM", "https://u:p@example.com/"), ("GREETING", "hi")], HOST_ENV)
+    assert "UPSTREAM" not in env and env["GREETING"] == "hi"
+
+
 def test_strip_env_globs_are_honoured(policy: ShellPolicy) -> None:
     stripping = ShellPolicy(
         allow=ALLOW, workdir=policy.workdir, baseline_env=("*",), strip_env=("LD_*", "LAN?")

@@ -12,8 +12,8 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   path canonicalized, or the bare name when nothing resolved (running it then fails).
 - **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
   `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
-  credential-shaped names; then the caller's overrides, filtered the same way (strip globs,
-  credential shape); then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
+  credentials (by name or value: `murmurd/manifest/credentials.py`); then the caller's
+  overrides, filtered the same way; then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
   empty, and the command runs in its own process group.
 - **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
   bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
-from murmurd.manifest.validate import looks_like_credential
+from murmurd.manifest.credentials import looks_like_credential
 from murmurd.session import shell_watchdog
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
@@ -217,8 +217,8 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def _admissible(policy: ShellPolicy, name: str) -> bool:
-    return name != "HOME" and not looks_like_credential(name) and not _matches(name, policy.strip_env)
+def _admissible(policy: ShellPolicy, name: str, value: str) -> bool:
+    return name != "HOME" and not looks_like_credential(name, value) and not _matches(name, policy.strip_env)
 
 
 def _check_env_name(name: object, value: object) -> tuple[str, str]:
@@ -234,7 +234,7 @@ def _host_environment(policy: ShellPolicy, host_env: Mapping[str, str]) -> dict[
     return {
         name: value
         for name, value in host_env.items()
-        if _matches(name, patterns) and _admissible(policy, name) and "\x00" not in value
+        if _matches(name, patterns) and _admissible(policy, name, value) and "\x00" not in value
     }
 
 
@@ -247,7 +247,7 @@ def child_environment(
     env = _host_environment(policy, host_env)
     for pair in env_overrides:
         name, value = _check_env_name(*pair)
-        if _admissible(policy, name):
+        if _admissible(policy, name, value):
             env[name] = value
     env["HOME"] = str(policy.home)
     return env
