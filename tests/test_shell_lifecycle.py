@@ -77,6 +77,17 @@ def test_cancel_kills_a_component_shell_import_process_group(tmp_path: Path, art
         assert served.wait_state(task["id"], "canceled", timeout=30)["status"]["state"] == "canceled"
 
 
+def test_a_component_call_deadline_kills_its_shell_process_group(tmp_path: Path, artifacts) -> None:
+    capsule = script_capsule(tmp_path, "script", artifacts.fixture("pull-capsule"),
+                             capabilities={"shell": {"allow": ["sh"]}, "limits": {"deadline_seconds": 3}})
+    with serving(capsule, tmp_path / "state") as served:
+        task = served.send(json.dumps({"shell": ["sh", ["-c", GROUP_SCRIPT]]}))
+        pids = [read_pid(served.workdir / "shell.pid"), read_pid(served.workdir / "sleep.pid")]
+        failed = served.wait_state(task["id"], "failed", timeout=60)
+        assert "deadline" in json.dumps(failed["status"])
+        wait_gone(pids, timeout=10)
+
+
 def test_sigterm_ends_the_daemon_and_its_shell_well_before_the_shell_timeout(tmp_path: Path) -> None:
     with serving(_model_shell_capsule(tmp_path), tmp_path / "state") as served:
         _task_id, pids = _running_group(served)

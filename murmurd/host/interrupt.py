@@ -97,8 +97,11 @@ class CallGuard:
         return self._cancel_reason
 
     def is_set(self) -> bool:
-        """Whether the call was cancelled (the shell runner's cancel flag)."""
-        return self.cancel_reason is not None
+        """Whether the call must stop: cancelled, or past its deadline (or its caller's). The
+        shell runner polls this as its cancel flag; the next epoch tick then names the cause."""
+        if self.cancel_reason is not None or time.monotonic() >= self._deadline_at:
+            return True
+        return self.parent is not None and self.parent.is_set()
 
     @contextmanager
     def suspended(self) -> Iterator[None]:

@@ -313,6 +313,8 @@ def run_prepared(
     except OSError as exc:
         raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc.strerror}") from None
 
+    if cancel is not None and cancel.is_set():
+        raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
