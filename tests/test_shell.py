@@ -427,6 +427,22 @@ def test_a_background_job_does_not_outlive_its_call(policy: ShellPolicy) -> None
     wait_gone([read_pid(policy.workdir / "sleep.pid")], timeout=5)
 
 
+def test_kill_running_ends_every_running_shell_group(policy: ShellPolicy) -> None:
+    """The shutdown backstop: a shell no cancel reached is killed, group and all."""
+    outcomes: list[ShellOutcome] = []
+    worker = threading.Thread(
+        target=lambda: outcomes.append(run_shell(policy, "sh", ["-c", GROUP_SCRIPT], host_env=HOST_ENV))
+    )
+    worker.start()
+    pids = _group_pids(policy.workdir)
+    assert pids[0] in shell_watchdog.running()
+    assert shell_watchdog.kill_running() >= 1
+    worker.join(timeout=10)
+    assert not worker.is_alive() and outcomes[0].exit_code == 128 + 9
+    wait_gone(pids, timeout=5)
+    assert pids[0] not in shell_watchdog.running()
+
+
 def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
     """SIGKILL of the process running the shell (on a worker thread, as murmurd does): the
     whole group dies, the grandchild too, which the parent-death signal alone would miss."""

@@ -46,10 +46,10 @@ from murmurd.paths import cache_dir as default_cache_dir
 
 NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, default limits
 _ALLOC_FAILURE_MARKERS = (b"memory allocation of", b"MemoryError", b"out of memory")
+_MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
 # The guard of the call running on this worker thread, so a call nested in it (a tool a
 # capsule invokes through murmur:tool-registry) is cancelled with it.
 _current = threading.local()
-_MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
 
 
 @dataclass(frozen=True)

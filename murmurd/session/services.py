@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult
 from murmurd.host.bridge import LoopBridge
-from murmurd.host.interrupt import CallGuard
 from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
+from murmurd.host.interrupt import CallGuard
 from murmurd.session.shell import ShellError, run_shell
 from murmurd.session.tools import shell_policy
 from murmurd.staging.grants import network_allows
