@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from prockit import alive, read_pid, wait_gone
+from murmurd.host.interrupt import CallGuard
+from murmurd.session import shell_watchdog
 from murmurd.session.shell import (
     MAX_STREAM_BYTES,
     TIMEOUT_EXIT_CODE,
@@ -184,6 +189,33 @@ def test_baseline_globs_select_host_variables(policy: ShellPolicy) -> None:
     assert "LANG" not in env
 
 
+LEAKY_HOST_ENV = {
+    **HOST_ENV,
+    "PGPASSWORD": "pg-secret-1",
+    "MYSQL_PWD": "mysql-secret-2",
+    "DATABASE_URL": "postgres://db.internal/app",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T0/B0/secret-3",
+    "SENTRY_DSN": "https://secret-4@o1.ingest.sentry.io/1",
+    "HTTPS_PROXY": "http://proxyuser:secret-5@proxy:3128",
+    "PWD": "/srv/murmurd",
+}
+
+
+def test_a_star_baseline_passes_no_credential_by_name_or_value(policy: ShellPolicy) -> None:
+    everything = ShellPolicy(allow=ALLOW, workdir=policy.workdir, baseline_env=("*",))
+    outcome = run_shell(everything, "env", [], host_env=LEAKY_HOST_ENV)
+    env = child_env(outcome)
+    for name in ("PGPASSWORD", "MYSQL_PWD", "DATABASE_URL", "SLACK_WEBHOOK_URL", "SENTRY_DSN", "HTTPS_PROXY"):
+        assert name not in env
+    assert "secret" not in outcome.stdout and "db.internal" not in outcome.stdout
+    assert env["EDITOR"] == "vi" and env["LANG"] == "C.UTF-8"  # the `*` baseline did apply
+
+
+def test_a_credential_override_is_dropped_by_value_too(policy: ShellPolicy) -> None:
+    env = child_environment(policy, [("UPSTREAM", "https://u:p@example.com/"), ("GREETING", "hi")], HOST_ENV)
+    assert "UPSTREAM" not in env and env["GREETING"] == "hi"
+
+
 def test_strip_env_globs_are_honoured(policy: ShellPolicy) -> None:
     stripping = ShellPolicy(
         allow=ALLOW, workdir=policy.workdir, baseline_env=("*",), strip_env=("LD_*", "LAN?")
@@ -337,6 +369,103 @@ def test_cancel_kills_the_command(policy: ShellPolicy) -> None:
     with pytest.raises(ShellCanceled):
         run_shell(policy, "sleep", ["30"], host_env=HOST_ENV, cancel=cancel)
     assert time.monotonic() - started < 10
+
+
+# A command whose process group holds two processes: the shell (pid in shell.pid) and a
+# background `sleep` (pid in sleep.pid) that only a kill of the whole group reaches.
+GROUP_SCRIPT = "sleep 300 & echo $! > sleep.pid; echo $$ > shell.pid; wait"
+
+
+def _group_pids(workdir: Path) -> list[int]:
+    return [read_pid(workdir / "shell.pid"), read_pid(workdir / "sleep.pid")]
+
+
+def test_cancel_kills_a_grandchild_in_the_group_promptly(policy: ShellPolicy) -> None:
+    cancel = threading.Event()
+    raised: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            run_shell(policy, "sh", ["-c", GROUP_SCRIPT], host_env=HOST_ENV, cancel=cancel)
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            raised.append(exc)
+
+    worker = threading.Thread(target=call)
+    worker.start()
+    pids = _group_pids(policy.workdir)
+    assert all(alive(pid) for pid in pids)
+    cancel.set()
+    worker.join(timeout=10)
+    assert not worker.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], ShellCanceled)
+    assert wait_gone(pids, timeout=5) < 5
+    assert shell_watchdog.running() == frozenset()
+
+
+def test_a_call_guard_is_a_cancel_flag(policy: ShellPolicy) -> None:
+    outer = CallGuard(60)
+    inner = CallGuard(60, parent=outer)  # a tool the cancelled capsule invoked
+    threading.Timer(0.5, outer.cancel).start()
+    started = time.monotonic()
+    with pytest.raises(ShellCanceled):
+        run_shell(policy, "sleep", ["30"], host_env=HOST_ENV, cancel=inner)
+    assert time.monotonic() - started < 10
+
+
+def test_the_deadline_kills_a_grandchild_in_the_group(tmp_path: Path) -> None:
+    quick = ShellPolicy(allow=ALLOW, workdir=tmp_path, timeout_seconds=2)
+    outcome = run_shell(quick, "sh", ["-c", GROUP_SCRIPT], host_env=HOST_ENV)
+    assert outcome.timed_out and outcome.exit_code == TIMEOUT_EXIT_CODE
+    wait_gone(_group_pids(tmp_path), timeout=5)
+
+
+def test_a_background_job_does_not_outlive_its_call(policy: ShellPolicy) -> None:
+    outcome = run_shell(
+        policy, "sh", ["-c", "sleep 300 >/dev/null 2>&1 & echo $! > sleep.pid"], host_env=HOST_ENV
+    )
+    assert outcome.exit_code == 0 and not outcome.timed_out
+    wait_gone([read_pid(policy.workdir / "sleep.pid")], timeout=5)
+
+
+def test_kill_running_ends_every_running_shell_group(policy: ShellPolicy) -> None:
+    """The shutdown backstop: a shell no cancel reached is killed, group and all."""
+    outcomes: list[ShellOutcome] = []
+    worker = threading.Thread(
+        target=lambda: outcomes.append(run_shell(policy, "sh", ["-c", GROUP_SCRIPT], host_env=HOST_ENV))
+    )
+    worker.start()
+    pids = _group_pids(policy.workdir)
+    assert pids[0] in shell_watchdog.running()
+    assert shell_watchdog.kill_running() >= 1
+    worker.join(timeout=10)
+    assert not worker.is_alive() and outcomes[0].exit_code == 128 + 9
+    wait_gone(pids, timeout=5)
+    assert pids[0] not in shell_watchdog.running()
+
+
+def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
+    """SIGKILL of the process running the shell (on a worker thread, as murmurd does): the
+    whole group dies, the grandchild too, which the parent-death signal alone would miss."""
+    program = (
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "from murmurd.session.shell import ShellPolicy, run_shell\n"
+        "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]), timeout_seconds=300)\n"
+        "worker = threading.Thread(target=run_shell, args=(policy, 'sh', ['-c', sys.argv[2]]))\n"
+        "worker.start(); worker.join()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    murmurd = subprocess.Popen([sys.executable, "-c", program, str(tmp_path), GROUP_SCRIPT], env=env)
+    try:
+        pids = _group_pids(tmp_path)
+        assert all(alive(pid) for pid in pids)
+        murmurd.kill()
+        murmurd.wait(timeout=10)
+        wait_gone(pids, timeout=10)
+    finally:
+        if murmurd.poll() is None:
+            murmurd.kill()
+            murmurd.wait(timeout=10)
 
 
 # --------------------------------------------------------------------------- what the model and traces see

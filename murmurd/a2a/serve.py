@@ -1,7 +1,8 @@
 """`murmurd serve`: stage a capsule, bind its port, serve it until the lifecycle or a signal ends it.
 
 Shutdown order: stop accepting tasks, let the running task end (or cancel it after the grace
-period), close the session (the trace's `session_end`), then stop the HTTP server. Exit 0.
+period; cancelling kills its shell commands' process groups), close the session (the trace's
+`session_end`), kill any shell group still running, then stop the HTTP server. Exit 0.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
+from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
 
 STATE_DIR_NAME = ".murmurd"
@@ -154,6 +156,8 @@ async def _serve_locked(
         await daemon.stop(options.grace_seconds)
     finally:
         pruning.cancel()
+        # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
+        shell_watchdog.kill_running()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         server.should_exit = True

@@ -100,7 +100,11 @@ class SessionContext:
         raise ImportFailed(f"tool-registry: no tool named {name!r} in this context")
 
     # murmur:shell/execute
-    def shell_run(self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]]) -> ShellResult:
+    def shell_run(
+        self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]], cancel: CallGuard | None = None
+    ) -> ShellResult:
+        """`cancel` is the calling guest's guard: the command is killed once the call is
+        cancelled or past its deadline."""
         raise ImportFailed(f"shell: {binary!r} is not in capabilities.shell.allow")
 
     # murmur:message/send

@@ -47,6 +47,9 @@ from murmurd.paths import cache_dir as default_cache_dir
 NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, default limits
 _ALLOC_FAILURE_MARKERS = (b"memory allocation of", b"MemoryError", b"out of memory")
 _MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
+# The guard of the call running on this worker thread, so a call nested in it (a tool a
+# capsule invokes through murmur:tool-registry) is cancelled with it.
+_current = threading.local()
 
 
 @dataclass(frozen=True)
@@ -244,15 +247,18 @@ class ComponentHost:
         on_thinking: ChunkSink | None,
         guard: CallGuard | None,
     ) -> Any:
-        guard = guard or CallGuard(grant.limits.deadline_seconds)
+        enclosing: CallGuard | None = getattr(_current, "guard", None)
+        guard = guard or CallGuard(grant.limits.deadline_seconds, parent=enclosing)
         output = CallOutput(grant.log_path)
         call = CallContext(loaded.name, session or SessionContext(), guard, output, on_chunk, on_thinking)
+        _current.guard = guard
         try:
             return self._run_in_store(loaded, interface, function, args, grant, call)
         except WasmtimeError as exc:
             output.collect()
             raise _classify(loaded.name, exc, call, grant) from None
         finally:
+            _current.guard = enclosing
             output.collect()
 
     def _run_in_store(

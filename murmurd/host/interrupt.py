@@ -71,10 +71,15 @@ class EpochTicker:
 
 
 class CallGuard:
-    """Per-call deadline and cancel flag, checked at every epoch tick of the call's store."""
+    """Per-call deadline and cancel flag, checked at every epoch tick of the call's store.
 
-    def __init__(self, deadline_seconds: float) -> None:
+    A guard made for a call nested in another (a tool a capsule invokes) has the outer guard as
+    `parent`: cancelling the outer call cancels it too. Host imports that block outside WASM
+    (the shell) poll `is_set`, since no epoch tick reaches them."""
+
+    def __init__(self, deadline_seconds: float, parent: CallGuard | None = None) -> None:
         self.deadline_seconds = deadline_seconds
+        self.parent = parent
         self._deadline_at = float("inf")  # the clock starts when the call starts (install)
         self._cancel_reason: str | None = None
         self.cause: str | None = None  # "deadline" or "cancelled" once the guard has trapped
@@ -86,7 +91,17 @@ class CallGuard:
 
     @property
     def cancel_reason(self) -> str | None:
+        """Why this call (or the call it is nested in) was cancelled; None while it was not."""
+        if self._cancel_reason is None and self.parent is not None:
+            return self.parent.cancel_reason
         return self._cancel_reason
+
+    def is_set(self) -> bool:
+        """Whether the call must stop: cancelled, or past its deadline (or its caller's). The
+        shell runner polls this as its cancel flag; the next epoch tick then names the cause."""
+        if self.cancel_reason is not None or time.monotonic() >= self._deadline_at:
+            return True
+        return self.parent is not None and self.parent.is_set()
 
     @contextmanager
     def suspended(self) -> Iterator[None]:
@@ -104,9 +119,10 @@ class CallGuard:
         ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), self._callback, None, _NO_FINALIZER)
 
     def _on_epoch(self, _ctx, _data, next_delta, kind) -> int:  # type: ignore[no-untyped-def]
-        if self._cancel_reason is not None:
+        reason = self.cancel_reason
+        if reason is not None:
             self.cause = "cancelled"
-            return _trap(self._cancel_reason)
+            return _trap(reason)
         if time.monotonic() >= self._deadline_at:
             self.cause = "deadline"
             return _trap(f"deadline exceeded after {self.deadline_seconds:g} s")

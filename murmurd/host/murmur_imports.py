@@ -60,7 +60,7 @@ def _invoke(call: CallContext, name: str, tool_input: Any) -> Any:
 
 def _shell_run(call: CallContext, binary: str, args: list[str], env: list[tuple[str, str]]) -> Any:
     try:
-        result = call.session.shell_run(binary, list(args), [tuple(pair) for pair in env])
+        result = call.session.shell_run(binary, list(args), [tuple(pair) for pair in env], call.guard)
     except ImportFailed as exc:
         return str(exc)
     return make_record(

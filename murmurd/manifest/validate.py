@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from murmurd.manifest.capsule import CapsuleManifest
+from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
@@ -46,9 +47,6 @@ _HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
 _PROMPT_SOURCES = ("system_prompt", "system_prompt_file", "system_prompt_artifact")
 _NETWORK_FORMS = "allowed forms are https://host[:port], host, or host:port"
-_CREDENTIAL_WORDS = frozenset(
-    {"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH"}
-)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -92,11 +90,6 @@ def validate_manifest(
     report.extend(found)
     report.extend(unknown_keys(CapsuleManifest, raw))
     return (model if report.ok else None), report
-
-
-def looks_like_credential(name: str) -> bool:
-    """`GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `OPENAI_API_KEY`, `DB_PASSWORD`, ..."""
-    return any(part in _CREDENTIAL_WORDS for part in re.split(r"[^A-Z0-9]+", name.upper()))
 
 
 # --------------------------------------------------------------------------- reading

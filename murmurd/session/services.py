@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
+from murmurd.host.interrupt import CallGuard
 from murmurd.session.shell import ShellError, run_shell
 from murmurd.session.tools import shell_policy
 from murmurd.staging.grants import network_allows
@@ -59,9 +60,11 @@ class CapsuleServices(SessionContext):
         return self.host.call_tool_sync(artifact.component, tool_input, grant=grant, session=self)
 
     # murmur:shell/execute
-    def shell_run(self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]]) -> ShellResult:
+    def shell_run(
+        self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]], cancel: CallGuard | None = None
+    ) -> ShellResult:
         try:
-            outcome = run_shell(self._shell_policy, binary, list(args), list(env), self.staged.host_env)
+            outcome = run_shell(self._shell_policy, binary, list(args), list(env), self.staged.host_env, cancel)
         except ShellError as exc:
             raise ImportFailed(str(exc)) from None
         return ShellResult(outcome.exit_code, outcome.stdout, outcome.stderr, outcome.truncated, outcome.full_output_path)

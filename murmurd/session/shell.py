@@ -12,8 +12,8 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   path canonicalized, or the bare name when nothing resolved (running it then fails).
 - **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
   `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
-  credential-shaped names; then the caller's overrides, filtered the same way (strip globs,
-  credential shape); then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
+  credentials (by name or value: `murmurd/manifest/credentials.py`); then the caller's
+  overrides, filtered the same way; then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
   empty, and the command runs in its own process group.
 - **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
   bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
@@ -24,8 +24,11 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   like a shell. A timeout kills the whole process group and reports exit code 124 (as
   coreutils `timeout` does) with `[murmurd] timed out after N s` appended to stderr and
   `timed_out` set. Once the command exits, anything it left behind still holding the output
-  pipes gets 2 s, then the group is killed. Only a spawn or I/O failure raises `ShellFailed`
-  (`ShellCanceled` when the caller's cancel event fires).
+  pipes gets 2 s; then (and always when the call ends) the group is killed, so no background
+  job outlives its call. Only a spawn or I/O failure raises `ShellFailed` (`ShellCanceled`
+  when the caller's cancel flag is set: the group is killed within 0.1 s).
+- **Never orphaned.** The group is registered with `shell_watchdog` while it runs, so it dies
+  with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
 
 `run_shell` blocks: call it from a worker thread.
 """
@@ -35,6 +38,7 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import fnmatch
+import functools
 import os
 import selectors
 import shlex
@@ -43,14 +47,14 @@ import signal
 import stat
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
-from murmurd.manifest.validate import looks_like_credential
+from murmurd.manifest.credentials import looks_like_credential
+from murmurd.session import shell_watchdog
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
@@ -65,6 +69,12 @@ LOGS_DIR_NAME = "logs"
 _PIPE_GRACE_SECONDS = 2.0
 _POLL_SECONDS = 0.1
 _READ_CHUNK = 64 * 1024
+
+
+class CancelFlag(Protocol):
+    """What a caller cancels a running command with: a `threading.Event`, or a host `CallGuard`."""
+
+    def is_set(self) -> bool: ...
 
 
 class ShellError(Exception):
@@ -207,8 +217,8 @@ def _matches(name: str, patterns: Iterable[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
 
 
-def _admissible(policy: ShellPolicy, name: str) -> bool:
-    return name != "HOME" and not looks_like_credential(name) and not _matches(name, policy.strip_env)
+def _admissible(policy: ShellPolicy, name: str, value: str) -> bool:
+    return name != "HOME" and not looks_like_credential(name, value) and not _matches(name, policy.strip_env)
 
 
 def _check_env_name(name: object, value: object) -> tuple[str, str]:
@@ -224,7 +234,7 @@ def _host_environment(policy: ShellPolicy, host_env: Mapping[str, str]) -> dict[
     return {
         name: value
         for name, value in host_env.items()
-        if _matches(name, patterns) and _admissible(policy, name) and "\x00" not in value
+        if _matches(name, patterns) and _admissible(policy, name, value) and "\x00" not in value
     }
 
 
@@ -237,7 +247,7 @@ def child_environment(
     env = _host_environment(policy, host_env)
     for pair in env_overrides:
         name, value = _check_env_name(*pair)
-        if _admissible(policy, name):
+        if _admissible(policy, name, value):
             env[name] = value
     env["HOME"] = str(policy.home)
     return env
@@ -286,14 +296,14 @@ def run_shell(
     args: Sequence[str],
     env_overrides: Iterable[tuple[str, str]] = (),
     host_env: Mapping[str, str] = os.environ,
-    cancel: threading.Event | None = None,
+    cancel: CancelFlag | None = None,
 ) -> ShellOutcome:
     """Check, then run one shell command to completion (blocking)."""
     return run_prepared(policy, prepare_shell(policy, binary, args, env_overrides, host_env), cancel)
 
 
 def run_prepared(
-    policy: ShellPolicy, invocation: ShellInvocation, cancel: threading.Event | None = None
+    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None = None
 ) -> ShellOutcome:
     """Run an invocation `prepare_shell` produced under the same policy."""
     if invocation.executable is None:
@@ -303,6 +313,8 @@ def run_prepared(
     except OSError as exc:
         raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc.strerror}") from None
 
+    if cancel is not None and cancel.is_set():
+        raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
@@ -318,12 +330,15 @@ def run_prepared(
             shell=False,
             close_fds=True,
             start_new_session=True,
+            preexec_fn=functools.partial(shell_watchdog.die_with_parent, os.getpid()),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
+    shell_watchdog.register(proc.pid)
 
     try:
         timed_out = _pump(proc, out, err, started + policy.timeout_seconds, cancel)
+        _end_group(proc)
         duration_ms = int((time.monotonic() - started) * 1000)
         returncode = proc.returncode
         assert returncode is not None
@@ -351,9 +366,8 @@ def run_prepared(
     except OSError as exc:
         raise ShellFailed(f"shell: I/O failure running {invocation.binary!r}: {exc}") from None
     finally:
-        if proc.poll() is None:  # only on an error path: never leave the command running
-            _kill_group(proc)
-            proc.wait()
+        _end_group(proc)  # a no-op unless an error or cancel left it running
+        shell_watchdog.unregister(proc.pid)
         out.close()
         err.close()
 
@@ -363,7 +377,7 @@ def _pump(
     out: _Collector,
     err: _Collector,
     deadline: float,
-    cancel: threading.Event | None,
+    cancel: CancelFlag | None,
 ) -> bool:
     """Collect both pipes until they close; enforce the deadline. True when it timed out."""
     assert proc.stdout is not None and proc.stderr is not None
@@ -383,7 +397,7 @@ def _pump(
                 timed_out = True
                 _kill_group(proc)
                 stop_reading_at = now + _PIPE_GRACE_SECONDS
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and _has_exited(proc):
                 exited_at = now
             if exited_at is not None and stop_reading_at is None and now - exited_at >= _PIPE_GRACE_SECONDS:
                 # The command is done; something it left behind still holds the pipes.
@@ -405,22 +419,38 @@ def _pump(
         proc.stdout.close()
         proc.stderr.close()
     # Pipes closed (or abandoned); the process may still run with them closed.
-    while True:
-        remaining = deadline - time.monotonic()
-        try:
-            if timed_out or remaining <= 0:
-                if not timed_out:
-                    timed_out = proc.poll() is None
-                _kill_group(proc)
-                proc.wait()
-                return timed_out
-            proc.wait(timeout=min(remaining, _POLL_SECONDS))
-            return False
-        except subprocess.TimeoutExpired:
-            if cancel is not None and cancel.is_set():
-                _kill_group(proc)
-                proc.wait()
-                raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled") from None  # type: ignore[index]
+    pause = 0.001
+    while not _has_exited(proc):
+        if cancel is not None and cancel.is_set():
+            _kill_group(proc)
+            raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled")  # type: ignore[index]
+        if not timed_out and time.monotonic() >= deadline:
+            timed_out = True
+            _kill_group(proc)
+        time.sleep(pause)
+        pause = min(pause * 2, _POLL_SECONDS)
+    return timed_out
+
+
+def _has_exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether the command has exited, *without* reaping it: while it is an unreaped zombie
+    its process-group id cannot be reused, so killing the group afterwards is safe."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def _end_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill whatever is left in the command's process group, then reap the command.
+
+    A call's processes end with the call: a background job the command started (even one
+    that closed its output) does not outlive it."""
+    if proc.returncode is None:
+        _kill_group(proc)
+        proc.wait()
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,17 @@ def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, st
     return args, script, command
 
 
+async def _off_loop_shell(policy: ShellPolicy, binary: str, args: list[str], host_env: Any) -> ShellOutcome:
+    """Run a shell call on a worker thread. Cancelling the awaiter (tasks/cancel, shutdown)
+    cannot stop the thread, so it sets the call's cancel flag: the process group dies."""
+    cancel = threading.Event()
+    try:
+        return await asyncio.to_thread(run_shell, policy, binary, args, (), host_env, cancel)
+    except asyncio.CancelledError:
+        cancel.set()
+        raise
+
+
 class ToolRunner:
     """Carries out the model's tool calls for one staged capsule."""
 
@@ -117,7 +129,7 @@ class ToolRunner:
     async def _shell(self, binary: str, tool_input: Any, started: float) -> ToolOutcome:
         try:
             args, _script, command = _shell_args(binary, tool_input)
-            outcome = await asyncio.to_thread(run_shell, self.policy, binary, args, (), self.staged.host_env)
+            outcome = await _off_loop_shell(self.policy, binary, args, self.staged.host_env)
         except (ShellRefused, ShellFailed) as exc:
             return ToolOutcome(f"error: {exc}", True, "shell", {
                 "binary": binary, "command": display_command([str(tool_input)]), "exit_code": -1,

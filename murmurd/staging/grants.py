@@ -22,7 +22,7 @@ from murmurd.manifest.capsule import (
     CapsuleManifest,
     DEFAULT_HOOK_DEADLINE_SECONDS,
 )
-from murmurd.manifest.validate import looks_like_credential
+from murmurd.manifest.credentials import looks_like_credential
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,12 @@ class GrantSet:
 
 
 def env_names(allow: list[str], strip: list[str], host_env: Mapping[str, str]) -> tuple[str, ...]:
-    """Host variables that pass: allowed (glob), present, not credential-shaped, not stripped."""
+    """Host variables that pass: allowed (glob), present, not a credential by name or value, not stripped."""
     names = [
         name
         for name in sorted(host_env)
         if any(fnmatch.fnmatchcase(name, pattern) for pattern in allow)
-        and not looks_like_credential(name)
+        and not looks_like_credential(name, host_env[name])
         and not any(fnmatch.fnmatchcase(name, pattern) for pattern in strip)
     ]
     return tuple(names)
