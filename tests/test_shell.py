@@ -374,6 +374,6 @@ def test_a_symlinked_logs_dir_is_refused(policy: ShellPolicy, tmp_path: Path) ->
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.symlink(elsewhere, policy.workdir / "logs")
-    with pytest.raises(ShellFailed, match="not a directory"):
+    with pytest.raises(ShellFailed, match="'logs': is a symlink"):
         run_shell(policy, "python3", ["-c", "print('w' * 20000)"], host_env=HOST_ENV)
     assert list(elsewhere.iterdir()) == []

@@ -40,7 +40,6 @@ import selectors
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import threading
@@ -50,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from murmurd import workdir_fs
 from murmurd.manifest.validate import looks_like_credential
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
@@ -480,32 +480,43 @@ class _Collector:
             self._spool = None
 
 
+def _logs_location(policy: ShellPolicy) -> tuple[Path, str]:
+    """The trusted root the logs directory is opened from, and its path relative to it."""
+    try:
+        return policy.workdir, policy.logs_dir.relative_to(policy.workdir).as_posix()
+    except ValueError:
+        return policy.logs_dir.parent, policy.logs_dir.name
+
+
 def _logs_dir(policy: ShellPolicy) -> Path:
-    """The logs directory, created if needed; a symlink there is refused."""
-    logs = policy.logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
-    info = os.lstat(logs)
-    if not stat.S_ISDIR(info.st_mode):
-        raise ShellFailed(f"shell: {str(logs)!r} is not a directory (a symlink is refused)")
-    return logs
+    """The logs directory, created if needed; a symlink on the way is refused (spools live there)."""
+    root, logs = _logs_location(policy)
+    try:
+        return workdir_fs.check_directory(root, logs)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot write the shell log: {exc}") from None
+
+
+def _new_log(policy: ShellPolicy, root: Path, logs: str) -> tuple[IO[bytes], str]:
+    """A fresh `shell-<stamp>.log` (never an existing file, never through a symlink)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    for attempt in range(100):
+        name = f"shell-{stamp}.log" if attempt == 0 else f"shell-{stamp}-{attempt}.log"
+        try:
+            return workdir_fs.create_new(root, f"{logs}/{name}"), name
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ShellFailed(f"shell: cannot write the shell log: {exc}") from None
+    raise ShellFailed(f"shell: cannot find a free log name in {str(policy.logs_dir)!r}")  # pragma: no cover
 
 
 def _write_log(
     policy: ShellPolicy, invocation: ShellInvocation, exit_code: int, out: _Collector, err: _Collector
 ) -> str:
-    logs = _logs_dir(policy)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    for attempt in range(100):
-        name = f"shell-{stamp}.log" if attempt == 0 else f"shell-{stamp}-{attempt}.log"
-        try:
-            fd = os.open(logs / name, flags, 0o644)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - 100 calls in the same microsecond
-        raise ShellFailed(f"shell: cannot find a free log name in {str(logs)!r}")
-    with os.fdopen(fd, "wb") as sink:
+    root, logs = _logs_location(policy)
+    handle, name = _new_log(policy, root, logs)
+    with handle as sink:
         header = [
             f"$ {shlex.join(invocation.argv)}",
             f"binary: {invocation.binary_path}",
@@ -521,7 +532,7 @@ def _write_log(
                     f"[murmurd: {dropped} more {label} bytes not kept; the log keeps "
                     f"{policy.max_log_stream_bytes} bytes per stream]\n".encode()
                 )
-    path = logs / name
+    path = policy.logs_dir / name
     try:
         return path.relative_to(policy.workdir).as_posix()
     except ValueError:
