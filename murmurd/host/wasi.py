@@ -3,6 +3,10 @@
 A call starts from nothing: no inherited environment (only the variables the caller passes),
 an empty stdin, stdout and stderr appended to a log file the caller names (or discarded), and
 at most one preopened directory, mounted as the guest's `.`.
+
+When the grant names a trusted `root` (the session workdir), the preopen and the log lie
+beneath it and are reached through `murmurd.workdir_fs`: a symlink a guest planted on the way
+(`logs/tool-x.log` -> `../../../etc/x`) is refused, never followed.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 
 from wasmtime import WasiConfig
 
+from murmurd import workdir_fs
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
 
 _TAIL_BYTES = 4096
@@ -29,6 +34,23 @@ class CallGrant:
     log_path: Path | None = None
     network: bool = False  # wasi:http reaches the network only when true
     limits: Limits = DEFAULT_LIMITS
+    root: Path | None = None  # trusted: `preopen` and `log_path` lie beneath it, reached without symlinks
+
+    def log_location(self) -> tuple[Path, str] | None:
+        """The directory the log is opened from and its path below it (an operator's own path: its parent)."""
+        if self.log_path is None:
+            return None
+        if self.root is not None:
+            return self.root, self.log_path.relative_to(self.root).as_posix()
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`
+        return self.log_path.parent, self.log_path.name
+
+    def checked_preopen(self) -> Path | None:
+        """The preopen, after checking no component below `root` is a symlink (wasmtime opens it by name)."""
+        if self.preopen is None or self.root is None:
+            return self.preopen
+        rel = self.preopen.relative_to(self.root).as_posix()
+        return self.root if rel == "." else workdir_fs.check_directory(self.root, rel)
 
 
 class CallOutput:
@@ -40,15 +62,18 @@ class CallOutput:
     bytes of stderr, which tell a failed allocation from any other trap.
     """
 
-    def __init__(self, log_path: Path | None) -> None:
-        self.log_path = log_path
+    def __init__(self, grant: CallGrant) -> None:
+        """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused."""
+        self.location = grant.log_location()
         directory = None
-        if log_path is not None:
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            directory = log_path.parent
+        if self.location is not None:
+            root, rel = self.location
+            parent = rel.rpartition("/")[0]
+            directory = workdir_fs.check_directory(root, parent) if parent else root
         self._stderr = self._scratch(directory, ".stderr-")
-        self._stdout = self._scratch(directory, ".stdout-") if log_path is not None else None
+        self._stdout = self._scratch(directory, ".stdout-") if self.location is not None else None
         self.stderr_tail = b""
+        self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._collected = False
 
     @staticmethod
@@ -70,10 +95,11 @@ class CallOutput:
         stdout = _read_and_remove(self._stdout)
         stderr = _read_and_remove(self._stderr)
         self.stderr_tail = stderr[-_TAIL_BYTES:]
-        if self.log_path is not None and (stdout or stderr):
-            with open(self.log_path, "ab") as log:
-                log.write(stdout)
-                log.write(stderr)
+        if self.location is not None and (stdout or stderr):
+            try:
+                workdir_fs.append_bytes(*self.location, stdout + stderr)
+            except OSError as exc:
+                self.log_refused = exc
 
 
 def _read_and_remove(path: Path | None) -> bytes:
@@ -92,6 +118,7 @@ def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfi
     config.argv = [program]
     config.env = [(key, value) for key, value in grant.env.items()]
     output.configure(config)
-    if grant.preopen is not None:
-        config.preopen_dir(str(grant.preopen), ".")
+    preopen = grant.checked_preopen()
+    if preopen is not None:
+        config.preopen_dir(str(preopen), ".")
     return config

@@ -131,10 +131,10 @@ class ToolRunner:
     def _skill(self, name: str, started: float) -> ToolOutcome:
         artifact = self.staged.artifacts[name]
         try:
-            text = artifact.payload.read_text(encoding="utf-8")
+            text = self.staged.read_installed(name)
             ok = True
-        except OSError as exc:
-            text, ok = f"error: skill {name}: {exc.strerror}", False
+        except (OSError, UnicodeDecodeError) as exc:
+            text, ok = f"error: skill {name}: {exc}", False
         return ToolOutcome(text, not ok, "skill_call", {
             "skill_name": name, "output_bytes": len(text.encode()), "duration_ms": _ms(started),
             "status": "ok" if ok else "error",
