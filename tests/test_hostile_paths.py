@@ -6,6 +6,8 @@ nothing outside the workdir is read or written."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -173,3 +175,102 @@ def test_an_artifact_name_that_climbs_out_is_refused_before_anything_is_written(
     assert run.returncode != 0 and "E-ART-006" in run.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["capsule"]
     assert sorted(p.name for p in capsule.iterdir()) == ["murmur.yaml"]
+
+
+# --------------------------------------------------------------------------- the refusals' error paths
+
+
+def _answering_capsule(tmp_path: Path, **extra) -> Path:
+    responses = [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "word " * 50}]}]
+    return driver_capsule(tmp_path, "scripted-driver", {"responses": responses}, **extra)
+
+
+@pytest.mark.anyio
+async def test_an_unwritable_result_or_task_file_fails_that_task_only(tmp_path: Path, host) -> None:
+    outside = _outside(tmp_path)
+    staged = stage(_answering_capsule(tmp_path), host, tmp_path)
+    root = staged.workdir.root
+    session = Session(staged, host)
+    await session.open()
+    (root / "task.md").mkdir()  # a directory where task.md belongs
+    no_task = await session.run_task(TaskSpec("tsk_" + "1" * 32, "one"))
+    (root / "task.md").rmdir()
+    shutil.rmtree(root / "out")
+    os.symlink("../../../outside", root / "out")
+    no_result = await session.run_task(TaskSpec("tsk_" + "2" * 32, "two"))
+    os.unlink(root / "out")
+    fine = await session.run_task(TaskSpec("tsk_" + "3" * 32, "three"))
+    await session.close()
+    assert no_task.exit_status == "failed" and no_task.error.startswith("cannot write task.md:")
+    assert no_result.exit_status == "failed"
+    assert no_result.error == "cannot write out/result.txt: 'out': is a symlink; murmurd follows no symlink inside the workdir"
+    assert fine.exit_status == "ok", fine.error
+    assert (root / "out" / "result.txt").read_text().startswith("word")
+    _assert_untouched(outside)
+
+
+@pytest.mark.anyio
+async def test_a_script_capsule_with_a_symlinked_out_dir_fails_clearly(tmp_path, host, artifacts) -> None:
+    outside = _outside(tmp_path)
+    staged = stage(capsule_dir(tmp_path, {"name": "script", "version": "1.0.0"}, artifacts.fixture("pull-capsule")),
+                   host, tmp_path)
+    (staged.workdir.root / "out").rmdir()
+    os.symlink("../../../outside", staged.workdir.root / "out")
+    session = Session(staged, host)
+    await session.open()
+    outcome = await session.run_task(TaskSpec("tsk_" + "1" * 32, "{}"))
+    await session.close()
+    assert outcome.exit_status == "failed" and outcome.error.startswith("cannot clear out/result.txt: 'out': is a symlink")
+    _assert_untouched(outside)
+
+
+@pytest.mark.anyio
+async def test_a_planted_bootstrap_log_costs_the_note_not_the_task(tmp_path: Path, host) -> None:
+    outside = _outside(tmp_path)
+    staged = stage(_answering_capsule(tmp_path, context={"max_tokens": 100}), host, tmp_path)
+    os.symlink("../../../../outside/tool.log", staged.workdir.root / "logs" / "bootstrap.log")
+    session = Session(staged, host)
+    await session.open()
+    outcome = await session.run_task(TaskSpec("tsk_" + "1" * 32, "talk"))
+    await session.close()
+    assert outcome.exit_status == "ok", outcome.error
+    _assert_untouched(outside)
+
+
+def test_a_symlinked_log_dir_or_preopen_fails_the_call(tmp_path: Path, host, artifacts) -> None:
+    from murmurd.host import CallGrant, HostError, ToolInput
+
+    outside = _outside(tmp_path)
+    root = tmp_path / "workdir"
+    root.mkdir()
+    os.symlink("../outside", root / "logs")
+    os.symlink("../outside", root / "data")
+    echo = host.load(artifacts.example("echo"), name="echo")
+    with pytest.raises(HostError, match="echo: its log is refused: 'logs': is a symlink"):
+        host.call_tool_sync(echo, ToolInput(data="{}"), grant=CallGrant(root=root, log_path=root / "logs" / "t.log"))
+    with pytest.raises(HostError, match="echo: its filesystem grant is refused: 'data': is a symlink"):
+        host.call_tool_sync(echo, ToolInput(data="{}"), grant=CallGrant(root=root, preopen=root / "data"))
+    assert sorted(p.name for p in outside.iterdir()) == ["result.txt", "secret.txt", "task.md", "tool.log"]
+
+
+def test_unreadable_history_or_context_dir_fails_that_task_only(tmp_path: Path) -> None:
+    outside = _outside(tmp_path)
+    capsule = chaos_capsule(tmp_path, lifecycle={"conversation": "threaded"})
+    with serving(capsule, tmp_path / "state") as served:
+        contexts = served.workdir / "contexts"
+        (contexts / "ctx_planted").mkdir()
+        os.symlink("../../../../../outside/secret.txt", contexts / "ctx_planted" / "history.json")
+        planted = served.send("read it", contextId="ctx_planted")
+        failed = served.wait_state(planted["id"], "failed")
+        assert "ctx_planted" in failed["status"]["message"]
+        assert "'contexts/ctx_planted/history.json': is a symlink" in failed["status"]["message"]
+        assert SECRET not in json.dumps(failed)
+        (served.workdir / "out" / "result_chosen-1.txt").mkdir()  # where the task's result must go
+        chosen = served.rpc("tasks/send", {"id": "chosen-1", "sessionId": "ctx_fresh",
+                                           "message": {"role": "user", "parts": [{"type": "text", "text": "w"}]}})
+        assert chosen["result"]["status"]["state"] == "failed"
+        message = chosen["result"]["status"]["message"]["parts"][0]["text"]
+        assert message.startswith("cannot record the conversation: ") and "result_chosen-1.txt" in message
+        ordinary = served.send("ordinary", contextId="ctx_plain")
+        assert served.wait_state(ordinary["id"], "completed")["status"]["response"] == "answer: ordinary"
+    _assert_untouched(outside)

@@ -269,7 +269,9 @@ class Session:
         try:
             workdir_fs.write_text(self.staged.workdir.root, RESULT, text)
         except OSError as exc:
-            outcome.exit_status, outcome.error = "failed", f"cannot write {RESULT}: {exc}"
+            problem = f"cannot write {RESULT}: {exc}"
+            outcome.error = problem if outcome.ok else f"{outcome.error} (and {problem})"
+            outcome.exit_status = "failed"
             return
         outcome.result_text = text if outcome.ok else outcome.result_text
 
