@@ -310,6 +310,30 @@ def unlink(root: Path, rel: RelPath) -> None:
         pass
 
 
+def open_directory(root: Path, rel: RelPath) -> int:
+    """A descriptor of the directory `rel` (created with its parents); the caller closes it."""
+    parts = split_relative(rel)
+    with _parent(root, (*parts, "."), create=True) as fd:
+        return os.dup(fd)
+
+
+def new_scratch(dir_fd: int, prefix: str) -> tuple[int, str]:
+    """A new empty file in the directory `dir_fd`: its read-write descriptor and its name."""
+    for _ in range(100):
+        name = f"{prefix}{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free scratch name")  # pragma: no cover
+
+
+def read_fd(fd: int) -> bytes:
+    """Everything in the file `fd` from its start (a descriptor the runtime kept, not a name)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return _read_at_most(fd, None)
+
+
 def check_directory(root: Path, rel: RelPath) -> Path:
     """`rel` beneath `root` as an absolute path, after checking no component is a symlink
     (for a directory handed to wasmtime by name, which would follow one)."""

@@ -274,3 +274,19 @@ def test_unreadable_history_or_context_dir_fails_that_task_only(tmp_path: Path) 
         ordinary = served.send("ordinary", contextId="ctx_plain")
         assert served.wait_state(ordinary["id"], "completed")["status"]["response"] == "answer: ordinary"
     _assert_untouched(outside)
+
+
+def test_a_guest_that_swaps_its_scratch_output_for_a_symlink_leaks_nothing(tmp_path: Path, host, artifacts) -> None:
+    from murmurd.host import CallGrant, ToolInput
+
+    _outside(tmp_path)
+    root = tmp_path / "workdir"
+    (root / "logs").mkdir(parents=True)
+    plant = host.load(artifacts.fixture("plant-link"), name="plant-link")
+    swap = [["logs/.std*", "../../outside/secret.txt"]]  # wasmtime's stdout/stderr files, by name
+    grant = CallGrant(root=root, preopen=root, log_path=root / "logs" / "tool-plant-link.log")
+    result = host.call_tool_sync(plant, ToolInput(data=json.dumps(swap)), grant=grant)
+    assert result.data.startswith("planted logs/.std")  # the guest did swap them
+    log = (root / "logs" / "tool-plant-link.log").read_text()
+    assert "planting logs/.std" in log and SECRET not in log
+    assert os.listdir(root / "logs") == ["tool-plant-link.log"]

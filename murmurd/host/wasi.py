@@ -23,6 +23,7 @@ from murmurd import workdir_fs
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
 
 _TAIL_BYTES = 4096
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -57,43 +58,49 @@ class CallOutput:
     """Where a call's stdout and stderr go, and the tail of its stderr once it is over.
 
     wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
-    I/O threads, which would otherwise be called back during interpreter shutdown). After the
-    call, `collect` appends them to the caller's log (stdout, then stderr) and keeps the last
-    bytes of stderr, which tell a failed allocation from any other trap.
+    I/O threads, which would otherwise be called back during interpreter shutdown). The scratch
+    files live beside the log; the runtime keeps its own descriptors to them, so a guest that
+    swaps one for a symlink during the call changes nothing the runtime reads. After the call,
+    `collect` appends them to the caller's log (stdout, then stderr) and keeps the last bytes of
+    stderr, which tell a failed allocation from any other trap.
     """
 
     def __init__(self, grant: CallGrant) -> None:
         """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused."""
         self.location = grant.log_location()
-        directory = None
         if self.location is not None:
             root, rel = self.location
             parent = rel.rpartition("/")[0]
-            directory = workdir_fs.check_directory(root, parent) if parent else root
+            directory = workdir_fs.under(root, parent) if parent else root
+            self._dir_fd = workdir_fs.open_directory(root, parent) if parent else os.open(root, _DIR_FLAGS)
+        else:
+            directory = Path(tempfile.gettempdir())
+            self._dir_fd = os.open(directory, _DIR_FLAGS)
         self._stderr = self._scratch(directory, ".stderr-")
         self._stdout = self._scratch(directory, ".stdout-") if self.location is not None else None
         self.stderr_tail = b""
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._collected = False
 
-    @staticmethod
-    def _scratch(directory: Path | None, prefix: str) -> Path:
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
-        os.close(fd)
-        return Path(name)
+    def _scratch(self, directory: Path, prefix: str) -> tuple[int, str, Path]:
+        fd, name = workdir_fs.new_scratch(self._dir_fd, prefix)
+        return fd, name, directory / name
 
     def configure(self, config: WasiConfig) -> None:
-        config.stderr_file = str(self._stderr)
+        config.stderr_file = str(self._stderr[2])
         if self._stdout is not None:
-            config.stdout_file = str(self._stdout)
+            config.stdout_file = str(self._stdout[2])
 
     def collect(self) -> None:
         """Call once the store is gone (its files closed). Idempotent."""
         if self._collected:
             return
         self._collected = True
-        stdout = _read_and_remove(self._stdout)
-        stderr = _read_and_remove(self._stderr)
+        try:
+            stdout = self._take(self._stdout)
+            stderr = self._take(self._stderr)
+        finally:
+            os.close(self._dir_fd)
         self.stderr_tail = stderr[-_TAIL_BYTES:]
         if self.location is not None and (stdout or stderr):
             try:
@@ -101,16 +108,21 @@ class CallOutput:
             except OSError as exc:
                 self.log_refused = exc
 
-
-def _read_and_remove(path: Path | None) -> bytes:
-    if path is None:
-        return b""
-    try:
-        return path.read_bytes()
-    except OSError:
-        return b""
-    finally:
-        path.unlink(missing_ok=True)
+    def _take(self, scratch: tuple[int, str, Path] | None) -> bytes:
+        """The scratch file's bytes, read through the runtime's own descriptor; the file is removed."""
+        if scratch is None:
+            return b""
+        fd, name, _path = scratch
+        try:
+            return workdir_fs.read_fd(fd)
+        except OSError:
+            return b""
+        finally:
+            os.close(fd)
+            try:
+                os.unlink(name, dir_fd=self._dir_fd)  # a link the guest put there is removed, not followed
+            except OSError:
+                pass
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
