@@ -311,10 +311,20 @@ def unlink(root: Path, rel: RelPath) -> None:
 
 
 def open_directory(root: Path, rel: RelPath) -> int:
-    """A descriptor of the directory `rel` (created with its parents); the caller closes it."""
-    parts = split_relative(rel)
+    """A descriptor of the directory `rel` (created with its parents; `.` is `root` itself).
+    The caller closes it."""
+    text = rel.as_posix() if isinstance(rel, PurePath) else rel
+    parts = () if all(part in ("", ".") for part in text.split("/")) else split_relative(rel)
     with _parent(root, (*parts, "."), create=True) as fd:
         return os.dup(fd)
+
+
+def unlink_at(dir_fd: int, name: str) -> None:
+    """Remove `name` from the directory `dir_fd` if present (a symlink is removed, not followed)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
 
 
 def new_scratch(dir_fd: int, prefix: str) -> tuple[int, str]:

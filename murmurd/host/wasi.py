@@ -23,7 +23,6 @@ from murmurd import workdir_fs
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
 
 _TAIL_BYTES = 4096
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -70,12 +69,12 @@ class CallOutput:
         self.location = grant.log_location()
         if self.location is not None:
             root, rel = self.location
-            parent = rel.rpartition("/")[0]
-            directory = workdir_fs.under(root, parent) if parent else root
-            self._dir_fd = workdir_fs.open_directory(root, parent) if parent else os.open(root, _DIR_FLAGS)
+            parent = rel.rpartition("/")[0] or "."
+            directory = root if parent == "." else workdir_fs.under(root, parent)
         else:
-            directory = Path(tempfile.gettempdir())
-            self._dir_fd = os.open(directory, _DIR_FLAGS)
+            root, parent = Path(tempfile.gettempdir()), "."
+            directory = root
+        self._dir_fd = workdir_fs.open_directory(root, parent)
         self._stderr = self._scratch(directory, ".stderr-")
         self._stdout = self._scratch(directory, ".stdout-") if self.location is not None else None
         self.stderr_tail = b""
@@ -120,7 +119,7 @@ class CallOutput:
         finally:
             os.close(fd)
             try:
-                os.unlink(name, dir_fd=self._dir_fd)  # a link the guest put there is removed, not followed
+                workdir_fs.unlink_at(self._dir_fd, name)  # a link the guest put there is removed, not followed
             except OSError:
                 pass
 

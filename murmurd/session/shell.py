@@ -298,10 +298,11 @@ def run_prepared(
     """Run an invocation `prepare_shell` produced under the same policy."""
     if invocation.executable is None:
         raise ShellFailed(f"shell: {invocation.binary!r} is allowed but was not found on PATH")
+    root, home = _beneath_workdir(policy, policy.home)
     try:
-        policy.home.mkdir(parents=True, exist_ok=True)
+        workdir_fs.make_dirs(root, home)
     except OSError as exc:
-        raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc.strerror}") from None
+        raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc}") from None
 
     out = _Collector(policy)
     err = _Collector(policy)
@@ -480,12 +481,18 @@ class _Collector:
             self._spool = None
 
 
-def _logs_location(policy: ShellPolicy) -> tuple[Path, str]:
-    """The trusted root the logs directory is opened from, and its path relative to it."""
+def _beneath_workdir(policy: ShellPolicy, directory: Path) -> tuple[Path, str]:
+    """The trusted root `directory` is opened from (the workdir, else its own parent) and its
+    path below it: no symlink below the workdir is followed."""
     try:
-        return policy.workdir, policy.logs_dir.relative_to(policy.workdir).as_posix()
+        return policy.workdir, directory.relative_to(policy.workdir).as_posix()
     except ValueError:
-        return policy.logs_dir.parent, policy.logs_dir.name
+        directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir
+        return directory.parent, directory.name
+
+
+def _logs_location(policy: ShellPolicy) -> tuple[Path, str]:
+    return _beneath_workdir(policy, policy.logs_dir)
 
 
 def _logs_dir(policy: ShellPolicy) -> Path:

@@ -28,6 +28,7 @@ from murmurd.session.shell import (
     split_command,
 )
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
+from murmurd.staging.workdir import log_file
 
 RESERVED_METADATA = ("state_effect", "resource_id")
 
@@ -147,7 +148,7 @@ class ToolRunner:
         grant = self.staged.call_grant(name, log_name=f"tool-{name}.log")
         try:
             result = await self.host.call_tool(
-                artifact.component, ToolInput(data=data, log_path=f"logs/tool-{name}.log"),
+                artifact.component, ToolInput(data=data, log_path=log_file(f"tool-{name}.log")),
                 grant=grant, session=self.session, on_chunk=on_chunk, on_thinking=on_thinking,
             )
         except HostError as exc:
