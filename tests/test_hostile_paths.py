@@ -290,3 +290,22 @@ def test_a_guest_that_swaps_its_scratch_output_for_a_symlink_leaks_nothing(tmp_p
     log = (root / "logs" / "tool-plant-link.log").read_text()
     assert "planting logs/.std" in log and SECRET not in log
     assert os.listdir(root / "logs") == ["tool-plant-link.log"]
+
+
+@pytest.mark.parametrize(("planted", "message"), [
+    ("trace.jsonl", "cannot open the session: cannot open trace"),
+    ("logs/otel.log", "cannot open the session: cannot open logs/otel.log"),
+    ("tools", "cannot launch"),
+])
+def test_a_reused_workdir_holding_a_symlink_is_refused_at_launch(tmp_path: Path, planted: str, message: str) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workdir = tmp_path / "workdir"
+    (workdir / "logs").mkdir(parents=True)
+    os.symlink(outside / "target", workdir / planted)
+    capsule = _answering_capsule(tmp_path, observability={"otel_endpoint": "http://127.0.0.1:9"})
+    run = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "hi", "--workdir", str(workdir)],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 1 and message in run.stderr
+    assert f"'{planted}': is a symlink; murmurd follows no symlink inside the workdir" in run.stderr
+    assert list(outside.iterdir()) == []

@@ -125,3 +125,22 @@ def test_storage_names_keep_plain_ids_and_hash_the_rest() -> None:
     assert all(name.startswith("_") and len(name) == 65 and name[1:].isalnum() for name in names)
     assert len(set(names)) == len(hostile)
     assert storage_name("a/b") == storage_name("a/b")  # stable: the same context finds its history again
+
+
+def test_the_layout_turns_names_and_ids_into_safe_relative_paths(tmp_path: Path) -> None:
+    from murmurd.staging.workdir import Workdir, component, history_file, log_file, task_result_file, tool_file
+
+    assert history_file("ctx_1") == "contexts/ctx_1/history.json"
+    assert history_file("../../../tmp/x") == f"contexts/{storage_name('../../../tmp/x')}/history.json"
+    assert task_result_file("tsk_1") == "out/result_tsk_1.txt"
+    assert task_result_file("a/../../b").count("/") == 1
+    assert tool_file("echo", "skill.md") == "tools/echo/skill.md" and log_file("tool-echo.log") == "logs/tool-echo.log"
+    for bad in ("", ".", "..", "a/b", "a\\b", "a\x00b"):
+        with pytest.raises(UnsafePathError, match="is not a plain file name"):
+            component(bad)
+    with pytest.raises(UnsafePathError):
+        tool_file("../../escape", "murmur.yaml")
+    layout = Workdir(tmp_path)
+    assert layout.path(".") == layout.path("./") == tmp_path and layout.path("out/x") == tmp_path / "out" / "x"
+    with pytest.raises(UnsafePathError, match="climbs out"):
+        layout.path("data/../../x")

@@ -107,7 +107,10 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
     if not endpoint:
         return SessionSpans.disabled()
     manifest = staged.manifest
-    log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+    try:
+        log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+    except OSError as exc:
+        raise TraceWriteError(f"cannot open logs/otel.log: {exc}") from None
     return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
 
 

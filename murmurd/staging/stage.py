@@ -129,6 +129,32 @@ def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
         workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
 
 
+def _lay_out(
+    layout: Workdir, manifest: CapsuleManifest, resolved: list[ResolvedArtifact],
+    components: dict[str, LoadedComponent], shell_allow: list[str], session_id: str, env: Mapping[str, str],
+) -> tuple[dict[str, InstalledArtifact], GrantSet]:
+    """Create the workdir and install everything into it (every path through workdir_fs)."""
+    layout.create()
+    installed: dict[str, InstalledArtifact] = {}
+    for ref, artifact in zip(manifest.artifacts, resolved):
+        directory = install_artifact(layout, artifact)
+        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
+    _write_shell_manifests(layout, shell_allow)
+
+    grants = compute_grants(manifest, env)
+    for grant in [grants.capsule, *grants.components.values()]:
+        if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
+            workdir_fs.make_dirs(layout.root, grant.filesystem)
+    items = [
+        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
+        for a in installed.values()
+    ]
+    workdir_fs.write_text(
+        layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
+    )
+    return installed, grants
+
+
 def stage_capsule(
     capsule_dir: Path,
     *,
@@ -205,24 +231,10 @@ def stage_capsule(
 
     session_id = new_session_id()
     layout = Workdir(Path(workdir).resolve()) if workdir is not None else default_workdir(capsule_dir, session_id)
-    layout.create()
-    installed: dict[str, InstalledArtifact] = {}
-    for ref, artifact in zip(manifest.artifacts, resolved):
-        directory = install_artifact(layout, artifact)
-        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
-    _write_shell_manifests(layout, shell_allow)
-
-    grants = compute_grants(manifest, env)
-    for grant in [grants.capsule, *grants.components.values()]:
-        if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
-            workdir_fs.make_dirs(layout.root, grant.filesystem)
-    items = [
-        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
-        for a in installed.values()
-    ]
-    workdir_fs.write_text(
-        layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
-    )
+    try:
+        installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
+    except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
+        raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
     return StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )
