@@ -23,7 +23,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import BinaryIO, TextIO
@@ -222,46 +222,40 @@ def make_dirs(root: Path, rel: RelPath) -> None:
         pass
 
 
-def write_bytes(root: Path, rel: RelPath, data: bytes) -> None:
-    """Replace the file `rel` with `data` atomically (parents created); a symlink there is replaced."""
+def _replace(root: Path, rel: RelPath, fill: Callable[[BinaryIO], object]) -> None:
+    """Write a fresh temporary file beside `rel` with `fill`, then rename it over `rel`: a reader
+    never sees half a file, and a symlink at `rel` is replaced, never written through."""
     parts = split_relative(rel)
-    here = "/".join(parts)
     with _parent(root, parts, create=True) as parent:
         tmp = f".{parts[-1][:100]}.{secrets.token_hex(6)}.tmp"
-        fd = _open_leaf(parent, tmp, _NEW, here)
+        fd = _open_leaf(parent, tmp, _NEW, "/".join(parts))
         try:
             with os.fdopen(fd, "wb") as sink:
-                sink.write(data)
+                fill(sink)
             os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=parent)
-            except OSError:
-                pass
+            unlink_at(parent, tmp)
             raise
 
 
+def write_bytes(root: Path, rel: RelPath, data: bytes) -> None:
+    """Replace the file `rel` with `data` (parents created); a symlink there is replaced."""
+    _replace(root, rel, lambda sink: sink.write(data))
+
+
 def write_text(root: Path, rel: RelPath, text: str) -> None:
-    write_bytes(root, rel, text.encode("utf-8", errors="surrogateescape"))
+    """UTF-8; a lone surrogate (JSON from the wire may carry one) becomes `?` instead of failing."""
+    write_bytes(root, rel, text.encode("utf-8", errors="replace"))
 
 
 def copy_into(source: Path, root: Path, rel: RelPath) -> None:
     """Copy the file `source` (outside the workdir, trusted) to `rel` beneath `root`."""
-    parts = split_relative(rel)
-    here = "/".join(parts)
-    with _parent(root, parts, create=True) as parent:
-        tmp = f".{parts[-1][:100]}.{secrets.token_hex(6)}.tmp"
-        fd = _open_leaf(parent, tmp, _NEW, here)
-        try:
-            with os.fdopen(fd, "wb") as sink, open(source, "rb") as origin:  # noqa: PTH123
-                shutil.copyfileobj(origin, sink, _CHUNK)
-            os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
-        except BaseException:
-            try:
-                os.unlink(tmp, dir_fd=parent)
-            except OSError:
-                pass
-            raise
+
+    def fill(sink: BinaryIO) -> None:
+        with open(source, "rb") as origin:
+            shutil.copyfileobj(origin, sink, _CHUNK)
+
+    _replace(root, rel, fill)
 
 
 def _append_fd(root: Path, rel: RelPath) -> int:

@@ -32,6 +32,8 @@ def test_files_round_trip(root: Path) -> None:
     assert workdir_fs.read_text(root, "out/deep/a.txt") == "two"
     assert workdir_fs.read_bytes(root, "./logs//x.log") == b"a\nb\n"
     assert sorted(os.listdir(root / "out" / "deep")) == ["a.txt"]  # no temporary file left
+    workdir_fs.write_text(root, "out/wire.txt", "lone \ud800 surrogate")
+    assert workdir_fs.read_text(root, "out/wire.txt") == "lone ? surrogate"
     workdir_fs.unlink(root, "out/deep/a.txt")
     workdir_fs.unlink(root, "out/deep/a.txt")  # already gone: fine
     assert not (root / "out" / "deep" / "a.txt").exists()
