@@ -174,6 +174,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from murmurd.host import ComponentHost
     from murmurd.session.run_once import PrintingEvents, run_once, stdout_writer
     from murmurd.staging.stage import StagingError
+    from murmurd.trace.writer import TraceWriteError
 
     events = PrintingEvents(stdout_writer, lambda text: print(text, end="", file=sys.stderr, flush=True))
     host = ComponentHost()
@@ -184,6 +185,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
         ))
     except StagingError as exc:
         _eprint(f"murmurd run: cannot launch {args.capsule_dir}:\n{exc}")
+        return 1
+    except TraceWriteError as exc:  # the session's trace or OTel log is refused (a symlink in --workdir)
+        _eprint(f"murmurd run: cannot open the session: {exc}")
         return 1
     finally:
         host.close()
@@ -232,6 +236,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from murmurd.a2a.store import TaskStoreError
     from murmurd.host import ComponentHost
     from murmurd.staging.stage import StagingError
+    from murmurd.trace.writer import TraceWriteError
 
     options = ServeOptions(
         host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
@@ -246,6 +251,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return asyncio.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=_eprint))
     except StagingError as exc:
         _eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")
+        return 1
+    except TraceWriteError as exc:
+        _eprint(f"murmurd serve: cannot open the session: {exc}")
         return 1
     except (PortTaken, StateDirError, TaskStoreError) as exc:
         _eprint(f"murmurd serve: {exc}")

@@ -67,6 +67,15 @@ INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     "on-overflow-on-driver": (
         {"artifacts": [{"name": "d", "runtime": "driver", "on_overflow": "block"}]},
         "E-ART-004", "artifacts[0].on_overflow"),
+    "artifact-name-climbs-out": (
+        {"artifacts": [{"name": "../../../escape"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-is-a-path": ({"artifacts": [{"name": "tools/x"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-dot-dot": ({"artifacts": [{"name": ".."}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-hidden": ({"artifacts": [{"name": ".hidden"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-nul": ({"artifacts": [{"name": "a\x00b"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-space": ({"artifacts": [{"name": "two words"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-dot": ({"artifacts": [{"name": "web.fetch"}]}, "E-ART-006", "artifacts[0].name"),
+    "artifact-name-too-long": ({"artifacts": [{"name": "x" * 65}]}, "E-ART-006", "artifacts[0].name"),
     "on-overflow-unknown-value": (
         {"artifacts": [{"name": "h", "runtime": "hook", "on_overflow": "spill"}]},
         "E-MAN-007", "artifacts[0].on_overflow"),
@@ -211,6 +220,7 @@ VALID: dict[str, dict[str, Any]] = {
     "wasm-spelling": {"artifacts": [{"name": "old", "runtime": "wasm"}]},
     "hook-on-overflow": {"artifacts": [{"name": "h", "runtime": "hook", "on_overflow": "block"}]},
     "skill-without-capabilities": {"artifacts": [{"name": "s", "runtime": "skill"}]},
+    "artifact-names": {"artifacts": [{"name": n} for n in ("write-file", "web_fetch", "Tool2", "7zip", "x" * 64)]},
     "prompt-file": {"inference": {"system_prompt_file": "prompt.md"}},
     "otel": {"observability": {"otel_endpoint": "http://collector:4318"}},
 }

@@ -503,6 +503,15 @@ def test_a_symlinked_logs_dir_is_refused(policy: ShellPolicy, tmp_path: Path) ->
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     os.symlink(elsewhere, policy.workdir / "logs")
-    with pytest.raises(ShellFailed, match="not a directory"):
+    with pytest.raises(ShellFailed, match="'logs': is a symlink"):
         run_shell(policy, "python3", ["-c", "print('w' * 20000)"], host_env=HOST_ENV)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_symlinked_capsule_home_is_refused(policy: ShellPolicy, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, policy.home)
+    with pytest.raises(ShellFailed, match="cannot create HOME .*'.capsule-home': is a symlink"):
+        run_shell(policy, "python3", ["-c", "open('planted', 'w')"], host_env=HOST_ENV)
     assert list(elsewhere.iterdir()) == []

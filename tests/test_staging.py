@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -270,3 +271,18 @@ def test_publish_and_install_from_the_command_line(tmp_path: Path, artifacts) ->
     missing = subprocess.run([sys.executable, "-m", "murmurd", "publish", str(tmp_path / "nothing-here"),
                               "--registry", str(registry_dir)], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and "murmurd publish:" in missing.stderr
+
+
+def test_a_pull_never_installs_through_a_planted_symlink_or_a_path_name(tmp_path, host, artifacts, registry) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    capsule = _pull_capsule(tmp_path, artifacts, {"pull": ["write-file", "0.1.0"]})
+    staged = stage_capsule(capsule, host=host, registry=registry)
+    os.symlink("../../../../outside", staged.workdir.tools / "write-file")  # as a hostile tool would
+    report = _run_capsule(staged, host, tmp_path / "plan.json")
+    assert "cannot install: 'tools/write-file': is a symlink" in report["pull"]["err"]
+    assert report["after"] == [["echo", "0.1.0", "wasm"]]
+    (tmp_path / "plan.json").write_text(json.dumps({"pull": ["../../../outside/x", "0.1.0"]}))
+    report = _run_capsule(staged, host, tmp_path / "plan.json")
+    assert "not a plain artifact name" in report["pull"]["err"]
+    assert list(outside.iterdir()) == [] and not (capsule / "murmur.lock").exists()

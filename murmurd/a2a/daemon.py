@@ -16,6 +16,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
 
+from murmurd import workdir_fs
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.store import TaskStore
 from murmurd.a2a.stream import EventLog
@@ -38,6 +39,7 @@ from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
+from murmurd.staging.workdir import history_file, task_result_file
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -51,6 +53,10 @@ class TaskNotFound(LookupError):
 
 class TaskNotCancelable(RuntimeError):
     pass
+
+
+class HistoryUnreadable(RuntimeError):
+    """A threaded context's stored history is refused (a symlink, bad JSON): its task fails."""
 
 
 class NotAReply(ValueError):
@@ -354,9 +360,15 @@ class CapsuleDaemon:
         services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
         self._current_trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
+        try:
+            history = self._load_history(record.context_id)
+        except HistoryUnreadable as exc:
+            services.loop.ask_for_input = None
+            await self._finish(record, TaskState.FAILED, str(exc))
+            return
         spec = TaskSpec(
             record.id, record.history[0].text, context_id=record.context_id, source="a2a",
-            origin=record.origin, trust=record.trust, history=self._load_history(record.context_id),
+            origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
         self._cancel_reason = "canceled by request"
@@ -368,7 +380,9 @@ class CapsuleDaemon:
             return
         finally:
             services.loop.ask_for_input = None
-        self._record_conversation(record, outcome)
+        problem = self._record_conversation(record, outcome)
+        if problem is not None and outcome.ok:
+            outcome.exit_status, outcome.error = "failed", problem
         if outcome.ok:
             record.result_text = outcome.result_text
             record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
@@ -416,31 +430,34 @@ class CapsuleDaemon:
         async with self._changed:
             self._changed.notify_all()
 
-    def _history_file(self, context_id: str):  # type: ignore[no-untyped-def]
-        return self.staged.workdir.contexts / context_id / "history.json"
-
     def _load_history(self, context_id: str) -> list[Message]:
+        """The context's stored history (threaded only); `HistoryUnreadable` when it is refused."""
         if self.policy.conversation != "threaded":
             return []
-        path = self._history_file(context_id)
-        if not path.is_file():
+        rel = history_file(context_id)
+        try:
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel))
+            return [Message(**m) for m in stored]
+        except FileNotFoundError:
             return []
-        return [Message(**m) for m in json.loads(path.read_text(encoding="utf-8"))]
+        except (OSError, ValueError, TypeError) as exc:
+            raise HistoryUnreadable(f"the history of context {context_id!r} ({rel}) cannot be read: {exc}") from None
 
-    def _record_conversation(self, record: TaskRecord, outcome: TaskOutcome) -> None:
-        """Threaded capsules keep the context's history (after a successful task only)."""
+    def _record_conversation(self, record: TaskRecord, outcome: TaskOutcome) -> str | None:
+        """Threaded capsules keep the context's history (after a successful task only).
+        Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
-            return
-        out = self.staged.workdir.out / f"result_{record.id}.txt"
-        out.write_text(outcome.result_text if outcome.ok else f"error: {outcome.error}", encoding="utf-8")
-        if not outcome.ok:
-            return
-        path = self._history_file(record.context_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        history = [m.__dict__ for m in outcome.messages]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(history, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+            return None
+        root = self.staged.workdir.root
+        try:
+            text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+            workdir_fs.write_text(root, task_result_file(record.id), text)
+            if outcome.ok:
+                history = [m.__dict__ for m in outcome.messages]
+                workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
+        except OSError as exc:
+            return f"cannot record the conversation: {exc}"
+        return None
 
 
 def _leave_input_required(record: TaskRecord) -> None:

@@ -249,17 +249,25 @@ class ComponentHost:
     ) -> Any:
         enclosing: CallGuard | None = getattr(_current, "guard", None)
         guard = guard or CallGuard(grant.limits.deadline_seconds, parent=enclosing)
-        output = CallOutput(grant.log_path)
+        try:
+            output = CallOutput(grant)
+        except OSError as exc:
+            raise InstantiationError(loaded.name, f"its log is refused: {exc}") from None
         call = CallContext(loaded.name, session or SessionContext(), guard, output, on_chunk, on_thinking)
         _current.guard = guard
         try:
-            return self._run_in_store(loaded, interface, function, args, grant, call)
+            result = self._run_in_store(loaded, interface, function, args, grant, call)
         except WasmtimeError as exc:
             output.collect()
             raise _classify(loaded.name, exc, call, grant) from None
+        except OSError as exc:  # the preopen was refused (a symlink on its way)
+            raise InstantiationError(loaded.name, f"its filesystem grant is refused: {exc}") from None
         finally:
             _current.guard = enclosing
             output.collect()
+        if output.log_refused is not None:
+            raise InstantiationError(loaded.name, f"its output was not logged: {output.log_refused}")
+        return result
 
     def _run_in_store(
         self,

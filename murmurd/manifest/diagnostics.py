@@ -49,6 +49,7 @@ CODES: dict[str, CodeInfo] = {
     "E-ART-003": CodeInfo("error", "a skill artifact declares capabilities (skills run no code)"),
     "E-ART-004": CodeInfo("error", "on_overflow is declared on an artifact that is not a hook"),
     "E-ART-005": CodeInfo("error", "local_source is true but no source path is given"),
+    "E-ART-006": CodeInfo("error", "an artifact name is not a plain name (letters, digits, '_', '-'; at most 64)"),
     # -- capabilities (capsule-wide and per-artifact) ----------------------------------------
     "E-CAP-001": CodeInfo("error", "malformed network.allow entry"),
     "E-CAP-002": CodeInfo("error", "filesystem.scope is absolute"),

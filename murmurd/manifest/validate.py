@@ -42,6 +42,9 @@ API_KEY_PATH = "inference.api_key"
 
 _ENV_REF = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
 _ENV_REF_LIKE = re.compile(r"\$\{.*\}", re.DOTALL)
+# An artifact name becomes a directory (`tools/<name>/`), a log name and a model-visible tool
+# name, so it is what every provider accepts as a tool name: no `/`, `.`, spaces or NUL.
+ARTIFACT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _BARE_BINARY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
 _HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 _HOSTNAME = re.compile(rf"(?=.{{1,253}}$){_HOST_LABEL}(?:\.{_HOST_LABEL})*\.?")
@@ -191,6 +194,10 @@ def _rule_artifacts(ctx: _Context) -> list[Diagnostic]:
         runtime = art.get("runtime", "tool")
         found += _artifact_runtime(path, runtime)
         name = art.get("name")
+        if isinstance(name, str) and name and not ARTIFACT_NAME.fullmatch(name):
+            rule = ("must be a plain name: a letter or digit, then letters, digits, '_' or '-', "
+                    "at most 64 characters (it names tools/<name>/ and the model's tool)")
+            found.append(diagnostic("E-ART-006", f"{path}.name", rule, name))
         if isinstance(name, str):
             if name in seen:
                 rule = f"duplicate artifact name; artifacts[{seen[name]}] already declares it"

@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmurd import workdir_fs
 from murmurd.hooks.dispatcher import (
     CompactionEvent,
     InferenceEvent,
@@ -40,7 +42,10 @@ from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
+from murmurd.staging.workdir import log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
+
+log = logging.getLogger("murmurd.session")
 
 
 @dataclass
@@ -252,16 +257,13 @@ class AgentLoop:
         if tokens < threshold:
             return
         replacement = await self.dispatcher.on_compaction(CompactionEvent(list(state.messages), tokens, threshold))
-        log = self.staged.workdir.logs / "bootstrap.log"
         if replacement is None:
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(f"turn {turn}: context at {tokens} tokens reached the compaction threshold "
-                             f"{threshold}; no compaction hook committed a replacement, continuing\n")
+            self._note(f"turn {turn}: context at {tokens} tokens reached the compaction threshold "
+                       f"{threshold}; no compaction hook committed a replacement, continuing\n")
             return
         problem = pairing_problem(replacement)
         if problem is not None:
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(f"turn {turn}: compaction replacement rejected whole: {problem}\n")
+            self._note(f"turn {turn}: compaction replacement rejected whole: {problem}\n")
             return
         state.messages[:] = replacement
         self.continuation.drop()
@@ -269,8 +271,14 @@ class AgentLoop:
         try:
             self.trace.write("compaction", turn=turn, tokens_before=tokens, tokens_after=after)
         except TraceWriteError as exc:  # the one event whose loss does not end the session
-            with open(log, "a", encoding="utf-8") as handle:
-                handle.write(f"turn {turn}: compaction trace event not written: {exc}\n")
+            self._note(f"turn {turn}: compaction trace event not written: {exc}\n")
+
+    def _note(self, line: str) -> None:
+        """A line in `logs/bootstrap.log`; a refused log (a planted symlink) costs the note, not the task."""
+        try:
+            workdir_fs.append_text(self.staged.workdir.root, log_file("bootstrap.log"), line)
+        except OSError as exc:
+            log.warning("logs/bootstrap.log not written: %s", exc)
 
     # -- trace -------------------------------------------------------------------------------
 

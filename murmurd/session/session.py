@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmurd import workdir_fs
 from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
 from murmurd.host import ComponentHost, HostError
 from murmurd.session.continuation import ContinuationState
@@ -26,6 +27,7 @@ from murmurd.session.messages import Message, user_message
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.staging.stage import StagedCapsule
+from murmurd.staging.workdir import RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
@@ -94,8 +96,9 @@ def manifest_prompt(staged: StagedCapsule) -> str | None:
     if inference is None:
         return None
     if inference.system_prompt_artifact:
-        skill = staged.artifacts.get(inference.system_prompt_artifact)
-        return skill.payload.read_text(encoding="utf-8") if skill is not None else None
+        if inference.system_prompt_artifact not in staged.artifacts:
+            return None
+        return staged.read_installed(inference.system_prompt_artifact)
     return inference.system_prompt
 
 
@@ -104,7 +107,11 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
     if not endpoint:
         return SessionSpans.disabled()
     manifest = staged.manifest
-    return SessionSpans.exporting(endpoint, manifest.name, manifest.version, staged.workdir.logs / "otel.log")
+    try:
+        log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+    except OSError as exc:
+        raise TraceWriteError(f"cannot open logs/otel.log: {exc}") from None
+    return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
 
 
 class Session:
@@ -122,7 +129,7 @@ class Session:
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
-        self.trace = TraceWriter(staged.workdir.trace, staged.session_id, mirror=self.spans.mirror)
+        self.trace = TraceWriter(staged.workdir.root, TRACE, staged.session_id, mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
@@ -155,13 +162,13 @@ class Session:
         """Run one task to a terminal outcome; never raises for a task-level failure."""
         events = events or TaskEvents()
         started = time.monotonic()
-        self.staged.workdir.task.write_text(spec.text, encoding="utf-8")
         state = LoopState(spec.task_id, spec.context_id or "", [*spec.history, user_message(spec.text)])
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
         cancelled = False
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
+            self._write_file(TASK, spec.text)
             self.spans.task_started(spec.task_id, spec.traceparent)
             self._write(
                 "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
@@ -227,14 +234,22 @@ class Session:
     async def _run_capsule_component(self) -> str:
         component = self.staged.capsule_component
         assert component is not None
-        result = self.staged.workdir.result
-        result.unlink(missing_ok=True)
+        root = self.staged.workdir.root
+        try:
+            workdir_fs.unlink(root, RESULT)
+        except OSError as exc:
+            raise TaskFailed(f"cannot clear {RESULT}: {exc}") from None
         grant = self.staged.call_grant(None, log_name="capsule.log")
         try:
             await self.host.run_capsule(component, grant=grant, session=self.services)
         except HostError as exc:
             raise TaskFailed(str(exc)) from None
-        return result.read_text(encoding="utf-8") if result.is_file() else ""
+        try:
+            return workdir_fs.read_text(root, RESULT, errors="replace")
+        except FileNotFoundError:
+            return ""
+        except OSError as exc:
+            raise TaskFailed(f"the capsule's {RESULT} is refused: {exc}") from None
 
     def _write(self, event_type: str, **fields: Any) -> None:
         """A trace event whose loss ends the session (every event but `compaction`)."""
@@ -243,10 +258,24 @@ class Session:
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
 
+    def _write_file(self, rel: str, text: str) -> None:
+        """A file the session owns (`task.md`): replaced whole, never written through a symlink."""
+        try:
+            workdir_fs.write_text(self.staged.workdir.root, rel, text)
+        except OSError as exc:
+            raise TaskFailed(f"cannot write {rel}: {exc}") from None
+
     def _write_result(self, outcome: TaskOutcome) -> None:
+        """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
+        when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
-        self.staged.workdir.out.mkdir(parents=True, exist_ok=True)
-        self.staged.workdir.result.write_text(text, encoding="utf-8")
+        try:
+            workdir_fs.write_text(self.staged.workdir.root, RESULT, text)
+        except OSError as exc:
+            problem = f"cannot write {RESULT}: {exc}"
+            outcome.error = problem if outcome.ok else f"{outcome.error} (and {problem})"
+            outcome.exit_status = "failed"
+            return
         outcome.result_text = text if outcome.ok else outcome.result_text
 
     def _task_end(self, outcome: TaskOutcome) -> None:

@@ -44,7 +44,6 @@ import selectors
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
@@ -53,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
+from murmurd import workdir_fs
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.session import shell_watchdog
 
@@ -308,10 +308,11 @@ def run_prepared(
     """Run an invocation `prepare_shell` produced under the same policy."""
     if invocation.executable is None:
         raise ShellFailed(f"shell: {invocation.binary!r} is allowed but was not found on PATH")
+    root, home = _beneath_workdir(policy, policy.home)
     try:
-        policy.home.mkdir(parents=True, exist_ok=True)
+        workdir_fs.make_dirs(root, home)
     except OSError as exc:
-        raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc.strerror}") from None
+        raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc}") from None
 
     if cancel is not None and cancel.is_set():
         raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
@@ -510,32 +511,49 @@ class _Collector:
             self._spool = None
 
 
+def _beneath_workdir(policy: ShellPolicy, directory: Path) -> tuple[Path, str]:
+    """The trusted root `directory` is opened from (the workdir, else its own parent) and its
+    path below it: no symlink below the workdir is followed."""
+    try:
+        return policy.workdir, directory.relative_to(policy.workdir).as_posix()
+    except ValueError:
+        directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir
+        return directory.parent, directory.name
+
+
+def _logs_location(policy: ShellPolicy) -> tuple[Path, str]:
+    return _beneath_workdir(policy, policy.logs_dir)
+
+
 def _logs_dir(policy: ShellPolicy) -> Path:
-    """The logs directory, created if needed; a symlink there is refused."""
-    logs = policy.logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
-    info = os.lstat(logs)
-    if not stat.S_ISDIR(info.st_mode):
-        raise ShellFailed(f"shell: {str(logs)!r} is not a directory (a symlink is refused)")
-    return logs
+    """The logs directory, created if needed; a symlink on the way is refused (spools live there)."""
+    root, logs = _logs_location(policy)
+    try:
+        return workdir_fs.check_directory(root, logs)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot write the shell log: {exc}") from None
+
+
+def _new_log(policy: ShellPolicy, root: Path, logs: str) -> tuple[IO[bytes], str]:
+    """A fresh `shell-<stamp>.log` (never an existing file, never through a symlink)."""
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    for attempt in range(100):
+        name = f"shell-{stamp}.log" if attempt == 0 else f"shell-{stamp}-{attempt}.log"
+        try:
+            return workdir_fs.create_new(root, f"{logs}/{name}"), name
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ShellFailed(f"shell: cannot write the shell log: {exc}") from None
+    raise ShellFailed(f"shell: cannot find a free log name in {str(policy.logs_dir)!r}")  # pragma: no cover
 
 
 def _write_log(
     policy: ShellPolicy, invocation: ShellInvocation, exit_code: int, out: _Collector, err: _Collector
 ) -> str:
-    logs = _logs_dir(policy)
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    for attempt in range(100):
-        name = f"shell-{stamp}.log" if attempt == 0 else f"shell-{stamp}-{attempt}.log"
-        try:
-            fd = os.open(logs / name, flags, 0o644)
-            break
-        except FileExistsError:
-            continue
-    else:  # pragma: no cover - 100 calls in the same microsecond
-        raise ShellFailed(f"shell: cannot find a free log name in {str(logs)!r}")
-    with os.fdopen(fd, "wb") as sink:
+    root, logs = _logs_location(policy)
+    handle, name = _new_log(policy, root, logs)
+    with handle as sink:
         header = [
             f"$ {shlex.join(invocation.argv)}",
             f"binary: {invocation.binary_path}",
@@ -551,7 +569,7 @@ def _write_log(
                     f"[murmurd: {dropped} more {label} bytes not kept; the log keeps "
                     f"{policy.max_log_stream_bytes} bytes per stream]\n".encode()
                 )
-    path = logs / name
+    path = policy.logs_dir / name
     try:
         return path.relative_to(policy.workdir).as_posix()
     except ValueError:

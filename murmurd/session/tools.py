@@ -29,6 +29,7 @@ from murmurd.session.shell import (
     split_command,
 )
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
+from murmurd.staging.workdir import log_file
 
 RESERVED_METADATA = ("state_effect", "resource_id")
 
@@ -143,10 +144,10 @@ class ToolRunner:
     def _skill(self, name: str, started: float) -> ToolOutcome:
         artifact = self.staged.artifacts[name]
         try:
-            text = artifact.payload.read_text(encoding="utf-8")
+            text = self.staged.read_installed(name)
             ok = True
-        except OSError as exc:
-            text, ok = f"error: skill {name}: {exc.strerror}", False
+        except (OSError, UnicodeDecodeError) as exc:
+            text, ok = f"error: skill {name}: {exc}", False
         return ToolOutcome(text, not ok, "skill_call", {
             "skill_name": name, "output_bytes": len(text.encode()), "duration_ms": _ms(started),
             "status": "ok" if ok else "error",
@@ -159,7 +160,7 @@ class ToolRunner:
         grant = self.staged.call_grant(name, log_name=f"tool-{name}.log")
         try:
             result = await self.host.call_tool(
-                artifact.component, ToolInput(data=data, log_path=f"logs/tool-{name}.log"),
+                artifact.component, ToolInput(data=data, log_path=log_file(f"tool-{name}.log")),
                 grant=grant, session=self.session, on_chunk=on_chunk, on_thinking=on_thinking,
             )
         except HostError as exc:

@@ -13,6 +13,7 @@ import threading
 from murmurd.host import ComponentHost, HostError, ImportFailed
 from murmurd.host.context import ArtifactInfo, ArtifactSummary, RuntimeState
 from murmurd.manifest.capsule import ArtifactRef
+from murmurd.manifest.validate import ARTIFACT_NAME
 from murmurd.staging.artifacts import ResolveError
 from murmurd.staging.lock import LockError, LockFile, check_pin, load_lock, save_lock
 from murmurd.staging.stage import KIND_ROLES, InstalledArtifact, StagedCapsule, install_artifact
@@ -55,6 +56,8 @@ class ArtifactManager:
 
     def pull(self, name: str, version: str) -> ArtifactSummary:
         staged = self.staged
+        if not ARTIFACT_NAME.fullmatch(name):
+            raise ImportFailed(f"artifact-manager: pull {name!r}: not a plain artifact name")
         with self._lock:
             try:
                 artifact = staged.registry.resolve(name, version or None)
@@ -70,7 +73,10 @@ class ArtifactManager:
                     component = self.host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind])
                 except HostError as exc:
                     raise ImportFailed(f"artifact-manager: pull {name} {version}: {exc}") from exc
-            directory = install_artifact(staged.workdir, artifact)
+            try:
+                directory = install_artifact(staged.workdir, artifact)
+            except OSError as exc:  # e.g. a tool planted a symlink at tools/<name>
+                raise ImportFailed(f"artifact-manager: pull {name} {version}: cannot install: {exc}") from None
             lock = lock or LockFile()
             lock.upsert(artifact)
             save_lock(staged.manifest_dir, lock)

@@ -8,13 +8,13 @@ or to `murmur.lock`.
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from murmurd import workdir_fs
 from murmurd.contract import Role
 from murmurd.host import CallGrant, ComponentHost, HostError, Limits, LoadedComponent
 from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
@@ -27,7 +27,7 @@ from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
 from murmurd.staging.resolve import resolve_artifact
-from murmurd.staging.workdir import Workdir, default_workdir, new_session_id
+from murmurd.staging.workdir import INVENTORY, Workdir, default_workdir, log_file, new_session_id, tool_file
 
 Progress = Callable[[str], None]
 CAPSULE_COMPONENT = "capsule.wasm"
@@ -77,6 +77,11 @@ class StagedCapsule:
     report: Report
     host_env: Mapping[str, str] = field(default_factory=dict)
 
+    def read_installed(self, name: str) -> str:
+        """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
+        artifact = self.artifacts[name]
+        return workdir_fs.read_text(self.workdir.root, tool_file(name, artifact.resolved.installed_name))
+
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
         if name is None:
@@ -91,11 +96,12 @@ class StagedCapsule:
         limits = grant.limits
         return CallGrant(
             env=env,
-            preopen=(self.workdir.root / grant.filesystem) if grant.filesystem is not None else None,
-            log_path=self.workdir.logs / log_name if log_name else None,
+            preopen=self.workdir.path(grant.filesystem) if grant.filesystem is not None else None,
+            log_path=self.workdir.path(log_file(log_name)) if log_name else None,
             # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
             network=bool(grant.network),
             limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
+            root=self.workdir.root,
         )
 
 
@@ -105,18 +111,14 @@ def _compile(host: ComponentHost, artifact: ResolvedArtifact, progress: Progress
 
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
-    directory = workdir.tool_dir(resolved.name)
-    directory.mkdir(parents=True, exist_ok=True)
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(own, sort_keys=False), encoding="utf-8")
-    shutil.copyfile(resolved.payload, directory / resolved.installed_name)
-    return directory
+    workdir_fs.write_text(workdir.root, tool_file(resolved.name, "murmur.yaml"), yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.copy_into(resolved.payload, workdir.root, tool_file(resolved.name, resolved.installed_name))
+    return workdir.tool_dir(resolved.name)
 
 
 def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
     for binary in binaries:
-        directory = workdir.tool_dir(binary)
-        directory.mkdir(parents=True, exist_ok=True)
         synthetic = {
             "name": binary,
             "version": "native",
@@ -124,7 +126,33 @@ def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
             "description": f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
             "input_schema": SHELL_TOOL_SCHEMA,
         }
-        (directory / "murmur.yaml").write_text(yaml.safe_dump(synthetic, sort_keys=False), encoding="utf-8")
+        workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
+
+
+def _lay_out(
+    layout: Workdir, manifest: CapsuleManifest, resolved: list[ResolvedArtifact],
+    components: dict[str, LoadedComponent], shell_allow: list[str], session_id: str, env: Mapping[str, str],
+) -> tuple[dict[str, InstalledArtifact], GrantSet]:
+    """Create the workdir and install everything into it (every path through workdir_fs)."""
+    layout.create()
+    installed: dict[str, InstalledArtifact] = {}
+    for ref, artifact in zip(manifest.artifacts, resolved):
+        directory = install_artifact(layout, artifact)
+        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
+    _write_shell_manifests(layout, shell_allow)
+
+    grants = compute_grants(manifest, env)
+    for grant in [grants.capsule, *grants.components.values()]:
+        if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
+            workdir_fs.make_dirs(layout.root, grant.filesystem)
+    items = [
+        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
+        for a in installed.values()
+    ]
+    workdir_fs.write_text(
+        layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
+    )
+    return installed, grants
 
 
 def stage_capsule(
@@ -203,24 +231,10 @@ def stage_capsule(
 
     session_id = new_session_id()
     layout = Workdir(Path(workdir).resolve()) if workdir is not None else default_workdir(capsule_dir, session_id)
-    layout.create()
-    installed: dict[str, InstalledArtifact] = {}
-    for ref, artifact in zip(manifest.artifacts, resolved):
-        directory = install_artifact(layout, artifact)
-        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
-    _write_shell_manifests(layout, shell_allow)
-
-    grants = compute_grants(manifest, env)
-    for grant in [grants.capsule, *grants.components.values()]:
-        if grant.filesystem is not None:
-            (layout.root / grant.filesystem).mkdir(parents=True, exist_ok=True)
-    items = [
-        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
-        for a in installed.values()
-    ]
-    layout.inventory.write_text(
-        render_inventory(manifest.name, manifest.version, session_id, items, shell_allow), encoding="utf-8"
-    )
+    try:
+        installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
+    except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
+        raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
     return StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -58,7 +57,7 @@ def _attributes(fields: dict[str, Any], prefix: str = "murmur.") -> dict[str, An
 class SessionSpans:
     """The spans of one session. `SessionSpans.disabled()` records nothing."""
 
-    def __init__(self, provider: TracerProvider | None, handler: logging.Handler | None = None) -> None:
+    def __init__(self, provider: TracerProvider | None, handler: logging.StreamHandler | None = None) -> None:
         self._provider = provider
         self._tracer = provider.get_tracer("murmurd") if provider is not None else None
         self._handler = handler
@@ -70,13 +69,13 @@ class SessionSpans:
         return cls(None)
 
     @classmethod
-    def exporting(cls, endpoint: str, capsule_name: str, capsule_version: str, log_path: Path) -> SessionSpans:
+    def exporting(cls, endpoint: str, capsule_name: str, capsule_version: str, log: TextIO) -> SessionSpans:
+        """Spans exported to `endpoint`; the exporter's own complaints go to `log` (closed with the spans)."""
         resource = Resource.create({"service.name": capsule_name, "service.version": capsule_version})
         provider = TracerProvider(resource=resource)
         exporter = OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces", timeout=5)
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=1000))
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(log_path, encoding="utf-8")
+        handler = logging.StreamHandler(log)
         logging.getLogger("opentelemetry").addHandler(handler)
         return cls(provider, handler)
 
@@ -128,5 +127,6 @@ class SessionSpans:
         if self._handler is not None:
             logging.getLogger("opentelemetry").removeHandler(self._handler)
             self._handler.close()
+            self._handler.stream.close()
 
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
+from murmurd import workdir_fs
+
 log = logging.getLogger("murmurd.trace")
 
 
@@ -24,15 +26,18 @@ class TraceWriteError(RuntimeError):
 
 
 class TraceWriter:
-    def __init__(self, path: Path, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None) -> None:
-        self.path = path
+    def __init__(
+        self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
+        """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed."""
+        self.path = root / rel
         self.session_id = session_id
         self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
         self._lock = threading.Lock()
         try:
-            self._file: TextIO | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            self._file: TextIO | None = workdir_fs.open_append_text(root, rel)
         except OSError as exc:
-            raise TraceWriteError(f"cannot open trace {path}: {exc.strerror}") from exc
+            raise TraceWriteError(f"cannot open trace {self.path}: {exc.strerror}") from exc
 
     def write(self, event_type: str, **fields: Any) -> dict[str, Any]:
         event = {"event_type": event_type, "session_id": self.session_id, "timestamp": int(time.time() * 1000)}

@@ -1,0 +1,345 @@
+"""Every file the runtime opens beneath a session workdir, opened without following a symlink.
+
+A tool with a filesystem grant can plant symlinks in the workdir (WASI lets a guest create
+them, and a relative one may climb out). So the runtime never opens a workdir path by name:
+it opens the workdir root (trusted: the runtime created it), then each component relative to
+its parent's descriptor with `O_NOFOLLOW`. A symlink, wherever it sits on the path, is refused
+with `UnsafePathError` naming the path; a component swapped for one between two steps is
+refused too. Whole-file writes go to a fresh temporary name and are renamed over the target,
+so a symlink planted at the file itself is replaced (the link, never its target).
+
+Two functions own the names: `split_relative` is the only way a workdir-relative path becomes
+components, and `storage_name` is the only way an id from the wire (a context id, a client's
+task id) becomes a file name. This module sits below the host, staging and session layers
+and imports only the standard library, so all of them use it.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePath
+from typing import BinaryIO, TextIO
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_ROOT = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# O_NONBLOCK: a FIFO planted where a file should be must not stall the runtime on open.
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
+_CHUNK = 1024 * 1024
+_SYMLINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # EMLINK: FreeBSD's O_NOFOLLOW refusal
+
+# A wire id kept verbatim as a file name: starts with a letter or digit (so never `.`, `..` or
+# a hidden name), then letters, digits, `.`, `_`, `-`. Anything else is hashed, and a hashed
+# name starts with `_`, which a kept id cannot, so the two never collide.
+_KEPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+RelPath = str | PurePath
+
+
+class UnsafePathError(OSError):
+    """A workdir path the runtime refuses to open; the message names the path and the rule."""
+
+    def __init__(self, path: str, rule: str, code: int = errno.ELOOP) -> None:
+        super().__init__(code, f"{path!r}: {rule}")
+        self.path = path
+        self.rule = rule
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class NotRegularFile(OSError):
+    """The path names something other than a regular file (a directory, a FIFO, ...)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.EINVAL, f"{path!r} is not a regular file")
+        self.path = path
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+class FileTooLarge(OSError):
+    """A read found more than the caller's `max_bytes`; `size` is what was seen (at least)."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"{path!r} is {size} bytes, over the {limit}-byte limit")
+        self.path, self.size, self.limit = path, size, limit
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+# --------------------------------------------------------------------------- names
+
+
+def storage_name(wire_id: str) -> str:
+    """The file name an id from the wire is stored under: the id itself when it is a plain
+    name, else `_` + the sha256 of its UTF-8 bytes (so `../x`, `a/b`, NUL never reach a path)."""
+    if _KEPT_ID.fullmatch(wire_id):
+        return wire_id
+    return "_" + hashlib.sha256(wire_id.encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def split_relative(rel: RelPath) -> tuple[str, ...]:
+    """The components of a workdir-relative path; refuses absolute, `..`, NUL and empty paths."""
+    text = rel.as_posix() if isinstance(rel, PurePath) else rel
+    if "\x00" in text:
+        raise UnsafePathError(text, "holds a NUL byte", errno.EINVAL)
+    if text.startswith("/"):
+        raise UnsafePathError(text, "is absolute; workdir paths are relative", errno.EINVAL)
+    parts = tuple(part for part in text.split("/") if part not in ("", "."))
+    if ".." in parts:
+        raise UnsafePathError(text, "climbs out with '..'", errno.EINVAL)
+    if not parts:
+        raise UnsafePathError(text, "names the workdir itself, not a file", errno.EINVAL)
+    return parts
+
+
+def under(root: Path, rel: RelPath) -> Path:
+    """The absolute path of `rel` beneath `root`, for display or for a path handed to wasmtime."""
+    return Path(root).joinpath(*split_relative(rel))
+
+
+# --------------------------------------------------------------------------- walking
+
+
+def _is_symlink(parent: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _refusal(exc: OSError, here: str, parent: int, name: str) -> OSError:
+    """The error to raise for a failed step; Linux says ENOTDIR for O_DIRECTORY on a symlink."""
+    if exc.errno in _SYMLINK_ERRNOS or (exc.errno == errno.ENOTDIR and _is_symlink(parent, name)):
+        return UnsafePathError(here, "is a symlink; murmurd follows no symlink inside the workdir")
+    if exc.errno == errno.ENOTDIR:
+        return UnsafePathError(here, "is not a directory", errno.ENOTDIR)
+    if exc.errno == errno.ENOENT:
+        return FileNotFoundError(errno.ENOENT, f"{here!r}: no such file or directory", here)
+    return type(exc)(exc.errno, f"{here!r}: {exc.strerror}", here)
+
+
+@contextmanager
+def _parent(root: Path, parts: tuple[str, ...], *, create: bool) -> Iterator[int]:
+    """A descriptor of the directory holding `parts[-1]`, reached component by component."""
+    try:
+        fd = os.open(root, _ROOT)
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"the workdir {str(root)!r} cannot be opened: {exc.strerror}", str(root)) from None
+    try:
+        for index, part in enumerate(parts[:-1]):
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass  # whatever is there is checked by the O_NOFOLLOW open below
+                except OSError as exc:
+                    raise _refusal(exc, "/".join(parts[: index + 1]), fd, part) from None
+            try:
+                child = os.open(part, _DIR, dir_fd=fd)
+            except OSError as exc:
+                raise _refusal(exc, "/".join(parts[: index + 1]), fd, part) from None
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _open_leaf(fd: int, name: str, flags: int, here: str) -> int:
+    try:
+        return os.open(name, flags, 0o644, dir_fd=fd)
+    except OSError as exc:
+        raise _refusal(exc, here, fd, name) from None
+
+
+def _require_regular(fd: int, here: str) -> os.stat_result:
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise NotRegularFile(here)
+    return info
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_bytes(root: Path, rel: RelPath, *, max_bytes: int | None = None) -> bytes:
+    """The bytes of the regular file `rel` beneath `root` (at most `max_bytes`, else `FileTooLarge`)."""
+    parts = split_relative(rel)
+    here = "/".join(parts)
+    with _parent(root, parts, create=False) as parent:
+        fd = _open_leaf(parent, parts[-1], _READ, here)
+    info = _require_regular(fd, here)
+    try:
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise FileTooLarge(here, info.st_size, max_bytes)
+        data = _read_at_most(fd, (max_bytes + 1) if max_bytes is not None else None)
+    finally:
+        os.close(fd)
+    if max_bytes is not None and len(data) > max_bytes:
+        raise FileTooLarge(here, max(len(data), info.st_size), max_bytes)
+    return data
+
+
+def read_text(root: Path, rel: RelPath, *, errors: str = "strict") -> str:
+    return read_bytes(root, rel).decode("utf-8", errors=errors)
+
+
+def _read_at_most(fd: int, limit: int | None) -> bytes:
+    chunks: list[bytes] = []
+    remaining = limit
+    while remaining is None or remaining > 0:
+        chunk = os.read(fd, _CHUNK if remaining is None else min(remaining, _CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        if remaining is not None:
+            remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def make_dirs(root: Path, rel: RelPath) -> None:
+    """Create `rel` and its parents beneath `root`; a symlink or a file on the way is refused."""
+    parts = split_relative(rel)
+    with _parent(root, (*parts, "."), create=True):
+        pass
+
+
+def _replace(root: Path, rel: RelPath, fill: Callable[[BinaryIO], object]) -> None:
+    """Write a fresh temporary file beside `rel` with `fill`, then rename it over `rel`: a reader
+    never sees half a file, and a symlink at `rel` is replaced, never written through."""
+    parts = split_relative(rel)
+    with _parent(root, parts, create=True) as parent:
+        tmp = f".{parts[-1][:100]}.{secrets.token_hex(6)}.tmp"
+        fd = _open_leaf(parent, tmp, _NEW, "/".join(parts))
+        try:
+            with os.fdopen(fd, "wb") as sink:
+                fill(sink)
+            os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
+        except BaseException:
+            unlink_at(parent, tmp)
+            raise
+
+
+def write_bytes(root: Path, rel: RelPath, data: bytes) -> None:
+    """Replace the file `rel` with `data` (parents created); a symlink there is replaced."""
+    _replace(root, rel, lambda sink: sink.write(data))
+
+
+def write_text(root: Path, rel: RelPath, text: str) -> None:
+    """UTF-8; a lone surrogate (JSON from the wire may carry one) becomes `?` instead of failing."""
+    write_bytes(root, rel, text.encode("utf-8", errors="replace"))
+
+
+def copy_into(source: Path, root: Path, rel: RelPath) -> None:
+    """Copy the file `source` (outside the workdir, trusted) to `rel` beneath `root`."""
+
+    def fill(sink: BinaryIO) -> None:
+        with open(source, "rb") as origin:
+            shutil.copyfileobj(origin, sink, _CHUNK)
+
+    _replace(root, rel, fill)
+
+
+def _append_fd(root: Path, rel: RelPath) -> int:
+    parts = split_relative(rel)
+    here = "/".join(parts)
+    with _parent(root, parts, create=True) as parent:
+        fd = _open_leaf(parent, parts[-1], _APPEND, here)
+    _require_regular(fd, here)
+    os.set_blocking(fd, True)
+    return fd
+
+
+def open_append(root: Path, rel: RelPath) -> BinaryIO:
+    """The regular file `rel` opened for appending (created with its parents); a symlink is refused."""
+    return os.fdopen(_append_fd(root, rel), "ab")
+
+
+def open_append_text(root: Path, rel: RelPath) -> TextIO:
+    return os.fdopen(_append_fd(root, rel), "a", encoding="utf-8")
+
+
+def append_bytes(root: Path, rel: RelPath, data: bytes) -> None:
+    with open_append(root, rel) as sink:
+        sink.write(data)
+
+
+def append_text(root: Path, rel: RelPath, text: str) -> None:
+    append_bytes(root, rel, text.encode("utf-8", errors="replace"))
+
+
+def create_new(root: Path, rel: RelPath) -> BinaryIO:
+    """A new regular file `rel` (parents created); `FileExistsError` if anything is there, a link too."""
+    parts = split_relative(rel)
+    with _parent(root, parts, create=True) as parent:
+        fd = _open_leaf(parent, parts[-1], _NEW, "/".join(parts))
+    return os.fdopen(fd, "wb")
+
+
+def unlink(root: Path, rel: RelPath) -> None:
+    """Remove the file `rel` if present (a symlink there is removed, never followed)."""
+    parts = split_relative(rel)
+    try:
+        with _parent(root, parts, create=False) as parent:
+            os.unlink(parts[-1], dir_fd=parent)
+    except FileNotFoundError:
+        pass
+
+
+def open_directory(root: Path, rel: RelPath) -> int:
+    """A descriptor of the directory `rel` (created with its parents; `.` is `root` itself).
+    The caller closes it."""
+    text = rel.as_posix() if isinstance(rel, PurePath) else rel
+    parts = () if all(part in ("", ".") for part in text.split("/")) else split_relative(rel)
+    with _parent(root, (*parts, "."), create=True) as fd:
+        return os.dup(fd)
+
+
+def unlink_at(dir_fd: int, name: str) -> None:
+    """Remove `name` from the directory `dir_fd` if present (a symlink is removed, not followed)."""
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def new_scratch(dir_fd: int, prefix: str) -> tuple[int, str]:
+    """A new empty file in the directory `dir_fd`: its read-write descriptor and its name."""
+    for _ in range(100):
+        name = f"{prefix}{secrets.token_hex(8)}.tmp"
+        try:
+            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free scratch name")  # pragma: no cover
+
+
+def read_fd(fd: int) -> bytes:
+    """Everything in the file `fd` from its start (a descriptor the runtime kept, not a name)."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    return _read_at_most(fd, None)
+
+
+def check_directory(root: Path, rel: RelPath) -> Path:
+    """`rel` beneath `root` as an absolute path, after checking no component is a symlink
+    (for a directory handed to wasmtime by name, which would follow one)."""
+    make_dirs(root, rel)
+    return under(root, rel)

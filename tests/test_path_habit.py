@@ -1,0 +1,116 @@
+"""The path habit, kept by a grep over the package.
+
+`murmurd/workdir_fs.py` is the one module that opens files beneath a session workdir (never
+following a symlink), and `murmurd/staging/workdir.py` the one that turns names and ids into
+workdir-relative paths (`storage_name` for ids from the wire, `component` for artifact and log
+names). Any other file-system call in `murmurd/` must be on `ALLOWED` with the reason it is not
+a workdir path; any other code spelling a workdir path (`workdir.out / ...`, `f"out/..."`)
+fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "murmurd"
+OWNERS = {"workdir_fs.py", "staging/workdir.py"}
+
+FS_CALL = re.compile(
+    r"(?<![\w.])open\("
+    r"|(?<!workdir_fs)\.(?:write_text|read_text|read_bytes|write_bytes|mkdir|unlink|touch|rmdir|rename|symlink_to"
+    r"|iterdir|glob|rglob)\("
+    r"|\bos\.(?:open|replace|rename|unlink|remove|mkdir|makedirs|symlink|listdir|scandir|fdopen|walk)\("
+    r"|\bshutil\.(?:copy(?!fileobj)\w*|move|rmtree)\("
+    r"|FileHandler\(|\btempfile\.(?:mkstemp|mkdtemp|\w*Temporary\w*)\("
+)
+# A workdir path spelled outside the layout: a join on a workdir directory, or a literal layout path.
+WORKDIR_PATH = re.compile(
+    r"workdir\.(?:root|logs|out|tools|contexts|home)\s*/"
+    r"|\bf?[\"'](?:out|logs|contexts|tools|checkpoints)/"
+    r"|[\"'](?:task\.md|trace\.jsonl|MURMUR\.md)[\"']"
+)
+
+# "file: the matching line, stripped" -> why it is not a path beneath a workdir.
+ALLOWED: dict[str, str] = {
+    "cli.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
+    "cli.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
+    "manifest/validate.py: text = file.read_text(encoding=\"utf-8\")": "the capsule's murmur.yaml / prompt file",
+    "manifest/artifact.py: raw = yaml.safe_load(path.read_text(encoding=\"utf-8\"))": "an artifact's own murmur.yaml",
+    "authoring/build.py: digest.update(hashlib.sha256(path.read_bytes()).digest())": "artifact sources (build)",
+    "authoring/build.py: for path in sorted(root.rglob(\"*\")):": "artifact sources (build)",
+    "authoring/build.py: with tempfile.TemporaryDirectory(prefix=\"murmurd-build-\") as scratch:": "the build's scratch",
+    "authoring/build.py: shutil.copyfile(store, output)": "the build cache",
+    "authoring/build.py: store.parent.mkdir(parents=True, exist_ok=True)": "the build cache",
+    "authoring/build.py: shutil.copyfile(target, tmp)": "the build cache",
+    "authoring/build.py: os.replace(tmp, store)": "the build cache",
+    "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
+    "session/shell.py: self._spool = tempfile.TemporaryFile(dir=_logs_dir(self._policy))":
+        "an unnamed spool in the logs directory workdir_fs checked",
+    "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
+        "a ShellPolicy home/logs_dir an operator placed outside the workdir",
+    "a2a/store.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
+    "host/wasi.py: self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`":
+        "the operator's `murmurd call --log` path",
+    "host/host.py: wasm = path.read_bytes()": "a component file being compiled",
+    "host/cache.py: blob = path.read_bytes()": "the compile cache",
+    "host/cache.py: path.unlink(missing_ok=True)": "the compile cache",
+    "host/cache.py: path.parent.mkdir(parents=True, exist_ok=True)": "the compile cache",
+    "host/cache.py: tmp.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)": "the compile cache",
+    "host/cache.py: os.replace(tmp, path)": "the compile cache",
+    "staging/lock.py: return LockFile.model_validate(yaml.safe_load(path.read_text(encoding=\"utf-8\")) or {})":
+        "the capsule's murmur.lock",
+    "staging/lock.py: tmp.write_text(yaml.safe_dump(lock.model_dump(), sort_keys=False), encoding=\"utf-8\")":
+        "the capsule's murmur.lock",
+    "staging/lock.py: os.replace(tmp, path)": "the capsule's murmur.lock",
+    "staging/artifacts.py: with open(path, \"rb\") as handle:": "hashing an artifact's source payload",
+    "staging/artifacts.py: for child in sorted(directory.iterdir()):": "finding a skill in its source directory",
+    "staging/resolve.py: wasm = sorted(path.glob(\"*.wasm\"))": "an artifact's source directory",
+    "staging/registry.py: return json.loads(path.read_text(encoding=\"utf-8\"))": "the file registry",
+    "staging/registry.py: folder.mkdir(parents=True, exist_ok=True)": "the file registry",
+    "staging/registry.py: shutil.copyfile(artifact_dir / \"murmur.yaml\", folder / \"murmur.yaml\")": "the file registry",
+    "staging/registry.py: shutil.copyfile(source, folder / payload_name)": "the file registry",
+    "staging/registry.py: tmp.write_text(json.dumps(index, indent=2, sort_keys=True), encoding=\"utf-8\")":
+        "the file registry",
+    "staging/registry.py: os.replace(tmp, self.root / INDEX)": "the file registry",
+}
+
+
+def _hits(pattern: re.Pattern[str]) -> list[str]:
+    found = []
+    for file in sorted(PACKAGE.rglob("*.py")):
+        rel = file.relative_to(PACKAGE).as_posix()
+        if rel in OWNERS:
+            continue
+        for line in file.read_text(encoding="utf-8").splitlines():
+            code = line.split(" #")[0] if pattern is WORKDIR_PATH else line
+            stripped = line.strip()
+            if stripped.startswith(("def ", "async def ", "#", '"""')) or not pattern.search(code):
+                continue
+            found.append(f"{rel}: {stripped}")
+    return found
+
+
+def test_only_workdir_fs_opens_files_and_the_rest_is_allowlisted_with_a_reason() -> None:
+    hits = _hits(FS_CALL)
+    unexpected = [hit for hit in hits if hit not in ALLOWED]
+    assert unexpected == [], "open workdir files through murmurd.workdir_fs (or allowlist a non-workdir path):\n" + "\n".join(unexpected)
+    stale = sorted(set(ALLOWED) - set(hits))
+    assert stale == [], "allowlist entries that no longer match anything:\n" + "\n".join(stale)
+
+
+def test_only_the_layout_spells_workdir_paths() -> None:
+    hits = _hits(WORKDIR_PATH)
+    assert hits == [], "build workdir paths through murmurd.staging.workdir:\n" + "\n".join(hits)
+
+
+def test_the_grep_sees_what_it_forbids() -> None:
+    """The patterns are live: each forbidden spelling below is caught."""
+    for line in ('open(path, "a")', "self.staged.workdir.result.write_text(text)", "os.open(name, flags)",
+                 "logging.FileHandler(log_path)", "shutil.copyfile(a, b)", "tempfile.mkstemp(dir=d)"):
+        assert FS_CALL.search(line), line
+    for line in ("workdir_fs.write_text(root, RESULT, text)", "await session.open()", 'text.replace("a", "b")'):
+        assert not FS_CALL.search(line), line
+    for line in ('self.staged.workdir.contexts / context_id / "history.json"', 'out = f"out/result_{record.id}.txt"',
+                 'root / "task.md"'):
+        assert WORKDIR_PATH.search(line), line

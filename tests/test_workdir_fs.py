@@ -1,0 +1,148 @@
+"""`murmurd.workdir_fs`: workdir paths opened without following a symlink, on real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from murmurd import workdir_fs
+from murmurd.workdir_fs import FileTooLarge, NotRegularFile, UnsafePathError, storage_name
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    workdir = tmp_path / "workdir"
+    (workdir / "out").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "target.txt").write_text("outside\n")
+    return workdir
+
+
+def _outside(root: Path) -> Path:
+    return root.parent / "outside"
+
+
+def test_files_round_trip(root: Path) -> None:
+    workdir_fs.write_text(root, "out/deep/a.txt", "one")
+    workdir_fs.write_text(root, "out/deep/a.txt", "two")
+    workdir_fs.append_text(root, "logs/x.log", "a\n")
+    workdir_fs.append_bytes(root, "logs/x.log", b"b\n")
+    assert workdir_fs.read_text(root, "out/deep/a.txt") == "two"
+    assert workdir_fs.read_bytes(root, "./logs//x.log") == b"a\nb\n"
+    assert sorted(os.listdir(root / "out" / "deep")) == ["a.txt"]  # no temporary file left
+    workdir_fs.write_text(root, "out/wire.txt", "lone \ud800 surrogate")
+    assert workdir_fs.read_text(root, "out/wire.txt") == "lone ? surrogate"
+    workdir_fs.unlink(root, "out/deep/a.txt")
+    workdir_fs.unlink(root, "out/deep/a.txt")  # already gone: fine
+    assert not (root / "out" / "deep" / "a.txt").exists()
+
+
+def test_a_symlinked_file_is_never_read_or_appended_to(root: Path) -> None:
+    os.symlink("../../outside/target.txt", root / "out" / "link.txt")
+    with pytest.raises(UnsafePathError, match="'out/link.txt': is a symlink"):
+        workdir_fs.read_text(root, "out/link.txt")
+    with pytest.raises(UnsafePathError, match="'out/link.txt': is a symlink"):
+        workdir_fs.append_text(root, "out/link.txt", "appended")
+    assert (_outside(root) / "target.txt").read_text() == "outside\n"
+
+
+def test_a_whole_file_write_replaces_a_symlink_and_never_writes_through_it(root: Path) -> None:
+    os.symlink("../../outside/target.txt", root / "out" / "result.txt")
+    workdir_fs.write_text(root, "out/result.txt", "answer")
+    assert not (root / "out" / "result.txt").is_symlink()
+    assert (root / "out" / "result.txt").read_text() == "answer"
+    assert (_outside(root) / "target.txt").read_text() == "outside\n"
+
+
+@pytest.mark.parametrize("operation", ["read", "write", "append", "make_dirs", "unlink", "create_new"])
+def test_a_symlinked_directory_on_the_way_is_refused(root: Path, operation: str) -> None:
+    os.symlink("../outside", root / "logs")
+    (_outside(root) / "x.log").write_text("outside\n")
+    act = {
+        "read": lambda: workdir_fs.read_bytes(root, "logs/x.log"),
+        "write": lambda: workdir_fs.write_text(root, "logs/x.log", "in"),
+        "append": lambda: workdir_fs.append_text(root, "logs/x.log", "in"),
+        "make_dirs": lambda: workdir_fs.make_dirs(root, "logs/sub"),
+        "unlink": lambda: workdir_fs.unlink(root, "logs/x.log"),
+        "create_new": lambda: workdir_fs.create_new(root, "logs/new.log"),
+    }[operation]
+    with pytest.raises(UnsafePathError, match="'logs': is a symlink; murmurd follows no symlink"):
+        act()
+    assert sorted(os.listdir(_outside(root))) == ["target.txt", "x.log"]
+    assert (_outside(root) / "x.log").read_text() == "outside\n"
+
+
+def test_a_file_where_a_directory_belongs_is_refused(root: Path) -> None:
+    (root / "logs").write_text("not a dir")
+    with pytest.raises(UnsafePathError, match="'logs': is not a directory"):
+        workdir_fs.append_text(root, "logs/x.log", "in")
+
+
+def test_missing_files_and_other_kinds(root: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="'out/none.txt'"):
+        workdir_fs.read_bytes(root, "out/none.txt")
+    with pytest.raises(FileNotFoundError, match="'nodir'"):
+        workdir_fs.read_bytes(root, "nodir/x")
+    with pytest.raises(NotRegularFile, match="'out' is not a regular file"):
+        workdir_fs.read_bytes(root, "out")
+    os.mkfifo(root / "out" / "pipe")
+    with pytest.raises(NotRegularFile):  # opened non-blocking: a FIFO never stalls the runtime
+        workdir_fs.read_bytes(root, "out/pipe")
+    with pytest.raises(OSError):  # no reader: ENXIO, not a hang
+        workdir_fs.append_text(root, "out/pipe", "x")
+    with pytest.raises(FileExistsError):
+        workdir_fs.create_new(root, "out")
+    with pytest.raises(OSError, match="cannot be opened"):
+        workdir_fs.read_bytes(root / "missing-root", "x")
+
+
+def test_reads_are_capped(root: Path) -> None:
+    workdir_fs.write_text(root, "big.txt", "x" * 10)
+    assert workdir_fs.read_bytes(root, "big.txt", max_bytes=10) == b"x" * 10
+    with pytest.raises(FileTooLarge, match="10 bytes, over the 9-byte limit"):
+        workdir_fs.read_bytes(root, "big.txt", max_bytes=9)
+
+
+@pytest.mark.parametrize(("rel", "rule"), [
+    ("../outside/target.txt", "climbs out"),
+    ("out/../../outside/target.txt", "climbs out"),
+    ("/etc/passwd", "absolute"),
+    ("out/a\x00b", "NUL"),
+    ("", "names the workdir itself"),
+    ("./", "names the workdir itself"),
+])
+def test_malformed_relative_paths_are_refused(root: Path, rel: str, rule: str) -> None:
+    with pytest.raises(UnsafePathError, match=rule):
+        workdir_fs.write_text(root, rel, "x")
+    assert (_outside(root) / "target.txt").read_text() == "outside\n"
+
+
+def test_storage_names_keep_plain_ids_and_hash_the_rest() -> None:
+    assert storage_name("ctx_0123abcd") == "ctx_0123abcd"
+    assert storage_name("client-chosen-1.v2") == "client-chosen-1.v2"
+    hostile = ["../../../tmp/x", "a/b", "..", ".", ".hidden", "ctx\x00nul", "", "x" * 129, "é", "\ud800"]
+    names = [storage_name(value) for value in hostile]
+    assert all(name.startswith("_") and len(name) == 65 and name[1:].isalnum() for name in names)
+    assert len(set(names)) == len(hostile)
+    assert storage_name("a/b") == storage_name("a/b")  # stable: the same context finds its history again
+
+
+def test_the_layout_turns_names_and_ids_into_safe_relative_paths(tmp_path: Path) -> None:
+    from murmurd.staging.workdir import Workdir, component, history_file, log_file, task_result_file, tool_file
+
+    assert history_file("ctx_1") == "contexts/ctx_1/history.json"
+    assert history_file("../../../tmp/x") == f"contexts/{storage_name('../../../tmp/x')}/history.json"
+    assert task_result_file("tsk_1") == "out/result_tsk_1.txt"
+    assert task_result_file("a/../../b").count("/") == 1
+    assert tool_file("echo", "skill.md") == "tools/echo/skill.md" and log_file("tool-echo.log") == "logs/tool-echo.log"
+    for bad in ("", ".", "..", "a/b", "a\\b", "a\x00b"):
+        with pytest.raises(UnsafePathError, match="is not a plain file name"):
+            component(bad)
+    with pytest.raises(UnsafePathError):
+        tool_file("../../escape", "murmur.yaml")
+    layout = Workdir(tmp_path)
+    assert layout.path(".") == layout.path("./") == tmp_path and layout.path("out/x") == tmp_path / "out" / "x"
+    with pytest.raises(UnsafePathError, match="climbs out"):
+        layout.path("data/../../x")
