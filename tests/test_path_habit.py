@@ -35,8 +35,13 @@ WORKDIR_PATH = re.compile(
 ALLOWED: dict[str, str] = {
     "cli.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
     "cli.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
-    "manifest/validate.py: text = file.read_text(encoding=\"utf-8\")": "the capsule's murmur.yaml / prompt file",
-    "manifest/artifact.py: raw = yaml.safe_load(path.read_text(encoding=\"utf-8\"))": "an artifact's own murmur.yaml",
+    "manifest/reading.py: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)":
+        "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
+    "manifest/reading.py: with os.fdopen(fd, \"rb\") as handle:":
+        "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
+    "a2a/state_dir.py: fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)":
+        "the state directory's lock file",
+    "a2a/state_dir.py: state_dir.mkdir(parents=True, exist_ok=True)": "the state directory",
     "authoring/build.py: digest.update(hashlib.sha256(path.read_bytes()).digest())": "artifact sources (build)",
     "authoring/build.py: for path in sorted(root.rglob(\"*\")):": "artifact sources (build)",
     "authoring/build.py: with tempfile.TemporaryDirectory(prefix=\"murmurd-build-\") as scratch:": "the build's scratch",
@@ -58,8 +63,6 @@ ALLOWED: dict[str, str] = {
     "host/cache.py: path.parent.mkdir(parents=True, exist_ok=True)": "the compile cache",
     "host/cache.py: tmp.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)": "the compile cache",
     "host/cache.py: os.replace(tmp, path)": "the compile cache",
-    "staging/lock.py: return LockFile.model_validate(yaml.safe_load(path.read_text(encoding=\"utf-8\")) or {})":
-        "the capsule's murmur.lock",
     "staging/lock.py: tmp.write_text(yaml.safe_dump(lock.model_dump(), sort_keys=False), encoding=\"utf-8\")":
         "the capsule's murmur.lock",
     "staging/lock.py: os.replace(tmp, path)": "the capsule's murmur.lock",
