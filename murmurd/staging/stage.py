@@ -16,6 +16,9 @@ import yaml
 
 from murmurd import workdir_fs
 from murmurd.contract import Role
+from murmurd.hooks.faults import HookLog
+from murmurd.hooks.loading import load_hooks
+from murmurd.hooks.stage import run_on_stage
 from murmurd.host import CallGrant, ComponentHost, HostError, Limits, LoadedComponent
 from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
@@ -76,6 +79,13 @@ class StagedCapsule:
     registry: Registry
     report: Report
     host_env: Mapping[str, str] = field(default_factory=dict)
+    # Descriptions an on-stage hook wrote for shell binaries (`write-manifests`), by binary.
+    shell_descriptions: dict[str, str] = field(default_factory=dict)
+
+    def hook_env(self) -> dict[str, str]:
+        """What every hook's environment carries besides its grant (observability's endpoint)."""
+        endpoint = self.manifest.observability.otel_endpoint
+        return {"MURMUR_OTEL_ENDPOINT": endpoint} if endpoint else {}
 
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
@@ -119,14 +129,31 @@ def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
 
 def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
     for binary in binaries:
-        synthetic = {
-            "name": binary,
-            "version": "native",
-            "runtime": "shell",
-            "description": f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
-            "input_schema": SHELL_TOOL_SCHEMA,
-        }
-        workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
+        _write_shell_manifest(workdir, binary, None, None)
+
+
+def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None, version: str | None) -> None:
+    """`tools/<binary>/murmur.yaml`: the synthetic manifest, or what a stage hook described."""
+    synthetic = {
+        "name": binary,
+        "version": version or "native",
+        "runtime": "shell",
+        "description": description
+        or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
+        "input_schema": SHELL_TOOL_SCHEMA,
+    }
+    workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
+
+
+def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
+    """`on-stage` (before any session): the manifests a hook commits replace the synthetic ones."""
+    specs = load_hooks(staged, staged.hook_env())
+    if not specs:
+        return
+    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.root)):
+        _write_shell_manifest(staged.workdir, manifest.binary, manifest.description, manifest.version)
+        if manifest.description:
+            staged.shell_descriptions[manifest.binary] = manifest.description
 
 
 def _lay_out(
@@ -235,6 +262,11 @@ def stage_capsule(
         installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
         raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
-    return StagedCapsule(
+    staged = StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )
+    try:
+        _run_stage_hooks(staged, host, shell_allow)
+    except OSError as exc:
+        raise StagingError([f"cannot write a stage hook's manifest: {exc}"], report) from None
+    return staged
