@@ -10,7 +10,7 @@ import pytest
 
 from murmurd.contract import SERVED, WORLDS, wit_root
 
-WORLD_FAMILIES = sorted(set(WORLDS.values()) | {("host", "runtime-host"), ("hook", "session-hook")})
+WORLD_FAMILIES = sorted(set(WORLDS.values()) | {("host", "runtime-host")})
 
 
 @pytest.mark.parametrize(("family", "world"), WORLD_FAMILIES, ids=lambda v: str(v))
