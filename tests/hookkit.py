@@ -11,6 +11,11 @@ import yaml
 
 from conftest import EXAMPLES
 from loopkit import driver_capsule, local
+from murmurd.hooks.dispatch import DispatchSettings
+from murmurd.host import ComponentHost
+from murmurd.session.events import TaskEvents
+from murmurd.session.session import Session, TaskOutcome, TaskSpec
+from murmurd.staging.stage import StagedCapsule
 
 ECHO = EXAMPLES / "echo"
 
@@ -70,3 +75,37 @@ def hook_events(workdir: Path, name: str) -> list[dict[str, Any]]:
 def runtime_lines(workdir: Path, name: str) -> list[str]:
     """The lines murmurd itself wrote to the hook's log (faults, failures)."""
     return [line for line in hook_log(workdir, name) if line.startswith("[murmurd")]
+
+
+class Recorder(TaskEvents):
+    """Keeps what a task streamed: artifacts and tool results."""
+
+    def __init__(self) -> None:
+        self.artifacts: list[tuple[str, Any]] = []
+        self.tool_results: list[tuple[str, str]] = []
+
+    def artifact(self, tool_name: str, content: Any) -> None:
+        self.artifacts.append((tool_name, content))
+
+    def tool_result(self, tool_name: str, content: str) -> None:
+        self.tool_results.append((tool_name, content))
+
+
+async def run_session(staged: StagedCapsule, host: ComponentHost, *tasks: TaskSpec | str,
+                      settings: DispatchSettings | None = None, events: TaskEvents | None = None) -> list[TaskOutcome]:
+    """Open a session, run `tasks` in order, close it (queues drained)."""
+    session = Session(staged, host, hook_settings=settings)
+    await session.open()
+    outcomes = []
+    try:
+        for i, task in enumerate(tasks):
+            spec = task if isinstance(task, TaskSpec) else TaskSpec(f"tsk_{i:032x}", task)
+            outcomes.append(await session.run_task(spec, events))
+    finally:
+        await session.close()
+    return outcomes
+
+
+def faults(trace: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(hook_name, event, arm) of every hook_dispatch_error line."""
+    return [(e["hook_name"], e["event"], e["arm"]) for e in trace if e["event_type"] == "hook_dispatch_error"]
