@@ -45,7 +45,7 @@ def _capsule(tmp_path: Path, arm: Path, monkeypatch, config: dict[str, Any], mod
 
 
 def _fault_logged(root: Path, handler: str, arm_name: str) -> bool:
-    return any(f"hook committer: {handler}: {arm_name} discarded" in line for line in runtime_lines(root, "committer"))
+    return any(f"hook committer: {handler} returned {arm_name}, discarded" in line for line in runtime_lines(root, "committer"))
 
 
 # -- on-stage: write-manifests ---------------------------------------------------------------

@@ -148,7 +148,7 @@ class HookDispatcher(LifecycleDispatcher):
                 continue
             verdict = judge(handler, dispatch, output.arm, output.value)
             if isinstance(verdict, Fault):
-                self.log.fault(runner.name, handler, verdict.arm, verdict.reason)
+                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
             elif verdict is not None:
                 committed.append((runner.name, verdict))
         return committed
@@ -163,7 +163,7 @@ class HookDispatcher(LifecycleDispatcher):
                 return Denial(runner.name, f"the policy hook failed ({output.reason}); denied (fail closed)")
             verdict = judge(handler, Dispatch.DECISION, output.arm, output.value)
             if isinstance(verdict, Fault):
-                self.log.fault(runner.name, handler, verdict.arm, verdict.reason)
+                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
             elif verdict is not None:
                 return Denial(runner.name, str(verdict.value))
         return None
@@ -174,11 +174,11 @@ class HookDispatcher(LifecycleDispatcher):
             if isinstance(output, HookOutput):
                 verdict = judge(handler, Dispatch.ONCE, output.arm, output.value, asynchronous=True)
                 if isinstance(verdict, Fault):
-                    self.log.fault(runner.name, handler, verdict.arm, verdict.reason)
+                    self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
         return deliver
 
     def _reporter(self, name: str) -> Callable[[str, str, str], None]:
-        return lambda event, arm, detail: self.log.fault(name, event, arm, detail)
+        return lambda event, arm, detail: self.log.fault(name, event, arm, f"hook {name}: {event} {arm}: {detail}")
 
     async def _recipe(self, event: ShellEvent) -> str | None:
         request = recipe_request(event.argv[0] if event.argv else event.binary, event.argv)

@@ -35,9 +35,13 @@ class HookLog:
         except OSError as exc:
             log.warning("logs/%s not written: %s", hook_log_name(hook), exc)
 
-    def fault(self, hook: str, event: str, arm: str, detail: str) -> None:
-        """A survivable fault: the log line names hook, handler and arm; the trace gets the event."""
-        self.line(hook, f"hook {hook}: {event}: {arm} discarded: {detail}")
+    def discarded(self, hook: str, handler: str, arm: str, reason: str) -> None:
+        """An arm the commit table does not honour here: the line names hook, handler and arm."""
+        self.fault(hook, handler, arm, f"hook {hook}: {handler} returned {arm}, discarded: {reason}")
+
+    def fault(self, hook: str, event: str, arm: str, text: str) -> None:
+        """A survivable fault: `text` goes to the hook's log, `hook_dispatch_error` to the trace."""
+        self.line(hook, text)
         if self.trace is None:
             return
         try:

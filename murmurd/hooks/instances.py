@@ -58,10 +58,11 @@ class HookRunner:
         return self._instance
 
     def _failed(self, handler: str, detail: str, arm: str) -> CallFailed:
+        line = f"hook {self.name}: {handler} {detail}"
         if self.spec.asynchronous:
-            self.log.fault(self.name, handler, arm, detail)
+            self.log.fault(self.name, handler, arm, line)
         else:
-            self.log.line(self.name, f"hook {self.name}: {handler} {detail}")
+            self.log.line(self.name, line)
         return CallFailed(detail)
 
     @property

@@ -40,7 +40,7 @@ def run_on_stage(host: ComponentHost, specs: list[HookSpec], shell_allow: list[s
             instance.close()
         verdict = judge(HANDLER, Dispatch.ONCE, output.arm, output.value, asynchronous=spec.asynchronous)
         if isinstance(verdict, Fault):
-            log.fault(spec.name, HANDLER, verdict.arm, verdict.reason)
+            log.discarded(spec.name, HANDLER, verdict.arm, verdict.reason)
         elif verdict is not None:
             manifests += _checked(spec.name, verdict.value, shell_allow, log)
     return manifests
