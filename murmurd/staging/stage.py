@@ -25,7 +25,7 @@ from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
-from murmurd.staging.grants import Grant, GrantSet, compute_grants
+from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
@@ -102,6 +102,8 @@ class StagedCapsule:
         """The host-level grant for one call of component `name` (`None`: the capsule component)."""
         grant = self.grant_for(name)
         env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
+        if name is not None and name in self.artifacts and self.artifacts[name].kind == "hook":
+            env.update(hook_env(self.manifest.observability.otel_endpoint, self.host_env))
         env.update(extra_env or {})
         limits = grant.limits
         return CallGrant(
