@@ -50,14 +50,15 @@ class HookSpec:
         return receives(self.binding, handler)
 
 
-def load_hooks(staged: StagedCapsule, extra_env: dict[str, str] | None = None) -> list[HookSpec]:
-    """Every hook of `staged`, in manifest order, with its grant."""
+def load_hooks(staged: StagedCapsule) -> list[HookSpec]:
+    """Every hook of `staged`, in manifest order, with its grant (which carries the variables
+    every hook sees, `MURMUR_OTEL_ENDPOINT` and `MURMUR_FORMATION_ID`: `StagedCapsule.call_grant`)."""
     specs: list[HookSpec] = []
     for name, installed in staged.artifacts.items():
         if installed.kind != "hook" or installed.component is None:
             continue
         own = installed.resolved.manifest
-        grant = staged.call_grant(name, extra_env=extra_env, log_name=hook_log_name(name))
+        grant = staged.call_grant(name, log_name=hook_log_name(name))
         specs.append(HookSpec(name, installed.component, own.binding, own.execution_mode, own.commit_policy,
                               installed.ref.on_overflow or DEFAULT_OVERFLOW, grant))
     return specs

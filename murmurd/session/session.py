@@ -150,7 +150,7 @@ class Session:
 
     def _hook_dispatcher(self, settings: DispatchSettings) -> LifecycleDispatcher:
         """The capsule's hooks behind the lifecycle seam (the silent base when it has none)."""
-        specs = load_hooks(self.staged, self.staged.hook_env())
+        specs = load_hooks(self.staged)
         if not specs:
             return LifecycleDispatcher()
         setup = self._setup

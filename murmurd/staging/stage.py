@@ -82,11 +82,6 @@ class StagedCapsule:
     # Descriptions an on-stage hook wrote for shell binaries (`write-manifests`), by binary.
     shell_descriptions: dict[str, str] = field(default_factory=dict)
 
-    def hook_env(self) -> dict[str, str]:
-        """What every hook's environment carries besides its grant (observability's endpoint)."""
-        endpoint = self.manifest.observability.otel_endpoint
-        return {"MURMUR_OTEL_ENDPOINT": endpoint} if endpoint else {}
-
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
         artifact = self.artifacts[name]
@@ -149,7 +144,7 @@ def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None
 
 def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
     """`on-stage` (before any session): the manifests a hook commits replace the synthetic ones."""
-    specs = load_hooks(staged, staged.hook_env())
+    specs = load_hooks(staged)
     if not specs:
         return
     for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.root)):
