@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from murmurd import workdir_fs
+from murmurd.staging.workdir import log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 log = logging.getLogger("murmurd.hooks")
@@ -31,7 +32,7 @@ class HookLog:
         """Append one `[murmurd]` line to `logs/hook-<hook>.log` (a refused log costs the line only)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:
-            workdir_fs.append_text(self.root, f"logs/{hook_log_name(hook)}", f"[murmurd {stamp}] {text}\n")
+            workdir_fs.append_text(self.root, log_file(hook_log_name(hook)), f"[murmurd {stamp}] {text}\n")
         except OSError as exc:
             log.warning("logs/%s not written: %s", hook_log_name(hook), exc)
 

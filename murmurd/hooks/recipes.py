@@ -29,6 +29,7 @@ _MAKE_VALUE_OPTIONS = frozenset({"-f", "--file", "--makefile", "-C", "--director
                                  "-o", "--old-file", "-W", "--what-if", "--new-file", "--assume-new", "-j", "-l"})
 _JUST_VALUE_OPTIONS = frozenset({"-f", "--justfile", "-d", "--working-directory", "--set", "--shell",
                                  "--shell-arg", "--dotenv-filename", "--dotenv-path", "--color", "--command"})
+_TWO_VALUES = frozenset({"--set"})  # `just --set NAME VALUE`
 _MAKE_RULE = re.compile(r"^([^\s:=#][^:=#]*?)\s*::?(?!=)(.*)$")
 _JUST_HEADER = re.compile(r"^@?([A-Za-z_][A-Za-z0-9_-]*)\b[^:]*:(?!=)")
 
@@ -61,11 +62,11 @@ def recipe_request(binary: str, argv: list[str]) -> RecipeRequest | None:
 def _positional(args: list[str], value_options: frozenset[str], *, skip_assignments: bool) -> tuple[str | None, str | None]:
     """The first positional argument (skipping options and their values), and any `-C` directory."""
     directory: str | None = None
-    skip_next = False
+    skip = 0
     previous = ""
     for arg in args:
-        if skip_next:
-            skip_next = False
+        if skip:
+            skip -= 1
             if previous in ("-C", "--directory"):
                 directory = arg
             continue
@@ -73,7 +74,7 @@ def _positional(args: list[str], value_options: frozenset[str], *, skip_assignme
             continue
         if arg.startswith("-"):
             if arg in value_options:
-                skip_next, previous = True, arg
+                skip, previous = (2 if arg in _TWO_VALUES else 1), arg
             elif arg.startswith("--directory="):
                 directory = arg.split("=", 1)[1]
             continue
