@@ -209,3 +209,13 @@ async def test_a_hook_bound_to_one_handler_receives_that_handler_alone(tmp_path:
     staged = stage(_capsule(tmp_path, arm, binding="on-task-end"), host, tmp_path)
     await run_session(staged, host, "one")
     assert _names(hook_events(staged.workdir.root, "watch")) == ["on-task-end"]
+
+
+async def test_a_shell_call_refused_before_it_runs_skips_the_decision_point(tmp_path: Path, host, arm: Path) -> None:
+    responses = [tool_call("c1", "printf", {"command": "'unbalanced"}), end_turn()]
+    staged = stage(_capsule(tmp_path, arm, binding="on-shell", policy="deny", responses=responses), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    (observed,) = hook_events(staged.workdir.root, "watch")
+    assert observed["dispatch"] == "observation" and observed["outcome"]["exit_code"] == -1
+    assert "cannot split the command" in observed["outcome"]["stderr"]
+    assert outcome.ok and not [e for e in trace_events(staged) if e["event_type"] == "call_denied"]
