@@ -78,6 +78,9 @@ class HookDispatcher(LifecycleDispatcher):
 
     # -- the seam ---------------------------------------------------------------------------
 
+    def listens(self, handler: str) -> bool:
+        return any(r.spec.receives(handler) and r.spec.exports(handler) for r in self.runners)
+
     async def on_session_start(self) -> None:
         await self._dispatch("on-session-start", self.session_record)
 

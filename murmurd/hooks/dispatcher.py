@@ -110,6 +110,10 @@ class LifecycleDispatcher:
     bound: bool = False  # True when some hook receives on-compaction
     turn: int = 0  # the loop turn of the latest event (a hook's own inference is traced with it)
 
+    def listens(self, handler: str) -> bool:
+        """Whether any hook receives `handler`: the loop skips building what nobody reads."""
+        return False
+
     async def on_session_start(self) -> None:
         return None
 

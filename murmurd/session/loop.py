@@ -134,7 +134,7 @@ class AgentLoop:
                         duration_ms=inference.duration_ms)
             outputs = await self.dispatcher.on_inference(InferenceEvent(
                 turn, input_tokens, output_tokens, decision, first_tool,
-                prompt=json.dumps([m.to_driver() for m in state.messages], ensure_ascii=False),
+                prompt=self._prompt_json(state) if self.dispatcher.listens("on-inference") else None,
                 output=response.text, tools=self._tools_json,
             ))
             for artifact in outputs.artifacts:
@@ -151,6 +151,11 @@ class AgentLoop:
             events.turn_finished(inference.streamed, response.text)
             await self._maybe_compact(state, turn)
             return response.text
+
+    @staticmethod
+    def _prompt_json(state: LoopState) -> str:
+        """`inference-event.prompt`: the conversation the driver was sent, as driver JSON."""
+        return json.dumps([m.to_driver() for m in state.messages], ensure_ascii=False)
 
     # -- the driver --------------------------------------------------------------------------
 

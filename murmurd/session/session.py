@@ -271,6 +271,8 @@ class Session:
         """`prior-tokens`: what the history a threaded task loads counts; 0 for any other mode."""
         if self.staged.manifest.lifecycle.conversation != "threaded" or not spec.history:
             return 0
+        if not self.dispatcher.listens("on-task-start"):
+            return 0  # nobody reads it: skip the count
         text = json.dumps([m.to_driver() for m in spec.history])
         return await asyncio.to_thread(count_tokens, text)
 
