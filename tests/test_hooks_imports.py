@@ -107,3 +107,21 @@ async def test_a_script_capsule_without_a_driver_refuses_run_inference(tmp_path:
     await run_session(staged, host, "go")
     (refused,) = _logged(staged.workdir.root, "inference_error")
     assert "declares no inference driver" in refused["inference_error"]
+
+
+async def test_a_hook_without_capabilities_gets_no_directory(tmp_path: Path, host, arm, monkeypatch) -> None:
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, {"on-session-start": {"do": "write", "path": "x.txt"}}),
+                   host, tmp_path)
+    await run_session(staged, host, "go")
+    (refused,) = _logged(staged.workdir.root, "write_error")
+    assert refused and not (staged.workdir.root / "x.txt").exists()
+
+
+async def test_a_granted_scope_is_the_hooks_dot(tmp_path: Path, host, arm, monkeypatch) -> None:
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-session-start": {"do": "write", "path": "x.txt"}}))
+    hook = hook_ref(tmp_path, "reader", arm, config_var="ARM_HOOK", capabilities={"filesystem": {"scope": "audit"}})
+    staged = stage(hooked_capsule(tmp_path, [hook], [end_turn()]), host, tmp_path)
+    await run_session(staged, host, "go")
+    assert _logged(staged.workdir.root, "wrote") == [{"wrote": "x.txt"}]
+    assert (staged.workdir.root / "audit" / "x.txt").read_text() == "written by arm-hook\n"
+    assert not (staged.workdir.root / "x.txt").exists()
