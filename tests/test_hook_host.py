@@ -519,3 +519,35 @@ def test_waiting_for_inference_does_not_count_against_the_deadline(host: Compone
     finally:
         hook.close()
     assert report["inference"]["ok"]["model_used"] == "small-model"
+
+
+def test_a_hook_whose_memory_does_not_fit_fails_to_instantiate_at_each_call(host: ComponentHost, tmp_path: Path) -> None:
+    from murmurd.host import MemoryLimitExceeded
+
+    loaded = wat_hook(host, "fat")
+    hook = host.hook_instance(loaded, grant=hook_grant(tmp_path, "fat", memory_bytes=64 * 1024), session=SessionContext())
+    try:
+        for _ in range(2):
+            with pytest.raises(MemoryLimitExceeded, match="fat: memory limit of 0.0625 MiB exceeded"):
+                hook.call_sync("on-shell", EVENTS["on-shell"])
+            assert not hook.instantiated and hook.instantiations == 0
+    finally:
+        hook.close()
+
+
+def test_a_planted_log_link_is_refused_not_followed(host: ComponentHost, tmp_path: Path) -> None:
+    from murmurd.host import InstantiationError
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    (workdir / "logs").symlink_to(outside)
+    grant = CallGrant(log_path=workdir / "logs" / "hook-linked.log", root=workdir, limits=HOOK_LIMITS)
+    hook = host.hook_instance(wat_hook(host, "linked"), grant=grant, session=SessionContext())
+    try:
+        with pytest.raises(InstantiationError, match="linked: its log is refused"):
+            hook.call_sync("on-shell", EVENTS["on-shell"])
+    finally:
+        hook.close()
+    assert list(outside.iterdir()) == []
