@@ -519,3 +519,85 @@ def test_waiting_for_inference_does_not_count_against_the_deadline(host: Compone
     finally:
         hook.close()
     assert report["inference"]["ok"]["model_used"] == "small-model"
+
+
+def test_a_hook_whose_memory_does_not_fit_fails_to_instantiate_at_each_call(host: ComponentHost, tmp_path: Path) -> None:
+    from murmurd.host import MemoryLimitExceeded
+
+    loaded = wat_hook(host, "fat")
+    hook = host.hook_instance(loaded, grant=hook_grant(tmp_path, "fat", memory_bytes=64 * 1024), session=SessionContext())
+    try:
+        for _ in range(2):
+            with pytest.raises(MemoryLimitExceeded, match="fat: memory limit of 0.0625 MiB exceeded"):
+                hook.call_sync("on-shell", EVENTS["on-shell"])
+            assert not hook.instantiated and hook.instantiations == 0
+    finally:
+        hook.close()
+
+
+def test_a_planted_log_link_is_refused_not_followed(host: ComponentHost, tmp_path: Path) -> None:
+    from murmurd.host import InstantiationError
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    (workdir / "logs").symlink_to(outside)
+    grant = CallGrant(log_path=workdir / "logs" / "hook-linked.log", root=workdir, limits=HOOK_LIMITS)
+    hook = host.hook_instance(wat_hook(host, "linked"), grant=grant, session=SessionContext())
+    try:
+        with pytest.raises(InstantiationError, match="linked: its log is refused"):
+            hook.call_sync("on-shell", EVENTS["on-shell"])
+    finally:
+        hook.close()
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_while_it_waits_its_turn_never_runs(host: ComponentHost, tmp_path: Path) -> None:
+    loaded = wat_hook(host, "spinner", behaviour={"on-shell": "spin", "on-stage": Arm("artifact", "{}")})
+    hook = host.hook_instance(loaded, grant=hook_grant(tmp_path, "spinner", deadline_seconds=1.0), session=SessionContext())
+    try:
+        spinning = asyncio.ensure_future(hook.call("on-shell", EVENTS["on-shell"]))
+        await asyncio.sleep(0.2)
+        queued = asyncio.ensure_future(hook.call("on-stage", EVENTS["on-stage"]))
+        await asyncio.sleep(0.1)
+        queued.cancel()
+        with pytest.raises(DeadlineExceeded):
+            await spinning
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        assert hook.instantiations == 1  # the queued call never reached the guest
+        assert await hook.call("on-stage", EVENTS["on-stage"]) == HookOutput("artifact", "{}")
+    finally:
+        hook.close()
+
+
+@pytest.mark.anyio
+async def test_a_call_cancelled_before_its_worker_gets_the_instance_never_runs(host: ComponentHost, tmp_path: Path) -> None:
+    """A worker holds the instance (a spinning call from another thread); an async call is handed
+    to a worker that waits for it; cancelling now stops it before it reaches the guest."""
+    loaded = wat_hook(host, "spinner", behaviour={"on-shell": "spin", "on-stage": Arm("artifact", "{}")})
+    hook = host.hook_instance(loaded, grant=hook_grant(tmp_path, "spinner", deadline_seconds=1.0), session=SessionContext())
+    errors: list[BaseException] = []
+
+    def spin() -> None:
+        try:
+            hook.call_sync("on-shell", EVENTS["on-shell"])
+        except BaseException as exc:  # noqa: BLE001 - recorded for the assertion below
+            errors.append(exc)
+
+    holder = threading.Thread(target=spin)
+    try:
+        holder.start()
+        await asyncio.sleep(0.2)
+        waiting = asyncio.ensure_future(hook.call("on-stage", EVENTS["on-stage"]))
+        await asyncio.sleep(0.1)
+        hook.cancel("stopped early")
+        with pytest.raises(CallCancelled, match="spinner: stopped early"):
+            await waiting
+        holder.join()
+        assert [type(e) for e in errors] == [DeadlineExceeded]
+        assert hook.instantiations == 1  # the cancelled call never instantiated a replacement
+    finally:
+        hook.close()

@@ -82,6 +82,7 @@ class HookInstance:
             self._async_lock = asyncio.Lock()
         async with self._async_lock:
             guard = CallGuard(self.grant.limits.deadline_seconds)
+            self._guard = guard  # cancellable from now on, even before a worker picks it up
             try:
                 return await self.host.pool.run(self._run, handler, argument, guard)
             except asyncio.CancelledError:
@@ -94,7 +95,8 @@ class HookInstance:
         return self._run(handler, argument, CallGuard(self.grant.limits.deadline_seconds))
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the running call (if any) within one epoch tick; it raises `CallCancelled`."""
+        """Stop the running call (if any) within one epoch tick; it raises `CallCancelled`.
+        A call that has not started yet (queued behind another) is not affected."""
         guard = self._guard
         if guard is not None:
             guard.cancel(reason)
@@ -125,6 +127,8 @@ class HookInstance:
         with self._lock:
             if self._closed:
                 raise CallCancelled(self.name, "hook instance closed")
+            if guard.cancel_reason is not None:  # cancelled while it waited its turn
+                raise CallCancelled(self.name, guard.cancel_reason)
             self._guard = guard
             try:
                 return self._call_locked(handler, argument, guard)

@@ -61,7 +61,8 @@ class CallOutput:
     files live beside the log; the runtime keeps its own descriptors to them, so a guest that
     swaps one for a symlink during the call changes nothing the runtime reads. After the call,
     `collect` appends them to the caller's log (stdout, then stderr) and keeps the last bytes of
-    stderr, which tell a failed allocation from any other trap.
+    stderr, which tell a failed allocation from any other trap. A store that outlives one call
+    (a hook's) calls `drain` after each call instead, and `collect` once the store is closed.
     """
 
     def __init__(self, grant: CallGrant) -> None:
