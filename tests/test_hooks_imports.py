@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from a2akit import script_capsule
-from hookkit import end_turn, hook_events, hook_log, hook_ref, hooked_capsule, run_session
-from loopkit import driver_capsule, local, stage, trace_events
+from hookkit import end_turn, hook_log, hook_ref, hooked_capsule, run_session
+from loopkit import driver_capsule, stage, trace_events
 from murmurd.session.messages import Message, user_message
 from murmurd.session.session import TaskSpec
 from murmurd.session.tokens import count_tokens

@@ -157,7 +157,7 @@ class Session:
         manifest = self.staged.manifest
         record = SessionContextRecord(
             manifest.name, manifest.version, self.staged.session_id,
-            manifest.inference.model or "" if manifest.inference else "", self._capabilities(),
+            (manifest.inference.model or "") if manifest.inference else "", self._capabilities(),
         )
         return HookDispatcher(
             self.host, specs, root=self.staged.workdir.root, log_sink=HookLog(self.staged.workdir.root, self.trace),
