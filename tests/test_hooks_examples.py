@@ -113,6 +113,13 @@ def test_an_on_inference_artifact_reaches_an_sse_subscriber(tmp_path: Path, arti
         content = hooked[0]["artifact"]["content"]
         assert content == {**content, "turn": 1, "decision": "end_turn"}
         assert frames[-1][1] == "status" and frames[-1][2]["final"]
+        # A2A 1.0: the same artifact as an artifactUpdate with a data part, named after the hook
+        v10 = served.events("SendStreamingMessage", {"message": {"messageId": "m-v10", "role": "ROLE_USER",
+                                                                  "parts": [{"text": "again"}]}})
+        updates = [data["result"]["artifactUpdate"]["artifact"] for _id, _event, data in v10
+                   if "artifactUpdate" in data["result"]]
+        (from_hook,) = [a for a in updates if a["name"] == "artifact-hook"]
+        assert from_hook["parts"][0]["data"] == {**from_hook["parts"][0]["data"], "turn": 1, "decision": "end_turn"}
 
 
 def test_two_daemons_hooks_each_see_only_their_own_session(tmp_path: Path, artifacts) -> None:
