@@ -13,12 +13,12 @@ ran in) and against `inference.max_session_tokens`: past the ceiling it is refus
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from murmurd import workdir_fs
 from murmurd.host import ComponentHost, HostError, ImportFailed, SessionContext, ToolInput, ToolStatus
@@ -56,7 +56,16 @@ class HookSessionState:
     turn: Callable[[], int]
     active: ActiveTask | None = None
     spend_refused: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    loop: asyncio.AbstractEventLoop | None = None  # the session's; counters change only there
+
+    def on_loop(self, change: Callable[[], None]) -> None:
+        """Apply a change to the counters on the event loop thread (the loop's own increments run
+        there, so an async hook's completion never races them). A blocking hook's change runs
+        before the loop resumes: it was scheduled before the call's own completion."""
+        if self.loop is None or self.loop.is_closed():
+            change()
+        else:
+            self.loop.call_soon_threadsafe(change)
 
     @property
     def threaded(self) -> bool:
@@ -150,12 +159,15 @@ class HookServices(SessionContext):
 
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         """A hook completion counts as a turn, in the session's totals and the running task's."""
-        with self.state.lock:
-            for counters in (self.state.totals, self.state.active.counters if self.state.active else None):
-                if counters is not None:
-                    counters.turns += 1
-                    counters.input_tokens += input_tokens
-                    counters.output_tokens += output_tokens
+        touched = [self.state.totals] + ([self.state.active.counters] if self.state.active else [])
+
+        def change() -> None:
+            for counters in touched:
+                counters.turns += 1
+                counters.input_tokens += input_tokens
+                counters.output_tokens += output_tokens
+
+        self.state.on_loop(change)
 
     def _trace(self, response, input_tokens: int, output_tokens: int, model: str, duration_ms: int) -> None:  # type: ignore[no-untyped-def]
         decision = "tool_call" if response.stop_reason == "tool_call" else (

@@ -171,6 +171,7 @@ class Session:
         return [k for k, v in self.staged.grants.capsule.to_json().items() if v and k != "limits"]
 
     async def open(self) -> None:
+        self.hooks.loop = asyncio.get_running_loop()
         self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
         self.trace.write(
