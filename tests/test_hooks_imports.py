@@ -125,3 +125,22 @@ async def test_a_granted_scope_is_the_hooks_dot(tmp_path: Path, host, arm, monke
     assert _logged(staged.workdir.root, "wrote") == [{"wrote": "x.txt"}]
     assert (staged.workdir.root / "audit" / "x.txt").read_text() == "written by arm-hook\n"
     assert not (staged.workdir.root / "x.txt").exists()
+
+
+async def test_a_hook_completion_is_a_capsule_inference_span(tmp_path: Path, host, arm, monkeypatch) -> None:
+    from test_otel import Collector
+
+    collector = Collector()
+    try:
+        staged = stage(_capsule(tmp_path, arm, monkeypatch, {"on-task-end": {"do": "infer"}},
+                                observability={"otel_endpoint": collector.url}), host, tmp_path)
+        (outcome,) = await run_session(staged, host, "go")
+        assert outcome.ok
+        spans = collector.named("capsule.inference")
+        origins = [s["attributes"]["murmur.origin"].string_value for s in spans if "murmur.origin" in s["attributes"]]
+        models = [s["attributes"]["murmur.model"].string_value for s in spans if "murmur.model" in s["attributes"]]
+        assert len(spans) == 2 and origins == ["hook:reader"] and models == ["scripted"]
+        (task,) = collector.named("capsule.task")
+        assert all(s["parent"] == task["span_id"] for s in spans)
+    finally:
+        collector.close()
