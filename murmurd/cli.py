@@ -241,6 +241,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
+        max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
         max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
@@ -329,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--task-acceptance", choices=["none", "single", "queue"])
     serve.add_argument("--after-task", choices=["exit", "sleep"])
     serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
+    serve.add_argument("--max-concurrent-tasks", type=_positive_int,
+                       help="tasks of different contexts running at once under `queue` "
+                            "(overrides lifecycle.max_concurrent_tasks)")
+    serve.add_argument("--session-idle", type=_positive_float, default=60.0,
+                       help="seconds a context's session stays open after its last task (default 60)")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
     serve.add_argument("--max-batch", type=_positive_int, default=100, help="requests in one JSON-RPC batch (default 100)")

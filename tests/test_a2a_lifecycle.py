@@ -35,7 +35,8 @@ def test_single_rejects_a_second_task_while_one_runs(tmp_path: Path) -> None:
 
 
 def test_queue_holds_queue_depth_tasks_and_cancel_runs_the_next(tmp_path: Path) -> None:
-    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 1})
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 1,
+                                                         "max_concurrent_tasks": 1})
     with serving(capsule, tmp_path / "state") as served:
         running = served.send("mode:hang")
         served.wait_state(running["id"], "working")
@@ -51,7 +52,8 @@ def test_queue_holds_queue_depth_tasks_and_cancel_runs_the_next(tmp_path: Path) 
 
 
 def test_cancel_of_a_queued_task(tmp_path: Path) -> None:
-    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 2})
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 2,
+                                                         "max_concurrent_tasks": 1})
     with serving(capsule, tmp_path / "state") as served:
         running = served.send("mode:hang")
         served.wait_state(running["id"], "working")

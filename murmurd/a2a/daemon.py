@@ -1,9 +1,11 @@
 """`CapsuleDaemon`: everything one served capsule needs, in one object.
 
-It owns the capsule's session (one workdir, one trace), its task store, its event log, its peer
-client and its session worker: an asyncio task that runs accepted tasks one at a time through
-the session loop, pauses a task on `request-input` until a reply arrives, and stops when the
-lifecycle says so. Nothing lives at module level, so one process can serve several capsules.
+It owns the capsule's own session (its workdir and trace), its task store, its event log and its
+scheduler: accepted tasks start as soon as the concurrency bound and their context allow
+(`admission`), each in its own asyncio task, in a session the `SessionPool` hands out (the
+daemon's own with a bound of 1, one per context above it). A task pauses on `request-input`
+until a reply routed to it arrives. Nothing lives at module level, so one process can serve
+several capsules.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from murmurd import workdir_fs
+from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
 from murmurd.a2a.peer import PeerClient
+from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
 from murmurd.a2a.stream import EventLog
 from murmurd.a2a.tasks import (
@@ -33,11 +37,13 @@ from murmurd.a2a.wire.common import result_artifact_id
 from murmurd.host import AbortTask, ComponentHost
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import PeerTask
+from murmurd.hooks.dispatcher import LifecycleDispatcher
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.session.events import TaskEvents
 from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
+from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import history_file, task_result_file
 
@@ -63,6 +69,11 @@ class NotAReply(ValueError):
     """A message naming a task that is not waiting for input."""
 
 
+class AmbiguousReply(NotAReply):
+    """A reply that could answer more than one waiting task, or names a task and a context that
+    disagree: refused (-32602) rather than guessed."""
+
+
 @dataclass(frozen=True)
 class LifecyclePolicy:
     task_acceptance: str = "single"  # none | single | queue
@@ -71,15 +82,25 @@ class LifecyclePolicy:
     input_timeout_secs: float | None = None
     conversation: str = "stateless"  # stateless | threaded
     idle_timeout_secs: float = 30.0
+    max_concurrent_tasks: int | None = None  # None: admission.DEFAULT_QUEUE_BOUND under `queue`
+    session_idle_secs: float = 60.0  # a context's session stays open this long after its last task
+
+    @property
+    def bound(self) -> int:
+        """Tasks running at once (1 unless `queue`)."""
+        return concurrency_bound(self.task_acceptance, self.max_concurrent_tasks)
 
     @classmethod
     def from_manifest(
-        cls, manifest: CapsuleManifest, *, task_acceptance: str | None = None, after_task: str | None = None
+        cls, manifest: CapsuleManifest, *, task_acceptance: str | None = None, after_task: str | None = None,
+        max_concurrent_tasks: int | None = None, session_idle_secs: float = 60.0,
     ) -> LifecyclePolicy:
         lifecycle = manifest.lifecycle
         return cls(
             task_acceptance=task_acceptance or lifecycle.task_acceptance,
             after_task=after_task or lifecycle.after_task,
+            max_concurrent_tasks=max_concurrent_tasks or lifecycle.max_concurrent_tasks,
+            session_idle_secs=session_idle_secs,
             queue_depth=lifecycle.queue_depth,
             input_timeout_secs=lifecycle.input_timeout_secs,
             conversation=lifecycle.conversation,
@@ -123,6 +144,20 @@ class StreamEvents(TaskEvents):
         self.log.publish("text", self.task_id, {"id": self.task_id, "text": "" if streamed else text, "final": True})
 
 
+@dataclass
+class Run:
+    """One started task: its asyncio task, why it would be canceled, its open request-input."""
+
+    record: TaskRecord
+    task: asyncio.Task[None] | None = None
+    reason: str = "canceled by request"
+    reply: asyncio.Future[str] | None = None  # set while the task waits for input
+
+    @property
+    def waiting(self) -> bool:
+        return self.reply is not None and not self.reply.done()
+
+
 class CapsuleDaemon:
     def __init__(
         self,
@@ -138,37 +173,61 @@ class CapsuleDaemon:
         self.store = store
         self.policy = policy
         self.log = log or EventLog()
-        self.session = Session(staged, host)
+        shared = policy.bound == 1
+        # With a session per context, the daemon's own session only records acceptance (its
+        # trace); the capsule's hooks run in the context sessions, never here.
+        self.session = Session(staged, host) if shared else Session(staged, host, dispatcher=LifecycleDispatcher())
         self.peers = PeerClient(self.session.trace)
+        self._own = Slot(self.session, self.peers)
+        self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
+                                idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot)
         self.stopped = asyncio.Event()  # the lifecycle (or a signal) says: stop serving
         self.accepting = True
-        self._queue: deque[TaskRecord] = deque()
+        self._queue: deque[TaskRecord] = deque()  # accepted, not started, in arrival order
+        self._running: dict[str, Run] = {}  # started, not yet ended
         self._wakeup = asyncio.Event()
-        self._active: TaskRecord | None = None
-        self._active_run: asyncio.Task[None] | None = None
-        self._waiting: tuple[TaskRecord, asyncio.Future[str]] | None = None
+        self._ended_runs = 0
         self._records: dict[str, TaskRecord] = {}  # live (non-terminal) tasks
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
-        self._current_trust = "operator"
-        self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
-    # -- lifecycle -------------------------------------------------------------------------
-
     async def start(self) -> list[str]:
-        """Open the session, fail what a previous daemon left running, start the worker."""
-        loop = asyncio.get_running_loop()
+        """Open the daemon's session, fail what a previous daemon left running, start the scheduler."""
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
-        self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
+        self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
+        if self.pool.shared is None:
+            self._start_background(self.pool.reap_periodically(), "murmurd-session-reaper")
         if self.policy.after_task == "exit":
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    def _connect(self, slot: Slot) -> None:
+        """The host imports of `slot`'s session reach this loop (request-input, message/send)."""
+
+        async def send(peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
+            return await slot.peers.send(peer_url, message_id, context_id, text, trust=slot.trust,
+                                         traceparent=slot.session.spans.current_traceparent())
+
+        bridge = LoopBridge(asyncio.get_running_loop())
+        slot.session.services.connect(LoopServices(bridge, send_to_peer=send))
+
+    async def _open_context_slot(self) -> Slot:
+        """A new session for one context: workdir and Session built off the loop (file I/O)."""
+        session = await asyncio.to_thread(lambda: Session(open_session_staging(self.staged), self.host))
+        slot = Slot(session, PeerClient(session.trace))
+        try:
+            await session.open()
+        except BaseException:
+            await slot.close()
+            raise
+        self._connect(slot)
+        return slot
 
     def _start_background(self, work: Any, name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -186,14 +245,15 @@ class CapsuleDaemon:
         self.stopped.set()
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
-        """Stop accepting, let the running task end (or cancel it after the grace period),
-        cancel what waits in the queue, and close the session's trace."""
+        """Stop accepting, let the running tasks end (cancel those still running after the grace
+        period), cancel what waits in the queue, and close every session's trace."""
         self.accepting = False
         self.stopped.set()
-        if self._active_run is not None and not self._active_run.done():
-            done, _ = await asyncio.wait({self._active_run}, timeout=grace_seconds)
-            if not done:
-                await self._cancel_active("canceled: daemon shutting down")
+        runs = [run.task for run in self._running.values() if run.task is not None]
+        if runs:
+            await asyncio.wait(runs, timeout=grace_seconds)
+        await asyncio.gather(*(self._cancel_run(run, "canceled: daemon shutting down")
+                               for run in list(self._running.values())))
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
@@ -201,8 +261,9 @@ class CapsuleDaemon:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        await self.session.close()
-        await self.peers.close()
+        await self.pool.close_all()
+        if self.pool.shared is None:
+            await self._own.close()
         await self.store.close()
 
     async def _idle_watch(self) -> None:
@@ -214,15 +275,12 @@ class CapsuleDaemon:
 
     async def submit(self, submission: Submission) -> TaskRecord:
         """Accept, queue, reject, or deliver as a reply; return the task record."""
-        if self._waiting is not None:
-            waiting, future = self._waiting
-            if submission.task_id in (None, waiting.id):  # upstream: any message answers the waiting task
-                waiting.history.append(submission.message)
-                if not future.done():
-                    future.set_result(submission.message.text)
-                    # working again at once: a blocking send must wait for the outcome, not return the prompt
-                    _leave_input_required(waiting)
-                return waiting
+        waiters = [Waiter(r.record.id, r.record.context_id) for r in self._running.values() if r.waiting]
+        route = route_message(submission.task_id, submission.context_id, waiters, self.policy.bound)
+        if isinstance(route, Ambiguous):
+            raise AmbiguousReply(f"ambiguous reply: {route.reason}")
+        if isinstance(route, Reply):
+            return self._deliver(self._running[route.task_id], submission.message)
         if submission.task_id is not None:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
@@ -239,7 +297,7 @@ class CapsuleDaemon:
         self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
                                  message_id=submission.message.message_id,
                                  traceparent_from_caller=submission.traceparent)
-        reason = self._refusal()
+        reason = self._refusal(record.context_id)
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
@@ -247,18 +305,25 @@ class CapsuleDaemon:
         self._traceparents[record.id] = submission.traceparent
         await self._save(record, final=False)
         self._queue.append(record)
-        self._wakeup.set()
+        self._schedule()
         return record
 
-    def _refusal(self) -> str | None:
-        if not self.accepting:
-            return "rejected: the capsule is shutting down"
-        busy = self._active is not None or bool(self._queue)
-        if self.policy.task_acceptance == "single" and busy:
-            return "rejected: the capsule accepts a single task at a time and one is running"
-        if self.policy.task_acceptance == "queue" and busy and len(self._queue) >= self.policy.queue_depth:
-            return f"rejected: the task queue is full (queue_depth {self.policy.queue_depth})"
-        return None
+    def _deliver(self, run: Run, message: TaskMessage) -> TaskRecord:
+        """The message is the reply `run` waits for: it works again at once (a blocking send
+        waits for the outcome, not for the prompt it already has)."""
+        record = run.record
+        record.history.append(message)
+        if run.reply is not None and not run.reply.done():
+            run.reply.set_result(message.text)
+            _leave_input_required(record)
+        return record
+
+    def _refusal(self, context_id: str) -> str | None:
+        context_busy = any(r.record.context_id == context_id for r in self._running.values()) or any(
+            q.context_id == context_id for q in self._queue)
+        return refusal(accepting=self.accepting, task_acceptance=self.policy.task_acceptance,
+                       bound=self.policy.bound, running=len(self._running), waiting=len(self._queue),
+                       context_busy=context_busy, queue_depth=self.policy.queue_depth)
 
     def remember_dialect(self, task_id: str, dialect: Any) -> None:
         """Which wire dialect created a task, so get/cancel answer in kind (bounded: recent tasks)."""
@@ -293,72 +358,100 @@ class CapsuleDaemon:
             self._queue.remove(record)
             self._traceparents.pop(record.id, None)
             await self._finish(record, TaskState.CANCELED, "canceled by request")
-        elif self._active is record:
-            await self._cancel_active("canceled by request")
+        elif record.id in self._running:
+            await self._cancel_run(self._running[record.id], "canceled by request")
         return record
 
-    async def _cancel_active(self, reason: str) -> None:
-        run = self._active_run
-        if run is None:
+    async def _cancel_run(self, run: Run, reason: str) -> None:
+        """Cancel one started task and wait (briefly) until it has recorded its end."""
+        task = run.task
+        if task is None or task.done():
             return
-        if self._waiting is not None and not self._waiting[1].done():
-            self._waiting[1].cancel()
-        run.cancel()
-        self._cancel_reason = reason
-        await asyncio.wait({run}, timeout=5)
+        run.reason = reason
+        if run.reply is not None and not run.reply.done():
+            run.reply.cancel()
+        task.cancel()
+        await asyncio.wait({task}, timeout=5)
 
-    # -- the session worker -----------------------------------------------------------------
+    # -- the scheduler and the task runs ---------------------------------------------------
 
     async def _work(self) -> None:
+        """Start what can start whenever a task ends; stop when the lifecycle says so."""
         while True:
-            while not self._queue:
-                self._wakeup.clear()
-                await self._wakeup.wait()
-            record = self._queue.popleft()
-            self._active = record
-            self._active_run = asyncio.create_task(self._run_guarded(record))
-            try:
-                await asyncio.shield(self._active_run)
-            except asyncio.CancelledError:
-                if not self._active_run.done():
-                    raise
-            finally:
-                self._active, self._active_run = None, None
-            if self.policy.after_task == "exit" or self.session.ended is not None:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            self._schedule()
+            if self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None):
                 self.accepting = False
                 self.stopped.set()
                 return
 
-    async def _run_guarded(self, record: TaskRecord) -> None:
-        """Run one task; whatever it raises fails that task alone and the worker goes on."""
-        try:
-            await self._run(record)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.exception("task %s raised inside the session worker", record.id)
-            await self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}")
+    def _schedule(self) -> None:
+        """Start every waiting task the bound and its context allow now (synchronous, so what
+        `submit` counts is always what runs)."""
+        if not self.accepting:
+            return
+        busy = {run.record.context_id for run in self._running.values()}
+        for record in runnable(self._queue, busy, len(self._running), self.policy.bound):
+            self._queue.remove(record)
+            run = Run(record)
+            self._running[record.id] = run
+            run.task = asyncio.create_task(self._run_guarded(run), name=f"murmurd-task-{record.id}")
+            run.task.add_done_callback(lambda _t, task_id=record.id: self._run_ended(task_id))
 
-    async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:
-        """Fail a task after an unexpected error. If even the store refuses the record, the
-        failure is still published (streams close, blocked callers return) and logged."""
+    def _run_ended(self, task_id: str) -> None:
+        self._running.pop(task_id, None)
+        self._ended_runs += 1
+        self._wakeup.set()
+
+    async def _run_guarded(self, run: Run) -> None:
+        """Run one task in its context's session; whatever it raises fails that task alone."""
+        record = run.record
+        try:
+            slot = await self.pool.acquire(record.context_id)
+        except asyncio.CancelledError:
+            await self._end_unexpectedly(record, TaskState.CANCELED, run.reason)
+            return
+        except Exception as exc:
+            logger.exception("task %s: no session could be opened", record.id)
+            await self._end_unexpectedly(record, TaskState.FAILED, f"cannot open a session: {exc}")
+            return
+        try:
+            if self.pool.shared is None:
+                self.session.trace.write("a2a_task_session", task_id=record.id, context_id=record.context_id,
+                                         task_session_id=slot.session.staged.session_id)
+            await self._run(run, slot)
+        except asyncio.CancelledError:
+            await self._end_unexpectedly(record, TaskState.CANCELED, run.reason)
+        except Exception as exc:
+            logger.exception("task %s raised inside its session worker", record.id)
+            await self._end_unexpectedly(record, TaskState.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            self.pool.release(slot)
+            if self.pool.shared is None and slot.session.ended is not None:
+                await self.pool.discard(record.context_id, slot)
+
+    async def _end_unexpectedly(self, record: TaskRecord, state: TaskState, message: str) -> None:
+        """End a task that did not end its own way. If even the store refuses the record, the
+        end is still published (streams close, blocked callers return) and logged."""
         self._traceparents.pop(record.id, None)
         try:
-            await self._finish(record, TaskState.FAILED, message)
+            await self._finish(record, state, message)
         except Exception:
-            logger.exception("task %s: the failed state could not be stored", record.id)
+            logger.exception("task %s: the %s state could not be stored", record.id, state.value)
             self._records.pop(record.id, None)
             self.log.publish("status", record.id, record.status_frame(True), final=True)
             async with self._changed:
                 self._changed.notify_all()
 
-    async def _run(self, record: TaskRecord) -> None:
+    async def _run(self, run: Run, slot: Slot) -> None:
+        record = run.record
         record.state = TaskState.WORKING
         await self._save(record, final=False)
-        services = self.session.services
+        services = slot.session.services
         assert services.loop is not None
-        services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
-        self._current_trust = record.trust
+        services.loop.ask_for_input = lambda prompt: self._ask(run, prompt)
+        slot.trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
         try:
             history = self._load_history(record.context_id)
@@ -371,12 +464,11 @@ class CapsuleDaemon:
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
-        self._cancel_reason = "canceled by request"
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
         try:
-            outcome = await self.session.run_task(spec, events)
+            outcome = await slot.session.run_task(spec, events)
         except asyncio.CancelledError:
-            await self._finish(record, TaskState.CANCELED, self._cancel_reason)
+            await self._finish(record, TaskState.CANCELED, run.reason)
             return
         finally:
             services.loop.ask_for_input = None
@@ -393,27 +485,24 @@ class CapsuleDaemon:
         else:
             await self._finish(record, TaskState.FAILED, outcome.error or outcome.exit_status)
 
-    async def _ask(self, record: TaskRecord, prompt: str) -> str:
-        """`request-input` for the running task: wait (only this worker) for a reply."""
+    async def _ask(self, run: Run, prompt: str) -> str:
+        """`request-input` for a running task: wait (only this task) for a reply routed to it."""
+        record = run.record
         record.state = TaskState.INPUT_REQUIRED
         record.artifacts = [TaskArtifact("prompt", [{"text": prompt}])]
         record.status_message = prompt
         await self._save(record, final=False)
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._waiting = (record, future)
+        run.reply = future
         try:
             reply = await asyncio.wait_for(future, self.policy.input_timeout_secs)
         except TimeoutError:
             raise AbortTask(INPUT_TIMEOUT) from None
         finally:
-            self._waiting = None
+            run.reply = None
         _leave_input_required(record)
         await self._save(record, final=False)
         return reply
-
-    async def _send_to_peer(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
-        return await self.peers.send(peer_url, message_id, context_id, text, trust=self._current_trust,
-                                     traceparent=self.session.spans.current_traceparent())
 
     # -- records, streams, history -------------------------------------------------------
 

@@ -29,6 +29,8 @@ from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
 
 STATE_DIR_NAME = ".murmurd"
+# WASM threads beyond one per running task: hooks, request-input waits, a stage-time call.
+POOL_HEADROOM = 8
 
 
 class PortTaken(OSError):
@@ -67,6 +69,8 @@ class ServeOptions:
     state_dir: Path | None = None
     task_acceptance: str | None = None
     after_task: str | None = None
+    max_concurrent_tasks: int | None = None  # overrides lifecycle.max_concurrent_tasks (queue only)
+    session_idle_secs: float = 60.0
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
@@ -124,8 +128,10 @@ async def _serve_locked(
         raise
     port = sock.getsockname()[1]
     policy = LifecyclePolicy.from_manifest(
-        staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task
+        staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task,
+        max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,
     )
+    component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
     lock.record_holder(url=url, session=staged.session_id)

@@ -50,6 +50,15 @@ class WasmPool:
             max_workers=max_workers, thread_name_prefix="murmurd-wasm"
         )
 
+    def ensure_workers(self, count: int) -> None:
+        """At least `count` threads: a served capsule sizes the pool to its concurrency bound
+        (a driver waiting on its provider holds a thread). Growing only; no call is lost."""
+        if count <= self.max_workers:
+            return
+        old, self.max_workers = self._executor, count
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=count, thread_name_prefix="murmurd-wasm")
+        old.shutdown(wait=False)
+
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         context = contextvars.copy_context()

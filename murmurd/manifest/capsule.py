@@ -190,6 +190,9 @@ class Lifecycle(_Model):
     # None: wait forever.
     input_timeout_secs: int | None = Field(default=None, gt=0)
     conversation: Conversation = "stateless"
+    # murmurd extension: tasks of different contexts running at once under `queue` (None: the
+    # default bound, murmurd.a2a.admission.DEFAULT_QUEUE_BOUND); `single` and `none` run one.
+    max_concurrent_tasks: int | None = Field(default=None, ge=1, le=4096)
 
 
 class Observability(_Model):

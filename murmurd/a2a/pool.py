@@ -1,0 +1,127 @@
+"""The sessions a served capsule's tasks run in: one shared session, or one per context.
+
+With a bound of 1 every task runs in the daemon's own session (upstream: one workdir, one trace,
+one set of hook instances). With a larger bound each context gets a session of its own, so two
+tasks running at once never share a workdir, a trace, continuation state, counters or hook
+instances: it is opened when the context's first task starts, kept while the context has a task
+and `idle_secs` after its last one (a threaded conversation keeps its hooks and continuation),
+then closed (`session_end`, `on-session-end`). When the pool is full, the least recently used
+idle session is closed first. A closed session's workdir stays on disk, like every workdir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from murmurd.a2a.peer import PeerClient
+from murmurd.session.session import Session
+
+logger = logging.getLogger("murmurd.a2a")
+
+
+@dataclass
+class Slot:
+    """A live session and what is bound to it: its peer client, the trust of the task it runs."""
+
+    session: Session
+    peers: PeerClient
+    trust: str = "operator"
+    busy: int = 0  # tasks of this slot running now (only ever 0 or 1 for a context session)
+    idle_since: float = field(default_factory=time.monotonic)
+
+    async def close(self) -> None:
+        try:
+            await self.session.close()
+        finally:
+            await self.peers.close()
+
+
+OpenSlot = Callable[[], Awaitable[Slot]]
+
+
+class SessionPool:
+    def __init__(self, shared: Slot | None, *, capacity: int, idle_secs: float, open_slot: OpenSlot,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        """`shared`: the one session every task runs in (a bound of 1), or None for a session
+        per context, at most `capacity` of them open."""
+        self.shared = shared
+        self.capacity = capacity
+        self.idle_secs = idle_secs
+        self._open_slot = open_slot
+        self._clock = clock
+        self._slots: OrderedDict[str, Slot] = OrderedDict()  # context id -> its session, LRU first
+
+    @property
+    def live(self) -> int:
+        """Context sessions open now (the shared session is not counted)."""
+        return len(self._slots)
+
+    def slot_of(self, context_id: str) -> Slot | None:
+        return self.shared or self._slots.get(context_id)
+
+    async def acquire(self, context_id: str) -> Slot:
+        """The session `context_id`'s next task runs in, opened if it has none."""
+        slot = self.shared or self._slots.get(context_id)
+        if slot is None:
+            victim = self._idle_victim() if len(self._slots) >= self.capacity else None
+            if victim is not None:
+                await self._close(victim)
+            slot = await self._open_slot()
+            self._slots[context_id] = slot
+        if self.shared is None:
+            self._slots.move_to_end(context_id)
+        slot.busy += 1
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        slot.busy -= 1
+        slot.idle_since = self._clock()
+
+    async def discard(self, context_id: str, slot: Slot) -> None:
+        """Close a context session that ended (its trace failed): the context's next task gets a
+        new one, and no other context is touched."""
+        if self._slots.get(context_id) is slot and slot.busy == 0:
+            del self._slots[context_id]
+            await self._close(slot)
+
+    def _idle_victim(self) -> Slot | None:
+        """The least recently used idle context session, taken out of the pool (synchronously, so
+        two tasks opening sessions at once never pick the same one)."""
+        for context_id, slot in self._slots.items():
+            if slot.busy == 0:
+                return self._slots.pop(context_id)
+        return None
+
+    async def close_idle(self) -> int:
+        """Close the context sessions idle for `idle_secs`; how many were closed."""
+        now = self._clock()
+        expired = [c for c, s in self._slots.items() if s.busy == 0 and now - s.idle_since >= self.idle_secs]
+        for context_id in expired:
+            await self._close(self._slots.pop(context_id))
+        return len(expired)
+
+    async def close_all(self) -> None:
+        """Every context session, then the shared one (shutdown: no task runs any more)."""
+        while self._slots:
+            _, slot = self._slots.popitem(last=False)
+            await self._close(slot)
+        if self.shared is not None:
+            await self._close(self.shared)
+
+    async def _close(self, slot: Slot) -> None:
+        """A session that fails to close is logged; it never stops the daemon or another close."""
+        try:
+            await slot.close()
+        except Exception:
+            logger.exception("session %s did not close cleanly", slot.session.staged.session_id)
+
+    async def reap_periodically(self) -> None:
+        """Close idle context sessions as they expire (a background task of the daemon)."""
+        while True:
+            await asyncio.sleep(max(0.05, min(self.idle_secs / 2, 5.0)))
+            await self.close_idle()
