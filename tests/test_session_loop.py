@@ -146,7 +146,8 @@ async def test_continuation_sends_only_the_tail_within_a_context(tmp_path, host)
         TaskSpec("tsk_" + "3" * 32, "third", context_id="ctx_b"),
     )
     turns = _records(first)
-    assert [t["roles"] for t in turns] == [["user"], ["tool"], ["tool"]]
+    # The driver acknowledged what it was sent: its own answer goes out again with the tool result.
+    assert [t["roles"] for t in turns] == [["user"], ["assistant", "tool"], ["assistant", "tool"]]
     assert [t["continuation_id"] for t in turns] == [None, "cont-1", "cont-2"]
     assert not any(t["has_ids"] for t in turns)
     # The same context continues from the held id: only the new user message goes out.
@@ -156,6 +157,23 @@ async def test_continuation_sends_only_the_tail_within_a_context(tmp_path, host)
     # Token accounting uses the full conversation, so it grows although the payload does not.
     inference = [e for e in trace_events(staged) if e["event_type"] == "inference"][:3]
     assert inference[0]["input_tokens"] < inference[1]["input_tokens"] < inference[2]["input_tokens"]
+
+
+@pytest.mark.parametrize(("mode", "roles"), [("hold", ["assistant", "tool"]), ("none", ["user", "assistant", "tool"])])
+async def test_after_one_bash_call_the_driver_sees_two_messages_with_continuation_three_without(
+    tmp_path, host, mode, roles
+) -> None:
+    """Upstream's continuation check: one `bash` tool call, then count what reaches the driver."""
+    directory = driver_capsule(tmp_path, "recorder-driver",
+                               {"steps": 2, "continuation": mode, "tool": "bash", "input": {"command": "echo hi"}},
+                               capabilities={"shell": {"allow": ["bash"]}})
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, TaskSpec("tsk_" + "7" * 32, "run it", context_id="ctx_a"))
+    assert outcome.exit_status == "ok", outcome.error
+    second = _records(outcome)[1]
+    assert second["roles"] == roles
+    assert second["continuation_id"] == ("cont-1" if mode == "hold" else None)
+    assert "hi" in second["texts"][-1]  # the bash result itself went out
 
 
 @pytest.mark.parametrize("mode", ["empty", "none"])

@@ -138,8 +138,10 @@ class AgentLoop:
 
             if response.stop_reason == "error":
                 raise TaskFailed(f"driver error: {response.error or 'no message'}")
-            state.messages.append(Message("assistant", response.content))
+            # The driver acknowledged what it was sent, not what it answered: the next incremental
+            # request carries its assistant message and the tool results after it.
             self.continuation.on_response(state.context_id, inference.continuation_id, len(state.messages))
+            state.messages.append(Message("assistant", response.content))
             if response.stop_reason == "tool_call":
                 await self._run_tools(state, response, turn, events)
                 await self._maybe_compact(state, turn)
