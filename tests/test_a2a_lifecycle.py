@@ -187,12 +187,15 @@ def test_a_taken_internal_port_is_an_error_naming_it(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in proc.stderr and "already in use" in proc.stderr
 
 
-def test_the_internal_port_is_used_when_free(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["network", "capabilities"])
+def test_the_internal_port_is_used_when_free(tmp_path: Path, where: str) -> None:
+    """Upstream writes the port in a top-level `network:` block; murmurd's older place still works."""
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    capsule = chaos_capsule(tmp_path, capabilities={"network": {"internal_port": port}})
+    block = {"internal_port": port} if where == "network" else {"network": {"internal_port": port}}
+    capsule = chaos_capsule(tmp_path, **{where: block})
     with serving(capsule, tmp_path / "state", "--port", "1") as served:
         assert served.url == f"http://127.0.0.1:{port}/"
 

@@ -116,7 +116,7 @@ async def _serve_locked(
 ) -> int:
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
     store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
-    internal = staged.manifest.capabilities.network.internal_port
+    internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
     except PortTaken:

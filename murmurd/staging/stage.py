@@ -155,6 +155,17 @@ def _lay_out(
     return installed, grants
 
 
+def _log_warnings(layout: Workdir, report: Report) -> None:
+    """The manifest's warnings in `logs/bootstrap.log`, beside what the operator saw on stderr."""
+    if not report.warnings:
+        return
+    text = "".join(f"warning: {w.to_text()}\n" for w in report.warnings)
+    try:
+        workdir_fs.append_text(layout.root, log_file("bootstrap.log"), text)
+    except OSError:
+        pass  # the warnings were already printed; a refused log costs only this copy
+
+
 def stage_capsule(
     capsule_dir: Path,
     *,
@@ -170,6 +181,8 @@ def stage_capsule(
     manifest, report = load_capsule(capsule_dir, env)
     if manifest is None:
         raise StagingError([d.to_text() for d in report.errors], report)
+    for warning in report.warnings:  # never silently dropped: every launch repeats them
+        report_progress(f"warning: {warning.to_text()}")
     registry = registry or FileRegistry(default_registry_root())
 
     try:
@@ -235,6 +248,7 @@ def stage_capsule(
         installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
         raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
+    _log_warnings(layout, report)
     return StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )
