@@ -241,6 +241,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     options = ServeOptions(
         host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
+        task=_task_text(args.task) if args.task is not None else None,
         max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
@@ -326,8 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
     serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
-    serve.add_argument("--task-acceptance", choices=["none", "single", "queue"])
-    serve.add_argument("--after-task", choices=["exit", "sleep"])
+    serve.add_argument("--task", help="a launch task (text, or a file holding it) run before any A2A message")
+    serve.add_argument("--task-acceptance", "--lifecycle-task-acceptance", dest="task_acceptance",
+                       choices=["none", "single", "queue"])
+    serve.add_argument("--after-task", "--lifecycle-after-task", dest="after_task", choices=["exit", "sleep"])
     serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")

@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
@@ -151,6 +152,7 @@ class CapsuleDaemon:
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
+        self._task_md: set[str] = set()  # ids of the launch task (`--task`)
         self._current_trust = "operator"
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
@@ -159,16 +161,39 @@ class CapsuleDaemon:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> list[str]:
-        """Open the session, fail what a previous daemon left running, start the worker."""
+    async def start(self, task_text: str | None = None) -> list[str]:
+        """Open the session, fail what a previous daemon left running, start the worker.
+
+        As upstream's runtime does at launch: a `task_text` (the `task.md` of `--task`) runs
+        first, without waiting for A2A; `none` without one has nothing to do and stops; every
+        mode but `queue` + `after_task: sleep` runs an empty task when the idle window passes
+        without a message, then stops.
+        """
         loop = asyncio.get_running_loop()
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
         self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
         self._start_background(self._work(), "murmurd-session-worker")
-        if self.policy.after_task == "exit":
+        policy = self.policy
+        if task_text is not None:
+            await self._queue_task_md(task_text)
+        elif policy.task_acceptance == "none":
+            self.accepting = False
+            self.stopped.set()
+        elif not (policy.task_acceptance == "queue" and policy.after_task == "sleep"):
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    async def _queue_task_md(self, text: str) -> None:
+        """The launch task: stored like any task (tasks/get sees it), traced `source: task_md`."""
+        self._seen_task = True
+        record = TaskRecord(id=new_task_id(), context_id=new_context_id(),
+                            history=[TaskMessage(f"msg_{new_task_id()[4:]}", "user", [{"text": text}])])
+        self._task_md.add(record.id)
+        self._records[record.id] = record
+        await self._save(record, final=False)
+        self._queue.append(record)
+        self._wakeup.set()
 
     def _start_background(self, work: Any, name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -206,8 +231,17 @@ class CapsuleDaemon:
         await self.store.close()
 
     async def _idle_watch(self) -> None:
+        """Upstream's idle rule: no message within the window runs the loop once with an empty
+        task (no `task_start`/`task_end`: it is not a task anyone sent), then the daemon stops."""
         await asyncio.sleep(self.policy.idle_timeout_secs)
-        if not self._seen_task:
+        if self._seen_task:
+            return
+        self.accepting = False
+        print("[capsule-runtime] no A2A message received within timeout; running with empty task",
+              file=sys.stderr, flush=True)
+        try:
+            await self.session.run_task(TaskSpec(new_task_id(), "", context_id=new_context_id(), source="idle"))
+        finally:
             self.stopped.set()
 
     # -- the task API the router calls ----------------------------------------------------
@@ -324,7 +358,8 @@ class CapsuleDaemon:
                     raise
             finally:
                 self._active, self._active_run = None, None
-            if self.policy.after_task == "exit" or self.session.ended is not None:
+            launch_task = record.id in self._task_md and self.policy.task_acceptance != "queue"
+            if self.policy.after_task == "exit" or self.session.ended is not None or launch_task:
                 self.accepting = False
                 self.stopped.set()
                 return
@@ -367,7 +402,8 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
-            record.id, record.history[0].text, context_id=record.context_id, source="a2a",
+            record.id, record.history[0].text, context_id=record.context_id,
+            source="task_md" if record.id in self._task_md else "a2a",
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )

@@ -67,6 +67,7 @@ class ServeOptions:
     state_dir: Path | None = None
     task_acceptance: str | None = None
     after_task: str | None = None
+    task: str | None = None  # the launch task (upstream's task.md), run before any A2A message
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
@@ -134,7 +135,7 @@ async def _serve_locked(
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
 
-    interrupted = await daemon.start()
+    interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
     announce(f"murmur: url {options.host}:{port}")

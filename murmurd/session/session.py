@@ -44,6 +44,11 @@ class TaskSpec:
     traceparent: str | None = None  # the caller's W3C traceparent, if any
 
     @property
+    def announced(self) -> bool:
+        """The idle run (upstream: no message within the window) writes no task_start/task_end."""
+        return self.source != "idle"
+
+    @property
     def message_parts_bytes(self) -> int:
         return len(self.text.encode())
 
@@ -170,10 +175,11 @@ class Session:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
             self._write_file(TASK, spec.text)
             self.spans.task_started(spec.task_id, spec.traceparent)
-            self._write(
-                "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
-                message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
-            )
+            if spec.announced:
+                self._write(
+                    "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
+                    message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
+                )
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
             else:
@@ -191,7 +197,8 @@ class Session:
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         self._write_result(outcome)
-        self._task_end(outcome)
+        if spec.announced:
+            self._task_end(outcome)
         self.spans.task_ended(outcome.exit_status)
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
