@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -68,6 +69,7 @@ class ServeOptions:
     task_acceptance: str | None = None
     after_task: str | None = None
     task: str | None = None  # the launch task (upstream's task.md), run before any A2A message
+    env: dict[str, str] | None = None  # None: the process environment (the CLI adds the project .env)
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
@@ -115,7 +117,8 @@ async def _serve_locked(
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
 ) -> int:
-    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
+    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
+                                     env=os.environ if options.env is None else options.env)
     store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
     internal = staged.manifest.internal_port
     try:

@@ -70,7 +70,7 @@ class TaskOutcome:
         return self.exit_status == "ok"
 
 
-def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
+def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact: bool = False) -> DriverSetup | None:
     inference = staged.manifest.inference
     if inference is None:
         return None
@@ -86,7 +86,7 @@ def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
         name=inference.driver.artifact if inference.driver else "",
         env=env,
         system=system,
-        tools=model_tools(staged),
+        tools=model_tools(staged, release_prompt_artifact=release_prompt_artifact),
         model=inference.model,
         max_tokens=inference.max_tokens,
         max_turns=inference.max_turns,
@@ -127,6 +127,7 @@ class Session:
         *,
         dispatcher: LifecycleDispatcher | None = None,
         services: CapsuleServices | None = None,
+        cli_system_prompt: str | None = None,
     ) -> None:
         self.staged = staged
         self.host = host
@@ -138,9 +139,13 @@ class Session:
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
-        self._prompt = manifest_prompt(staged)
+        # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
+        # and gives a bound `system_prompt_artifact` back to the model's inventory.
+        cli = cli_system_prompt is not None
+        self._prompt_source = "cli" if cli else None
+        self._prompt = ((cli_system_prompt or "").strip() or None) if cli else manifest_prompt(staged)
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
-        self._setup = driver_setup(staged, self._system)
+        self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
         self._runner = ToolRunner(staged, host, self.services, include_output)
@@ -157,8 +162,9 @@ class Session:
             max_turns=manifest.inference.max_turns if manifest.inference else None,
             capabilities=[k for k, v in grants.to_json().items() if v and k != "limits"],
             tools_declared=[a.name for a in manifest.artifacts],
-            system_prompt_source="manifest" if self._prompt else "none",
-            system_prompt_sha256=hashlib.sha256(self._system.encode()).hexdigest(),
+            system_prompt_source=self._prompt_source or ("manifest" if self._prompt else "none"),
+            # the resolved prompt alone, before the [Capsule] block; null when there is none
+            system_prompt_sha256=hashlib.sha256(self._prompt.encode()).hexdigest() if self._prompt else None,
             effective_grants=self.staged.grants.to_json(),
         )
         await self.dispatcher.on_session_start()

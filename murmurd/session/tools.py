@@ -45,9 +45,11 @@ class ToolOutcome:
     shell: ShellOutcome | None = None
 
 
-def model_tools(staged: StagedCapsule) -> list[ToolSpec]:
-    """Every tool the model may call: WASM tools, skills (but the system-prompt skill), shell."""
-    prompt_skill = staged.manifest.inference.system_prompt_artifact if staged.manifest.inference else None
+def model_tools(staged: StagedCapsule, *, release_prompt_artifact: bool = False) -> list[ToolSpec]:
+    """Every tool the model may call: WASM tools, skills (but the system-prompt skill, unless
+    `--system-prompt` released it for this run), shell."""
+    inference = staged.manifest.inference
+    prompt_skill = inference.system_prompt_artifact if inference and not release_prompt_artifact else None
     specs: list[ToolSpec] = []
     for artifact in staged.artifacts.values():
         own = artifact.resolved.manifest

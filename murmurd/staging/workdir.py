@@ -8,11 +8,10 @@ through `workdir_fs.storage_name`, an artifact or log name only through `compone
 from __future__ import annotations
 
 import errno
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from murmurd import workdir_fs
+from murmurd import ids, workdir_fs
 from murmurd.workdir_fs import UnsafePathError
 
 SESSION_PREFIX = "ses_"
@@ -25,8 +24,8 @@ INVENTORY = "MURMUR.md"
 
 
 def new_session_id() -> str:
-    """`ses_` + 32 lowercase hex digits."""
-    return SESSION_PREFIX + secrets.token_hex(16)
+    """`ses_` + a UUIDv7 as 32 lowercase hex digits: later sessions sort after earlier ones."""
+    return ids.new_session_id()
 
 
 def component(name: str) -> str:
