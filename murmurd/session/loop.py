@@ -113,13 +113,14 @@ class AgentLoop:
     async def run(self, state: LoopState, events: TaskEvents) -> str:
         """Run turns until the driver ends the task; return the result text or raise TaskFailed."""
         cache_key = prompt_cache_key(self.staged.manifest.name, self.staged.manifest.version, state.context_id)
+        attempt_turns = 0  # upstream's `turn`: zero-based, restarting with each attempt
         while True:
             if state.counters.turns >= self.setup.max_turns:
                 raise TaskFailed(f"max_turns ({self.setup.max_turns}) reached", "max_turns_reached")
             self._check_spend()
             state.counters.turns += 1
             self.totals.turns += 1
-            turn = state.counters.turns
+            turn, attempt_turns = attempt_turns, attempt_turns + 1
             inference = await self._infer(state, cache_key, events)
             response, input_tokens, output_tokens = inference.response, inference.input_tokens, inference.output_tokens
             decision = "tool_call" if response.stop_reason == "tool_call" else (
@@ -218,6 +219,9 @@ class AgentLoop:
                 events.tool_result(name, text)
                 continue
             outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk)
+            if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
+                self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
+                self._count_tool_call(state)
             self._trace(outcome.event_type, turn=turn, **outcome.trace)
             if outcome.event_type == "shell":
                 state.counters.shell_calls += 1
@@ -227,13 +231,17 @@ class AgentLoop:
                     "exit_code": outcome.trace.get("exit_code"), "duration_ms": outcome.trace.get("duration_ms"),
                 }))
             else:
-                state.counters.tool_calls += 1
-                self.totals.tool_calls += 1
+                if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
+                    self._count_tool_call(state)
                 await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
                     "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
                 }))
             state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
             events.tool_result(name, outcome.text)
+
+    def _count_tool_call(self, state: LoopState) -> None:
+        state.counters.tool_calls += 1
+        self.totals.tool_calls += 1
 
     def _shell_shape(self, name: str, tool_input: Any) -> tuple[list[str], str | None, str]:
         try:

@@ -26,6 +26,7 @@ from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tools import ToolRunner, model_tools
+from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
@@ -153,19 +154,25 @@ class Session:
     async def open(self) -> None:
         self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
-        grants = self.staged.grants.capsule
+        grants = effective_grants(manifest, self.staged.grants)
         self.trace.write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
             model=manifest.inference.model if manifest.inference else None,
             max_turns=manifest.inference.max_turns if manifest.inference else None,
-            capabilities=[k for k, v in grants.to_json().items() if v and k != "limits"],
-            tools_declared=[a.name for a in manifest.artifacts],
+            # upstream's categories granted anything, and the tools the model is offered
+            capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
+                                         ("shell", grants["shell_allow"])) if v],
+            tools_declared=[t.name for t in self._setup.tools] if self._setup else [],
+            containment_declared=grants["declared_containment"],
+            containment_achieved=grants["achieved_containment"],
+            workdir_exec=grants["workdir_exec"],
             system_prompt_source=self._prompt_source or ("manifest" if self._prompt else "none"),
             # the resolved prompt alone, before the [Capsule] block; null when there is none
             system_prompt_sha256=hashlib.sha256(self._prompt.encode()).hexdigest() if self._prompt else None,
-            effective_grants=self.staged.grants.to_json(),
+            system_prompt=self._prompt if manifest.trace.include_tool_output else None,
+            effective_grants=grants,
         )
         await self.dispatcher.on_session_start()
 

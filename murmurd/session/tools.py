@@ -115,6 +115,19 @@ class ToolRunner:
         """The argv, script and display command a shell tool call would run (for hooks)."""
         return _shell_args(name, tool_input)
 
+    def shell_tool_call(self, name: str, tool_input: Any, outcome: ToolOutcome) -> dict[str, Any]:
+        """The `tool_call` fields upstream writes for a shell command, ahead of its `shell` line:
+        `error` when it could not run or exited non-zero."""
+        failed = outcome.is_error or outcome.trace.get("exit_code") != 0
+        fields: dict[str, Any] = {
+            "tool_name": name, "input": tool_input, "input_bytes": len(json.dumps(tool_input).encode()),
+            "output_bytes": len(outcome.text.encode()), "duration_ms": outcome.trace.get("duration_ms", 0),
+            "status": "error" if failed else "ok",
+        }
+        if self.include_output:
+            fields["output"] = outcome.text
+        return fields
+
     async def run(self, name: str, tool_input: Any, on_chunk: Any = None, on_thinking: Any = None) -> ToolOutcome:
         kind = self.kind_of(name)
         started = time.monotonic()

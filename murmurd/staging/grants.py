@@ -221,3 +221,35 @@ def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
         if entry_host.lower() == host and (not entry_port_text or entry_port_text == str(port)):
             return True
     return False
+
+
+# murmurd confines shell children by environment only: upstream's "Environment-only" tier.
+ACHIEVED_CONTAINMENT = "advisory"
+ENFORCEMENT_TIER = "none"
+
+
+def effective_grants(manifest: CapsuleManifest, grants: GrantSet) -> dict[str, Any]:
+    """`session_start.effective_grants` in upstream's shape (what `mur run --explain-scope --json`
+    prints), then murmurd's additions: `limits`, per-`components` grants and staging `warnings`.
+
+    `workdir_exec` and `unix_sockets` report what holds, not what was asked: murmurd withholds
+    neither (the manifest fields are warned as unimplemented)."""
+    caps = manifest.capabilities
+    return {
+        "declared_containment": caps.containment or "advisory",
+        "achieved_containment": ACHIEVED_CONTAINMENT,
+        "floor_met": True,  # validation refuses a floor above advisory, so a running capsule meets it
+        "enforcement_tier": ENFORCEMENT_TIER,
+        "filesystem_scope": caps.filesystem.scope,
+        "workdir_exec": True,
+        "network_allow": list(caps.network.allow),
+        "unix_sockets": True,
+        "shell_allow": list(caps.shell.allow) if caps.shell else [],
+        "spawn_allow": [],
+        "env_allow": list(caps.env.allow),
+        "interpreter_runtime_grants": [],
+        "staged_runtime_grants": [],
+        "limits": vars(grants.capsule.limits).copy(),
+        "components": {name: g.to_json() for name, g in sorted(grants.components.items())},
+        "warnings": list(grants.warnings),
+    }
