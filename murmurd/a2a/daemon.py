@@ -61,7 +61,12 @@ class HistoryUnreadable(RuntimeError):
 
 
 class NotAReply(ValueError):
-    """A message naming a task that is not waiting for input."""
+    """A message naming a task that is not waiting for input; `finished` when that task is in a
+    terminal state (A2A 1.0 and 0.3 answer that UnsupportedOperationError)."""
+
+    def __init__(self, message: str, *, finished: bool = False) -> None:
+        super().__init__(message)
+        self.finished = finished
 
 
 @dataclass(frozen=True)
@@ -210,9 +215,11 @@ class CapsuleDaemon:
         self.accepting = False
         self.stopped.set()
 
-    async def stop(self, grace_seconds: float = 10.0) -> None:
+    async def stop(self, grace_seconds: float = 10.0, *, close_store: bool = True) -> None:
         """Stop accepting, let the running task end (or cancel it after the grace period),
-        cancel what waits in the queue, and close the session's trace."""
+        cancel what waits in the queue, and close the session's trace. With `close_store=False`
+        the store stays open for requests still being answered (the caller closes it after
+        the HTTP server has stopped)."""
         self.accepting = False
         self.stopped.set()
         if self._active_run is not None and not self._active_run.done():
@@ -228,7 +235,8 @@ class CapsuleDaemon:
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.session.close()
         await self.peers.close()
-        await self.store.close()
+        if close_store:
+            await self.store.close()
 
     async def _idle_watch(self) -> None:
         """Upstream's idle rule: no message within the window runs the loop once with an empty
@@ -261,7 +269,8 @@ class CapsuleDaemon:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
                 raise TaskNotFound(submission.task_id)
-            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input")
+            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input",
+                            finished=known.state.terminal)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -316,8 +325,12 @@ class CapsuleDaemon:
             raise TaskNotFound(task_id)
         return record
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset)
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state)
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return await self.store.count(context_id, state)
 
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)

@@ -157,7 +157,9 @@ async def _serve_locked(
         if not signalled.is_set():
             await asyncio.sleep(options.linger_seconds)
         pruning.cancel()  # before the store closes
-        await daemon.stop(options.grace_seconds)
+        # The store outlives the HTTP server: every request of the linger and shutdown window
+        # (a GetTask for the answer just published) is answered, never "task store is closed".
+        await daemon.stop(options.grace_seconds, close_store=False)
     finally:
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
@@ -168,6 +170,7 @@ async def _serve_locked(
         with contextlib.suppress(Exception):
             await serving
         sock.close()
+        await store.close()
     if daemon.crashed is not None:
         announce(f"murmur: the daemon stopped after an internal failure: {daemon.crashed!r}")
         return 1
