@@ -161,3 +161,18 @@ def test_dotenv_never_overrides_and_walks_up_to_the_project(tmp_path: Path) -> N
     nested.mkdir(parents=True)
     assert with_dotenv(nested, {"SET": "from-env"}) == {"SET": "from-env", "NEW": "from-file"}
     assert with_dotenv(tmp_path / "nowhere-without-a-manifest", {}) in ({}, {"SET": "from-file", "NEW": "from-file"})
+
+
+def test_workdir_is_the_accessible_dir_and_bookkeeping_goes_under_dot_murmur(tmp_path: Path) -> None:
+    target = tmp_path / "here"
+    summary = _json_run(_capsule(tmp_path), "--workdir", str(target))
+    books = target / ".murmur" / summary["session_id"]
+    assert summary["workdir"] == str(target.resolve())
+    assert (target / "task.md").read_text() == "hi"
+    assert (target / ".capsule-home").is_dir() and (target / "checkpoints").is_dir()
+    for name in ("trace.jsonl", "MURMUR.md", "out/result.txt", "tools/recorder-driver/murmur.yaml"):
+        assert (books / name).is_file(), name
+        assert not (target / name).exists(), name
+    # a second run into the same directory keeps its own bookkeeping
+    again = _json_run(_capsule(tmp_path), "--workdir", str(target))
+    assert sorted(p.name for p in (target / ".murmur").iterdir()) == sorted([summary["session_id"], again["session_id"]])

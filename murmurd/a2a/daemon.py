@@ -485,7 +485,7 @@ class CapsuleDaemon:
             return []
         rel = history_file(context_id)
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel))
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, self.staged.workdir.book(rel)))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []
@@ -497,13 +497,14 @@ class CapsuleDaemon:
         Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
             return None
-        root = self.staged.workdir.root
+        root, book = self.staged.workdir.root, self.staged.workdir.book
         try:
             text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
-            workdir_fs.write_text(root, task_result_file(record.id), text)
+            workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.ok:
                 history = [m.__dict__ for m in outcome.messages]
-                workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
+                workdir_fs.write_text(root, book(history_file(record.context_id)),
+                                      json.dumps(history, ensure_ascii=False))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None

@@ -286,7 +286,8 @@ class AgentLoop:
     def _note(self, line: str) -> None:
         """A line in `logs/bootstrap.log`; a refused log (a planted symlink) costs the note, not the task."""
         try:
-            workdir_fs.append_text(self.staged.workdir.root, log_file("bootstrap.log"), line)
+            workdir = self.staged.workdir
+            workdir_fs.append_text(workdir.root, workdir.book(log_file("bootstrap.log")), line)
         except OSError as exc:
             log.warning("logs/bootstrap.log not written: %s", exc)
 

@@ -114,7 +114,7 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
         return SessionSpans.disabled()
     manifest = staged.manifest
     try:
-        log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+        log = workdir_fs.open_append_text(staged.workdir.root, staged.workdir.book(log_file("otel.log")))
     except OSError as exc:
         raise TraceWriteError(f"cannot open logs/otel.log: {exc}") from None
     return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
@@ -136,7 +136,8 @@ class Session:
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
-        self.trace = TraceWriter(staged.workdir.root, TRACE, staged.session_id, mirror=self.spans.mirror)
+        self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
+                                 mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
@@ -290,7 +291,7 @@ class Session:
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
         try:
-            workdir_fs.write_text(self.staged.workdir.root, RESULT, text)
+            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
             outcome.error = problem if outcome.ok else f"{outcome.error} (and {problem})"

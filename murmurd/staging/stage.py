@@ -27,7 +27,15 @@ from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
 from murmurd.staging.resolve import resolve_artifact
-from murmurd.staging.workdir import INVENTORY, Workdir, default_workdir, log_file, new_session_id, tool_file
+from murmurd.staging.workdir import (
+    INVENTORY,
+    Workdir,
+    default_workdir,
+    log_file,
+    new_session_id,
+    operator_workdir,
+    tool_file,
+)
 
 Progress = Callable[[str], None]
 CAPSULE_COMPONENT = "capsule.wasm"
@@ -80,7 +88,7 @@ class StagedCapsule:
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
         artifact = self.artifacts[name]
-        return workdir_fs.read_text(self.workdir.root, tool_file(name, artifact.resolved.installed_name))
+        return workdir_fs.read_text(self.workdir.root, self.workdir.book(tool_file(name, artifact.resolved.installed_name)))
 
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
@@ -97,7 +105,7 @@ class StagedCapsule:
         return CallGrant(
             env=env,
             preopen=self.workdir.path(grant.filesystem) if grant.filesystem is not None else None,
-            log_path=self.workdir.path(log_file(log_name)) if log_name else None,
+            log_path=self.workdir.path(self.workdir.book(log_file(log_name))) if log_name else None,
             # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
             network=bool(grant.network),
             limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
@@ -112,8 +120,9 @@ def _compile(host: ComponentHost, artifact: ResolvedArtifact, progress: Progress
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(workdir.root, tool_file(resolved.name, "murmur.yaml"), yaml.safe_dump(own, sort_keys=False))
-    workdir_fs.copy_into(resolved.payload, workdir.root, tool_file(resolved.name, resolved.installed_name))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")),
+                          yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.copy_into(resolved.payload, workdir.root, workdir.book(tool_file(resolved.name, resolved.installed_name)))
     return workdir.tool_dir(resolved.name)
 
 
@@ -126,7 +135,8 @@ def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
             "description": f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
             "input_schema": SHELL_TOOL_SCHEMA,
         }
-        workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
+        workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")),
+                              yaml.safe_dump(synthetic, sort_keys=False))
 
 
 def _lay_out(
@@ -150,7 +160,7 @@ def _lay_out(
         for a in installed.values()
     ]
     workdir_fs.write_text(
-        layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
+        layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
     )
     return installed, grants
 
@@ -161,7 +171,7 @@ def _log_warnings(layout: Workdir, report: Report) -> None:
         return
     text = "".join(f"warning: {w.to_text()}\n" for w in report.warnings)
     try:
-        workdir_fs.append_text(layout.root, log_file("bootstrap.log"), text)
+        workdir_fs.append_text(layout.root, layout.book(log_file("bootstrap.log")), text)
     except OSError:
         pass  # the warnings were already printed; a refused log costs only this copy
 
@@ -243,7 +253,7 @@ def stage_capsule(
         save_lock(capsule_dir, lock)
 
     session_id = new_session_id()
-    layout = Workdir(Path(workdir).resolve()) if workdir is not None else default_workdir(capsule_dir, session_id)
+    layout = operator_workdir(workdir, session_id) if workdir is not None else default_workdir(capsule_dir, session_id)
     try:
         installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
