@@ -94,7 +94,10 @@ def _cmd_call(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from murmurd.manifest.validate import load_capsule
 
-    _manifest, report = load_capsule(Path(args.capsule_dir))
+    env = _run_env(args, "validate")  # the environment `run` would launch with
+    if env is None:
+        return 1
+    _manifest, report = load_capsule(Path(args.capsule_dir), env)
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 
@@ -442,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
     validate.add_argument("capsule_dir", metavar="capsule-dir")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     validate.set_defaults(handler=_cmd_validate)
 
     explain = commands.add_parser("explain", help="print the grants every component would run under")
