@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from murmurd.manifest.reading import UnreadableFile, read_text_file
+
 ENV_FILE = ".env"
 MANIFEST_FILE = "murmur.yaml"
 
@@ -51,13 +53,15 @@ def with_dotenv(manifest_dir: Path, env: Mapping[str, str]) -> dict[str, str]:
     """`env` plus the project `.env`'s variables that `env` does not already set."""
     merged = dict(env)
     project = project_dir(manifest_dir)
-    file = project / ENV_FILE if project is not None else None
-    if file is None or not file.is_file():
+    if project is None:
         return merged
+    file = project / ENV_FILE
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DotenvError(f"E-IO-003: cannot read {file}: {exc}") from None
+        text = read_text_file(file)  # the manifest reader: a regular file, size-capped, no FIFO hang
+    except FileNotFoundError:
+        return merged
+    except UnreadableFile as exc:
+        raise DotenvError(f"E-IO-003: {exc}") from None
     for key, value in parse_dotenv(text, str(file)).items():
         merged.setdefault(key, value)
     return merged

@@ -176,3 +176,10 @@ def test_workdir_is_the_accessible_dir_and_bookkeeping_goes_under_dot_murmur(tmp
     # a second run into the same directory keeps its own bookkeeping
     again = _json_run(_capsule(tmp_path), "--workdir", str(target))
     assert sorted(p.name for p in (target / ".murmur").iterdir()) == sorted([summary["session_id"], again["session_id"]])
+
+
+def test_an_env_that_is_not_a_regular_file_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "murmur.yaml").write_text("name: p\n")
+    (tmp_path / ".env").mkdir()
+    with pytest.raises(DotenvError, match="E-IO-003"):
+        with_dotenv(tmp_path, {})
