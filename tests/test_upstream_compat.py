@@ -116,7 +116,7 @@ def test_validate_accepts_it_and_names_every_field_it_ignores(tmp_path: Path) ->
     assert proc.returncode == 0 and report["ok"] and report["errors"] == 0, proc.stdout
     warned = sorted(d["path"] for d in report["diagnostics"] if d["code"] == "W-MAN-002")
     assert warned == ["capabilities.filesystem.workdir_exec", "capabilities.network.unix_sockets",
-                      "capabilities.resources", "mur_version"]
+                      "capabilities.resources.max_processes", "mur_version"]
     assert not [d for d in report["diagnostics"] if d["code"] == "W-MAN-001"]  # nothing silently unknown
 
 

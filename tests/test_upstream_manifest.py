@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from loopkit import capsule_dir, driver_capsule, run_tasks, stage
+from loopkit import capsule_dir, driver_capsule, run_tasks, stage, trace_events
 from murmurd.manifest.validate import UPSTREAM_UNIMPLEMENTED, validate_manifest
 from murmurd.staging.stage import StagingError
 
@@ -150,7 +150,11 @@ def test_prompt_payload_gates_system_prompt_artifact(tmp_path: Path, entry, ok) 
 
 UPSTREAM_FIELDS = {
     "mur_version": {"mur_version": "0.2.0"},
-    "capabilities.resources": {"capabilities": {"resources": {"max_processes": 64}}},
+    "capabilities.resources.max_processes": {"capabilities": {"resources": {"max_processes": 64}}},
+    "capabilities.resources.cgroup_memory_bytes": {"capabilities": {"resources": {"cgroup_memory_bytes": 1 << 30}}},
+    "capabilities.resources.workdir_max_bytes": {"capabilities": {"resources": {"workdir_max_bytes": 1 << 30}}},
+    "artifacts[0].capabilities.resources": {"artifacts": [
+        {"name": "t", "source": "t", "local_source": True, "capabilities": {"resources": {"cpu_seconds": 5}}}]},
     "capabilities.spawn": {"capabilities": {"spawn": {"allow": ["node"]}}},
     "capabilities.network.unix_sockets": {"capabilities": {"network": {"unix_sockets": True}}},
     "capabilities.filesystem.workdir_exec": {"capabilities": {"filesystem": {"workdir_exec": True}}},
@@ -185,3 +189,40 @@ async def test_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_path
     assert any("W-MAN-002" in line and "mur_version" in line for line in said)
     log = (staged.workdir.root / "logs" / "bootstrap.log").read_text()
     assert "warning W-MAN-002 mur_version:" in log
+
+
+def test_the_rlimit_resources_are_read_and_not_warned(tmp_path: Path) -> None:
+    resources = {"max_open_files": 64, "max_file_size_bytes": 4096, "cpu_seconds": 5, "memory_bytes": 1 << 30}
+    model, report = check({"capabilities": {"resources": resources}}, tmp_path)
+    assert report.ok and not report.diagnostics and model is not None
+    assert model.capabilities.resources is not None and model.capabilities.resources.cpu_seconds == 5
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_a_resource_limit_of_zero_is_an_error(tmp_path: Path, value: int) -> None:
+    model, report = check({"capabilities": {"resources": {"cpu_seconds": value}}}, tmp_path)
+    assert model is None and ("E-MAN-006", "capabilities.resources.cpu_seconds") in codes_at(report)
+
+
+async def test_shell_children_run_under_the_declared_limits(tmp_path: Path, host) -> None:
+    responses = [
+        {"stop_reason": "tool_call", "content": [
+            {"type": "tool_call", "id": "c1", "name": "sh", "input": {"command": "ulimit -n; ulimit -t; ulimit -c"}}]},
+        {"stop_reason": "tool_call", "content": [
+            {"type": "tool_call", "id": "c2", "name": "sh", "input": {"command": "while :; do :; done"}}]},
+        {"stop_reason": "tool_call", "content": [
+            {"type": "tool_call", "id": "c3", "name": "dd", "input": {"command": "if=/dev/zero of=big bs=1000 count=8"}}]},
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]},
+    ]
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": responses}, capabilities={
+        "shell": {"allow": ["sh", "dd"]},
+        "resources": {"max_open_files": 64, "cpu_seconds": 1, "max_file_size_bytes": 4096}})
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "limits")
+    tools = [m.text for m in outcome.messages if m.role == "tool"]
+    assert "64\n1\n0\n" in tools[0]
+    shells = [e for e in trace_events(staged) if e["event_type"] == "shell"]
+    assert "resource_limit" not in shells[0]
+    assert shells[1]["resource_limit"] == "cpu_seconds" and shells[1]["exit_code"] == 128 + 24
+    assert shells[2]["resource_limit"] == "max_file_size_bytes"
+    assert (staged.workdir.root / "big").stat().st_size <= 4096

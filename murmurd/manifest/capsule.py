@@ -91,6 +91,22 @@ class Limits(_Model):
 Containment = Literal["advisory", "scoped", "sealed"]
 
 
+class Resources(_Model):
+    """`capabilities.resources`: OS limits on shell children (None: not declared). murmurd sets
+    the four rlimits (`murmurd.session.rlimits`); the rest are warned as not implemented."""
+
+    max_processes: int | None = Field(default=None, gt=0)
+    max_open_files: int | None = Field(default=None, gt=0)
+    max_file_size_bytes: int | None = Field(default=None, gt=0)
+    cpu_seconds: int | None = Field(default=None, gt=0)
+    memory_bytes: int | None = Field(default=None, gt=0)
+    cgroup_memory_bytes: int | None = Field(default=None, gt=0)
+    cgroup_pids_max: int | None = Field(default=None, gt=0)
+    cgroup_cpu_percent: int | None = Field(default=None, gt=0)
+    cgroup_io_bytes_per_sec: int | None = Field(default=None, gt=0)
+    workdir_max_bytes: int | None = Field(default=None, gt=0)
+
+
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
@@ -103,6 +119,7 @@ class Capabilities(_Model):
     shell: ShellCapability | None = None
     env: EnvCapability = Field(default_factory=EnvCapability)
     limits: Limits = Field(default_factory=Limits)
+    resources: Resources | None = None
 
 
 class LimitOverrides(_Model):

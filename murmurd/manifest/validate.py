@@ -680,7 +680,13 @@ _CONFINEMENT = "murmurd confines shell children by environment only (no Landlock
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
     "inference.command": "names the CLI agent of transport: process",
-    "capabilities.resources": f"sets OS limits (rlimits, cgroup) on native subprocesses; {_CONFINEMENT}",
+    "capabilities.resources.max_processes": ("sets RLIMIT_NPROC to the uid's live count plus this; murmurd sets "
+                                             "only max_open_files, max_file_size_bytes, cpu_seconds, memory_bytes"),
+    "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_pids_max": f"sets cgroup pids.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
+    "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
     "capabilities.network.unix_sockets": f"gates AF_UNIX sockets in shell children; {_CONFINEMENT}, so they are never refused",
     "capabilities.filesystem.workdir_exec": (f"gates executing files written in the workdir; {_CONFINEMENT}, "

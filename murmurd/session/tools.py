@@ -18,6 +18,7 @@ from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import raise_if_aborted
+from murmurd.session.rlimits import declared_limits
 from murmurd.session.shell import (
     ShellFailed,
     ShellOutcome,
@@ -68,7 +69,9 @@ def shell_allow(staged: StagedCapsule) -> list[str]:
 
 
 def shell_policy(staged: StagedCapsule) -> ShellPolicy:
-    return ShellPolicy.from_capability(staged.manifest.capabilities.shell, staged.workdir.root)
+    capabilities = staged.manifest.capabilities
+    return ShellPolicy.from_capability(capabilities.shell, staged.workdir.root,
+                                       rlimits=declared_limits(capabilities.resources))
 
 
 def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, str]:
@@ -154,6 +157,7 @@ class ToolRunner:
         return ToolOutcome(format_shell_result(command, outcome), False, "shell", {
             "binary": outcome.binary_path, "command": display_command(args), "exit_code": outcome.exit_code,
             "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
+            "resource_limit": outcome.resource_limit,
         }, shell=outcome)
 
     def _skill(self, name: str, started: float) -> ToolOutcome:
