@@ -226,3 +226,12 @@ async def test_shell_children_run_under_the_declared_limits(tmp_path: Path, host
     assert shells[1]["resource_limit"] == "cpu_seconds" and shells[1]["exit_code"] == 128 + 24
     assert shells[2]["resource_limit"] == "max_file_size_bytes"
     assert (staged.workdir.root / "big").stat().st_size <= 4096
+
+
+def test_a_version_on_a_local_source_is_a_warning(tmp_path: Path) -> None:
+    model, report = check({"artifacts": [{"name": "n", "runtime": "skill", "source": "n", "version": "1.2.0"}]},
+                          tmp_path)
+    assert report.ok and model is not None
+    assert codes_at(report) == [("W-ART-001", "artifacts[0].version")]
+    _, report = check({"artifacts": [{"name": "n", "runtime": "skill", "version": "1.2.0"}]}, tmp_path)
+    assert codes_at(report) == []  # a registry artifact's version is its pin

@@ -51,6 +51,7 @@ CODES: dict[str, CodeInfo] = {
     "E-ART-004": CodeInfo("error", "on_overflow is declared on an artifact that is not a hook"),
     "E-ART-005": CodeInfo("error", "local_source is true but no source path is given"),
     "E-ART-007": CodeInfo("error", "source is declared but local_source is (or defaults to) false"),
+    "W-ART-001": CodeInfo("warning", "a version on a local-source artifact is not checked (upstream shows it as 'local')"),
     "E-ART-006": CodeInfo("error", "an artifact name is not a plain name (letters, digits, '_', '-'; at most 64)"),
     # -- capabilities (capsule-wide and per-artifact) ----------------------------------------
     "E-CAP-001": CodeInfo("error", "malformed network.allow entry"),

@@ -212,6 +212,10 @@ def _rule_artifacts(ctx: _Context) -> list[Diagnostic]:
         if art.get("local_source") is True and not isinstance(art.get("source"), str):
             rule = "local_source: true needs a `source` path to read the artifact from"
             found.append(diagnostic("E-ART-005", f"{path}.source", rule, art.get("source")))
+        if isinstance(art.get("source"), str) and _effective_local(art, runtime) and art.get("version") is not None:
+            rule = ("is not checked for a local source: the artifact is read from disk every run and never "
+                    "pinned in murmur.lock (upstream shows its version as 'local')")
+            found.append(diagnostic("W-ART-001", f"{path}.version", rule, art["version"]))
         if isinstance(art.get("source"), str) and not _effective_local(art, runtime):
             rule = (f"artifact {name!r} declares 'source:' but does not declare 'local_source: true' "
                     f"(runtime: {runtime}); only a skill reads its source locally by default")
