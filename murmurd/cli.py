@@ -207,6 +207,55 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     return lines
 
 
+def _render_scope(grants: dict) -> str:
+    """`--explain-scope`'s human layout (upstream's): containment, then every effective grant."""
+    def shown(value: object) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, list):
+            return ", ".join(str(v) for v in value) or "<none>"
+        return "<none>" if value is None else str(value)
+
+    lines = ["Containment", f"  declared:  {grants['declared_containment']}",
+             f"  achieved:  {grants['achieved_containment']}", f"  floor met: {shown(grants['floor_met'])}"]
+    if "shortfall_reason" in grants:
+        lines.append(f"  reason:    {grants['shortfall_reason']}")
+    lines += [f"  mechanism: {grants['enforcement_tier']}", "Effective grants"]
+    for label, key in (("filesystem scope", "filesystem_scope"), ("workdir exec", "workdir_exec"),
+                       ("network allow", "network_allow"), ("unix sockets", "unix_sockets"),
+                       ("shell allow", "shell_allow"), ("spawn allow", "spawn_allow"), ("env allow", "env_allow"),
+                       ("interpreter runtime", "interpreter_runtime_grants"),
+                       ("staged runtime", "staged_runtime_grants")):
+        lines.append(f"  {label + ':':<21}{shown(grants[key])}")
+    if not grants["floor_met"]:
+        lines.append("This is a report only — `murmurd run` without --explain-scope would refuse to launch here.")
+    return "\n".join(lines)
+
+
+def _containment_check(args: argparse.Namespace, env: dict[str, str], command: str) -> int | None:
+    """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
+    murmurd cannot meet it). None: go on and launch."""
+    from murmurd.manifest.validate import load_capsule
+    from murmurd.staging.grants import compute_grants, containment_floor, effective_grants, shortfall
+
+    explain = getattr(args, "explain_scope", False)
+    if not explain and args.containment is None:
+        return None
+    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if manifest is None:
+        return None  # staging reports every error
+    floor = containment_floor(manifest, args.containment)
+    if explain:
+        grants = effective_grants(manifest, compute_grants(manifest, env), floor)
+        print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
+        return 0
+    reason = shortfall(floor)
+    if reason is None:
+        return None
+    _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
+    return 1
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
     import os
@@ -221,6 +270,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     env = _run_env(args, "run")
     if env is None:
         return 1
+    refused = _containment_check(args, env, "run")
+    if refused is not None:
+        return refused
     if args.system_prompt is not None:
         manifest, _ = load_capsule(Path(args.capsule_dir), env)
         if manifest is not None and manifest.inference is None:
@@ -313,6 +365,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     env = _run_env(args, "serve")
     if env is None:
         return 1
+    refused = _containment_check(args, env, "serve")
+    if refused is not None:
+        return refused
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
@@ -400,6 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print exactly one JSON line on stdout (session, workdir, task, result); no streamed text")
     run.add_argument("-v", "--verbose", action="store_true", help="also print workdir, manifest, driver and skills")
     run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    run.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
+                     help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
+    run.add_argument("--explain-scope", action="store_true",
+                     help="print the containment and every effective grant (with --json: one JSON line), then exit")
     run.set_defaults(handler=_cmd_run)
 
     serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
@@ -408,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
     serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
     serve.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    serve.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
+                       help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
     serve.add_argument("--task", help="a launch task (text, or a file holding it) run before any A2A message")
     serve.add_argument("--task-acceptance", "--lifecycle-task-acceptance", dest="task_acceptance",
                        choices=["none", "single", "queue"])

@@ -183,3 +183,31 @@ def test_an_env_that_is_not_a_regular_file_is_an_error(tmp_path: Path) -> None:
     (tmp_path / ".env").mkdir()
     with pytest.raises(DotenvError, match="E-IO-003"):
         with_dotenv(tmp_path, {})
+
+
+def test_explain_scope_reports_grants_without_staging(tmp_path: Path) -> None:
+    capsule = _capsule(tmp_path)
+    proc = _murmurd("run", str(capsule), "--task", "x", "--explain-scope", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stdout.splitlines()
+    grants = json.loads(line)
+    assert grants["declared_containment"] == "advisory" and grants["floor_met"] is True
+    assert grants["enforcement_tier"] == "none" and grants["shell_allow"] == []
+    assert not (capsule / "workdir").exists()
+    human = _murmurd("run", str(capsule), "--task", "x", "--explain-scope", "--containment", "scoped")
+    assert human.returncode == 0
+    for line in ("Containment", "  declared:  scoped", "  floor met: no", "  mechanism: none", "Effective grants",
+                 "  shell allow:         <none>", "would refuse to launch here"):
+        assert line in human.stdout
+    assert not (capsule / "workdir").exists()
+
+
+@pytest.mark.parametrize("command", ["run", "serve"])
+def test_a_containment_floor_murmurd_cannot_meet_refuses_the_launch(tmp_path: Path, command: str) -> None:
+    capsule = _capsule(tmp_path)
+    extra = ["--task", "x"] if command == "run" else ["--state-dir", str(tmp_path / "state")]
+    proc = _murmurd(command, str(capsule), *extra, "--containment", "sealed")
+    assert proc.returncode == 1 and "E-CAP-010: containment floor not met" in proc.stderr
+    assert not (capsule / "workdir").exists()
+    advisory = _murmurd("run", str(capsule), "--task", "x", "--containment", "advisory")
+    assert advisory.returncode == 0, advisory.stderr
