@@ -29,14 +29,19 @@ SERVED: dict[str, str] = {
     "murmur:shell/execute": "0.1.0",
     "murmur:message/send": "0.1.0",
     "murmur:artifact-manager/manage": "0.1.0",
-    "murmur:hook/types": "0.8.0",
     "murmur:hook/lifecycle": "0.8.0",
-    "murmur:hook/stage": "0.8.0",
-    "murmur:hook/task-lifecycle": "0.8.0",
     "murmur:runtime/inference": "0.3.0",
     "murmur:runtime/tokens": "0.3.0",
     "murmur:task-io/read": "0.1.0",
     "murmur:conversation/read": "0.1.0",
+}
+
+# Interfaces of an older hook layout this host no longer serves -> what replaced them, so a hook
+# built against that layout is refused with the fix rather than "no such interface".
+RETIRED: dict[str, str] = {
+    "murmur:hook/types": "its records moved into murmur:hook/lifecycle@0.8.0",
+    "murmur:hook/stage": "on-stage moved into murmur:hook/lifecycle@0.8.0",
+    "murmur:hook/task-lifecycle": "on-task-start and on-task-end moved into murmur:hook/lifecycle@0.8.0",
 }
 
 # The export that marks each role.
@@ -60,9 +65,11 @@ ROLE_IMPORTS: dict[Role, frozenset[str]] = {
             "murmur:artifact-manager/manage",
         }
     ),
+    # A hook lists `murmur:hook/lifecycle` among its imports too: `inference` and
+    # `conversation/read` use its `message`, and bindings generators import the whole interface.
     Role.HOOK: frozenset(
         {
-            "murmur:hook/types",
+            "murmur:hook/lifecycle",
             "murmur:runtime/inference",
             "murmur:runtime/tokens",
             "murmur:task-io/read",
@@ -85,7 +92,6 @@ WORLDS: dict[str, tuple[str, str]] = {
     "capsule": ("guest", "capsule"),
     "capsule-host": ("host", "capsule-host"),
     "hook": ("hook", "hook"),
-    "session-hook": ("hook", "session-hook"),
 }
 
 

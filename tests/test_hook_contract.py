@@ -146,7 +146,7 @@ def test_defaults() -> None:
 
 
 def test_dispatch_helpers() -> None:
-    assert receives(None, "on-task-end") and not receives(None, "on-stage")
+    assert receives(None, "on-task-end") and receives(None, "on-stage")  # the seed: every event
     assert receives("on-stage", "on-stage") and not receives("on-stage", "on-task-end")
     assert gets_decision_point("on-shell", "deny") and gets_decision_point("on-tool-call", "deny")
     assert not gets_decision_point("on-shell", "none") and not gets_decision_point(None, "deny")

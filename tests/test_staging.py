@@ -285,3 +285,30 @@ def test_a_pull_never_installs_through_a_planted_symlink_or_a_path_name(tmp_path
     report = _run_capsule(staged, host, tmp_path / "plan.json")
     assert "not a plain artifact name" in report["pull"]["err"]
     assert list(outside.iterdir()) == [] and not (capsule / "murmur.lock").exists()
+
+
+def test_a_hook_sees_the_otel_endpoint_and_formation_id_and_nothing_else(tmp_path: Path, host, registry, artifacts) -> None:
+    artifacts.example("debug-hook")
+    hook = {"name": "debug-hook", "runtime": "hook", "source": str(EXAMPLES / "debug-hook"), "local_source": True}
+    capsule = _capsule(tmp_path)
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["artifacts"].append(hook)
+    manifest["capabilities"]["env"] = {"allow": ["MURMUR_*", "HOME"]}
+    _write(capsule / "murmur.yaml", manifest)
+    env = {"MURMUR_OTEL_ENDPOINT": "http://127.0.0.1:4318", "MURMUR_FORMATION_ID": "frm_7", "HOME": "/home/x"}
+    staged = stage_capsule(capsule, host=host, registry=registry, env=env)
+    grant = staged.call_grant("debug-hook", log_name="hook-debug-hook.log")
+    assert dict(grant.env) == {"MURMUR_OTEL_ENDPOINT": "http://127.0.0.1:4318", "MURMUR_FORMATION_ID": "frm_7"}
+    assert grant.preopen is None and not grant.network and grant.limits.deadline_seconds == 30
+    assert grant.log_path == staged.workdir.root / "logs" / "hook-debug-hook.log"
+    # A tool gets them only through its own env grant, as any other variable.
+    assert "MURMUR_FORMATION_ID" in staged.call_grant("echo").env
+
+
+def test_the_manifests_otel_endpoint_wins_for_hooks() -> None:
+    from murmurd.staging.grants import hook_env
+
+    assert hook_env("https://otel.example:4318", {"MURMUR_OTEL_ENDPOINT": "http://other"}) == {
+        "MURMUR_OTEL_ENDPOINT": "https://otel.example:4318"
+    }
+    assert hook_env(None, {"MURMUR_FORMATION_ID": ""}) == {}

@@ -10,7 +10,7 @@ import pytest
 
 from murmurd.contract import SERVED, WORLDS, wit_root
 
-WORLD_FAMILIES = sorted(set(WORLDS.values()) | {("host", "runtime-host"), ("hook", "session-hook")})
+WORLD_FAMILIES = sorted(set(WORLDS.values()) | {("host", "runtime-host")})
 
 
 @pytest.mark.parametrize(("family", "world"), WORLD_FAMILIES, ids=lambda v: str(v))
@@ -50,3 +50,54 @@ def test_tool_types_keep_the_published_field_and_case_order() -> None:
     assert positions == sorted(positions)
     full = (wit_root() / "guest/deps/murmur-tool/run.wit").read_text()
     assert full.index("passed") < full.index("failed") < full.index("error,")
+
+
+def _wit_records(text: str) -> dict[str, list[str]]:
+    """record name -> its field names, in order (doc comments dropped)."""
+    import re
+
+    records = {}
+    for match in re.finditer(r"record ([a-z-]+) \{(.*?)\}", text, re.S):
+        body = "\n".join(line for line in match[2].splitlines() if not line.strip().startswith("//"))
+        records[match[1]] = re.findall(r"([a-z][a-z-]*):", body)
+    return records
+
+
+def test_hook_values_follow_the_hook_wit_field_by_field() -> None:
+    """The canonical ABI is positional: each host dataclass lists the WIT fields in WIT order."""
+    import dataclasses
+
+    classes = _hook_classes()
+    hook = wit_root() / "hook"
+    records = _wit_records((hook / "deps/murmur-hook/lifecycle.wit").read_text() + (hook / "inference.wit").read_text())
+    assert set(records) == set(classes)
+    for name, cls in classes.items():
+        assert [f.name.replace("_", "-") for f in dataclasses.fields(cls)] == records[name], name
+
+
+def _hook_classes() -> dict[str, type]:
+    from murmurd.host import hook_values as hv
+
+    return {
+        "message": hv.HookMessage, "tool-manifest": hv.ToolManifest, "session-context": hv.SessionContextRecord,
+        "stage-event": hv.StageEvent, "task-start-event": hv.TaskStartEvent, "task-end-event": hv.TaskEndEvent,
+        "inference-event": hv.InferenceEvent, "tool-outcome": hv.ToolOutcome, "tool-event": hv.ToolEvent,
+        "shell-outcome": hv.ShellOutcome, "shell-event": hv.ShellEvent, "compaction-event": hv.CompactionEvent,
+        "session-end-event": hv.SessionEndEvent, "inference-request": hv.InferenceRequest,
+        "inference-response": hv.InferenceResponse,
+    }
+
+
+def test_hook_handlers_and_arms_keep_the_published_order() -> None:
+    import re
+
+    from murmurd.host.hook_values import ARMS, HANDLER_EVENT, HANDLERS
+
+    text = (wit_root() / "hook/deps/murmur-hook/lifecycle.wit").read_text()
+    handlers = re.findall(r"^\s*(on-[a-z-]+): func\((\w+): ([a-z-]+)\) -> result<hook-output, string>;", text, re.M)
+    assert [h for h, _, _ in handlers] == list(HANDLERS)
+    assert [(h, p) for h, p, _ in handlers if p != "event"] == [("on-session-start", "ctx")]
+    variant = text[text.index("variant hook-output") :]
+    variant = variant[: variant.index("}")]
+    assert re.findall(r"^\s*([a-z-]+)[(,]", variant, re.M) == list(ARMS)
+    assert {h: HANDLER_EVENT[h] for h, _, _ in handlers} == {h: _hook_classes()[t] for h, _, t in handlers}

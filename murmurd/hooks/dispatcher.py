@@ -46,6 +46,9 @@ class InferenceEvent:
     output_tokens: int
     decision: str
     tool_name: str | None = None
+    prompt: str | None = None  # the conversation sent, as driver JSON
+    output: str | None = None  # the response's text
+    tools: str | None = None  # the offered tools, as a JSON string
 
 
 @dataclass(frozen=True)
@@ -53,16 +56,17 @@ class ToolEvent:
     turn: int
     tool_name: str
     input: str
-    outcome: dict[str, Any] | None = None  # None: the decision point, before the call
+    outcome: dict[str, Any] | None = None  # None: the decision point; else output_bytes, duration_ms, status
 
 
 @dataclass(frozen=True)
 class ShellEvent:
     turn: int
-    binary: str
-    command: str
-    argv: list[str]
+    binary: str  # canonical absolute path when it resolved, else the bare name
+    command: str  # display string, at most 200 characters
+    argv: list[str]  # exactly what the executable receives, argv[0] included
     script: str | None = None
+    # None: the decision point; else exit_code, stdout, stderr, stdout_bytes, stderr_bytes, duration_ms
     outcome: dict[str, Any] | None = None
 
 
@@ -70,7 +74,10 @@ class ShellEvent:
 class CompactionEvent:
     messages: list[Message]
     session_tokens: int
-    threshold: int
+    threshold: int  # tokens
+    fraction: float = 0.98  # the threshold as a fraction of context.max_tokens (what hooks get)
+    model: str | None = None  # inference.compaction.model
+    system_prompt: str | None = None  # inference.compaction.system_prompt
 
 
 @dataclass(frozen=True)
@@ -86,15 +93,26 @@ class SessionEnd:
     exit_status: str
 
 
+@dataclass(frozen=True)
+class HookArtifact:
+    hook_name: str
+    content: dict[str, Any]
+
+
 @dataclass
 class InferenceOutputs:
-    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[HookArtifact] = field(default_factory=list)
 
 
 class LifecycleDispatcher:
     """Announces lifecycle points; commits nothing. Subclasses return committed arms."""
 
     bound: bool = False  # True when some hook receives on-compaction
+    turn: int = 0  # the loop turn of the latest event (a hook's own inference is traced with it)
+
+    def listens(self, handler: str) -> bool:
+        """Whether any hook receives `handler`: the loop skips building what nobody reads."""
+        return False
 
     async def on_session_start(self) -> None:
         return None

@@ -8,10 +8,12 @@ from murmurd.host.errors import (
     ContractError,
     DeadlineExceeded,
     HostError,
+    HookError,
     HostImportError,
     InstantiationError,
     MemoryLimitExceeded,
 )
+from murmurd.host.hook_instance import HookInstance
 from murmurd.host.host import ComponentHost, LoadedComponent
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.limits import DEFAULT_LIMITS, HOOK_LIMITS, Limits
@@ -19,7 +21,7 @@ from murmurd.host.values import ToolInput, ToolResult, ToolStatus
 from murmurd.host.wasi import CallGrant
 
 __all__ = [
-    "AbortTask", "HostImportError",
+    "AbortTask", "HookError", "HookInstance", "HostImportError",
     "CallCancelled", "CallContext", "CallGrant", "CallGuard", "CallTrap", "CompileError",
     "ComponentHost", "ContractError", "DeadlineExceeded", "DEFAULT_LIMITS", "HOOK_LIMITS",
     "HostError", "ImportFailed", "InstantiationError", "Limits", "LoadedComponent",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse  # importable from here too
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.values import ToolInput, ToolResult
 from murmurd.host.wasi import CallOutput
@@ -62,22 +63,6 @@ class ArtifactInfo:
     runtime: str = "wasm"
     input_schema: str | None = None
     output_schema: str | None = None
-
-
-@dataclass
-class HookMessage:
-    role: str
-    content: str
-    id: str
-    source_id: str | None = None
-
-
-@dataclass
-class InferenceResponse:
-    text: str
-    model_used: str
-    input_tokens: int
-    output_tokens: int
 
 
 @dataclass
@@ -132,9 +117,11 @@ class SessionContext:
 
     # murmur:runtime/* , murmur:task-io/read, murmur:conversation/read (hooks)
     def count_tokens(self, text: str) -> int:
+        """`count-tokens` returns a bare u64: raising here (even `ImportFailed`) traps the hook."""
         raise ImportFailed("runtime: token counting is not available in this context")
 
-    def run_inference(self, messages: list[HookMessage], system_prompt: str | None, model: str | None) -> InferenceResponse:
+    def run_inference(self, request: InferenceRequest) -> InferenceResponse:
+        """Runs with the calling hook's deadline clock stopped (waiting on a driver is not its compute)."""
         raise ImportFailed("runtime: inference is not available in this context")
 
     def task_input(self) -> str:

@@ -53,3 +53,14 @@ class HostImportError(CallTrap):
     def __init__(self, artifact: str, cause: str, failure: BaseException | None = None) -> None:
         super().__init__(artifact, cause)
         self.failure = failure
+
+
+class HookError(HostError):
+    """A hook handler returned the WIT `err` arm: the hook ran and reported a failure itself.
+
+    Not a `CallTrap`: the instance is intact and keeps its state. `message` is the hook's text."""
+
+    def __init__(self, artifact: str, message: str, handler: str | None = None) -> None:
+        super().__init__(artifact, f"{handler} returned err: {message}" if handler else message)
+        self.message = message
+        self.handler = handler

@@ -18,35 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from wasmtime import Config, Engine, Store, WasmtimeError
-from wasmtime.component import Component, Linker
+from wasmtime.component import Component, FuncType, Linker
 
-from murmurd.contract import Role, versioned
+from murmurd.contract import ROLE_EXPORTS, Role, versioned
 from murmurd.host.bridge import WasmPool
 from murmurd.host.cache import CompileCache
 from murmurd.host.context import CallContext, ChunkSink, SessionContext
-from murmurd.host.errors import (
-    CallCancelled,
-    CallTrap,
-    CompileError,
-    ContractError,
-    DeadlineExceeded,
-    HostError,
-    HostImportError,
-    InstantiationError,
-    MemoryLimitExceeded,
-)
+from murmurd.host.errors import CompileError, ContractError, InstantiationError
+from murmurd.host.failures import classify, first_cause
+from murmurd.host.hook_instance import HookInstance
 from murmurd.host.http_policy import OUTGOING_HANDLER, define_http_deny
 from murmurd.host.imports import define
 from murmurd.host.interrupt import CallGuard, EpochTicker
 from murmurd.host.murmur_imports import interfaces_for
-from murmurd.host.roles import ContractViolation, check_contract, parse_interface
+from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers, parse_interface
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 from murmurd.paths import cache_dir as default_cache_dir
 
 NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, default limits
-_ALLOC_FAILURE_MARKERS = (b"memory allocation of", b"MemoryError", b"out of memory")
-_MEMORY_LIMIT_MARKERS = ("exceeds memory limits", "memory minimum size")
 # The guard of the call running on this worker thread, so a call nested in it (a tool a
 # capsule invokes through murmur:tool-registry) is cancelled with it.
 _current = threading.local()
@@ -62,6 +52,8 @@ class LoadedComponent:
     sha256: str
     imports: tuple[str, ...]
     exports: tuple[str, ...]
+    # A hook's exported lifecycle handlers, read from the component type (empty for other roles).
+    handlers: frozenset[str] = frozenset()
 
     @property
     def http_version(self) -> str | None:
@@ -122,15 +114,23 @@ class ComponentHost:
         try:
             component = self.cache.load(wasm, announce)
         except WasmtimeError as exc:
-            raise CompileError(name, f"not a valid component: {_first_cause(str(exc))}") from None
+            raise CompileError(name, f"not a valid component: {first_cause(str(exc))}") from None
         component_type = component.type
         imports = tuple(component_type.imports(self.engine))
         exports = tuple(component_type.exports(self.engine))
         try:
             role = check_contract(imports, exports, expected)
+            handlers = check_hook_handlers(self._lifecycle_names(component)) if role is Role.HOOK else frozenset()
         except ContractViolation as exc:
             raise ContractError(name, str(exc)) from None
-        return LoadedComponent(name, role, component, hashlib.sha256(wasm).hexdigest(), imports, exports)
+        return LoadedComponent(name, role, component, hashlib.sha256(wasm).hexdigest(), imports, exports, handlers)
+
+    def _lifecycle_names(self, component: Component) -> list[str]:
+        """The function names in the component's `murmur:hook/lifecycle` export (types left out)."""
+        export = component.type.exports(self.engine).get(versioned(ROLE_EXPORTS[Role.HOOK]))
+        if export is None:
+            return []
+        return [name for name, item in export.ty.exports(self.engine).items() if isinstance(item.ty, FuncType)]
 
     # -- calling ---------------------------------------------------------------------------
 
@@ -199,6 +199,17 @@ class ComponentHost:
             guard, lambda: self.run_capsule_sync(loaded, grant=grant, session=session, guard=guard)
         )
 
+    def hook_instance(
+        self,
+        loaded: LoadedComponent,
+        *,
+        grant: CallGrant,
+        session: SessionContext,
+        name: str | None = None,
+    ) -> HookInstance:
+        """A hook's session-long instance (instantiated at its first call, on a worker)."""
+        return HookInstance(self, loaded, grant=grant, session=session, name=name or loaded.name)
+
     def close(self) -> None:
         self.ticker.stop()
         self.pool.shutdown()
@@ -217,7 +228,8 @@ class ComponentHost:
         if loaded.role not in roles:
             raise ContractError(loaded.name, f"is a {loaded.role.value} component; this call needs a {roles[0].value}")
 
-    def _linker(self, loaded: LoadedComponent, network: bool) -> Linker:
+    def linker_for(self, loaded: LoadedComponent, network: bool) -> Linker:
+        """The shared linker for this component's role and network mode (built once)."""
         http = loaded.http_version
         mode = "none" if http is None else ("allow" if network else "deny")
         key = (loaded.role, mode, http if mode == "deny" else None)
@@ -259,7 +271,7 @@ class ComponentHost:
             result = self._run_in_store(loaded, interface, function, args, grant, call)
         except WasmtimeError as exc:
             output.collect()
-            raise _classify(loaded.name, exc, call, grant) from None
+            raise classify(loaded.name, exc, call, grant) from None
         except OSError as exc:  # the preopen was refused (a symlink on its way)
             raise InstantiationError(loaded.name, f"its filesystem grant is refused: {exc}") from None
         finally:
@@ -294,7 +306,7 @@ class ComponentHost:
             store.set_wasi(wasi_config(grant, call.output, loaded.name))
             if loaded.http_version is not None:
                 store.set_wasi_http()
-            linker = self._linker(loaded, grant.network)
+            linker = self.linker_for(loaded, grant.network)
             call.guard.install(store)
             with self.ticker.active():
                 instance = linker.instantiate(store, loaded.component)
@@ -309,35 +321,3 @@ class ComponentHost:
                 return result
         finally:
             store.close()
-
-
-def _first_cause(message: str) -> str:
-    """The innermost 'Caused by' line of a wasmtime error, else its first line."""
-    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
-    if "Caused by:" in lines:
-        rest = lines[lines.index("Caused by:") + 1 :]
-        if rest:
-            return rest[-1].lstrip("0123456789: ").strip() or rest[-1]
-    return lines[0] if lines else "unknown error"
-
-
-def _classify(artifact: str, exc: WasmtimeError, call: CallContext, grant: CallGrant) -> HostError:
-    """Turn wasmtime's error into the typed error that says why the call ended."""
-    guard = call.guard
-    if guard.cause == "deadline":
-        return DeadlineExceeded(artifact, guard.deadline_seconds)
-    if guard.cause == "cancelled":
-        return CallCancelled(artifact, guard.cancel_reason or "cancelled")
-    if call.import_failure is not None:
-        failure = call.import_failure
-        return HostImportError(artifact, f"host import failed: {failure}", failure)
-    message = str(exc)
-    cause = _first_cause(message)
-    tail = call.output.stderr_tail
-    if any(marker in message for marker in _MEMORY_LIMIT_MARKERS) or any(m in tail for m in _ALLOC_FAILURE_MARKERS):
-        return MemoryLimitExceeded(artifact, grant.limits.memory_bytes, cause)
-    if call.stage == "instantiate":
-        return InstantiationError(artifact, f"cannot instantiate: {cause}")
-    last_stderr = tail.decode("utf-8", "replace").strip().splitlines()[-1:] if tail else []
-    detail = f" (stderr: {last_stderr[0]})" if last_stderr else ""
-    return CallTrap(artifact, f"trap: {cause}{detail}")

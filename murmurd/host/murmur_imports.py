@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from wasmtime.component import Variant
+
 from murmurd.contract import ROLE_IMPORTS, Role, versioned
-from murmurd.host.context import (
-    ArtifactInfo,
-    ArtifactSummary,
-    CallContext,
-    HookMessage,
-    ImportFailed,
-)
+from murmurd.host.context import ArtifactInfo, ArtifactSummary, CallContext, ImportFailed
+from murmurd.host.hook_values import HANDLERS, inference_request_from_wasm, to_wasm
 from murmurd.host.imports import HostInterface
 from murmurd.host.values import (
     ToolResult,
@@ -153,47 +150,47 @@ _MANAGE = {
 }
 
 
-def _message_from_wasm(record: Any) -> HookMessage:
-    return HookMessage(
-        role=record.role, content=record.content, id=record.id, source_id=getattr(record, "source-id")
-    )
-
-
-def _message_to_wasm(message: HookMessage) -> Any:
-    return make_record(role=message.role, content=message.content, id=message.id, source_id=message.source_id)
-
-
 def _run_inference(call: CallContext, request: Any) -> Any:
-    response = call.session.run_inference(
-        [_message_from_wasm(m) for m in request.messages],
-        getattr(request, "system-prompt"),
-        request.model,
-    )
-    return make_record(
-        text=response.text,
-        model_used=response.model_used,
-        input_tokens=response.input_tokens,
-        output_tokens=response.output_tokens,
-    )
+    with call.guard.suspended():  # waiting on the driver is not the hook's compute time
+        response = call.session.run_inference(inference_request_from_wasm(request))
+    return to_wasm(response)
 
 
-def _task_input(call: CallContext) -> str:
-    return call.session.task_input()
+def _task_input(call: CallContext) -> Variant:
+    # `result<string, string>`: both arms are `str`, so wasmtime-py wants them tagged.
+    try:
+        return Variant("ok", call.session.task_input())
+    except ImportFailed as exc:
+        return Variant("err", str(exc))
 
 
-def _task_result(call: CallContext) -> str | None:
-    return call.session.task_result()
+def _task_result(call: CallContext) -> Variant:
+    # `result<option<string>, string>`: `none` and `err` would be ambiguous untagged.
+    try:
+        return Variant("ok", call.session.task_result())
+    except ImportFailed as exc:
+        return Variant("err", str(exc))
 
 
 def _history(call: CallContext) -> list[Any]:
-    return [_message_to_wasm(m) for m in call.session.conversation_history()]
+    return [to_wasm(m) for m in call.session.conversation_history()]
 
 
 def _count_tokens(call: CallContext, text: str) -> int:
     return call.session.count_tokens(text)
 
 
-# Unversioned interface -> functions. An interface imported only for its types gets none.
+def _lifecycle_handler(name: str) -> Any:
+    """`murmur:hook/lifecycle` is imported for its types (bindings generators list its handlers
+    too); the host provides no handlers, and calling one answers `err`."""
+
+    def handler(call: CallContext, _event: Any) -> str:
+        return f"murmur:hook/lifecycle#{name} is exported by hooks, not provided by the host"
+
+    return handler
+
+
+# Unversioned interface -> functions.
 _TABLE: dict[str, dict[str, Any]] = {
     "murmur:text/chunks": {"emit-chunk": _emit_chunk, "emit-thinking-chunk": _emit_thinking_chunk},
     "murmur:task/task": {"request-input": _request_input},
@@ -202,13 +199,10 @@ _TABLE: dict[str, dict[str, Any]] = {
     "murmur:shell/execute": {"run": _shell_run},
     "murmur:message/send": {"send": _message_send},
     "murmur:artifact-manager/manage": _MANAGE,
-    "murmur:hook/types": {},
+    "murmur:hook/lifecycle": {name: _lifecycle_handler(name) for name in HANDLERS},
     "murmur:runtime/tokens": {"count-tokens": _count_tokens},
     "murmur:runtime/inference": {"run-inference": _err_on_failure(_run_inference)},
-    "murmur:task-io/read": {
-        "task-input": _err_on_failure(_task_input),
-        "task-result": _err_on_failure(_task_result),
-    },
+    "murmur:task-io/read": {"task-input": _task_input, "task-result": _task_result},
     "murmur:conversation/read": {"history": _err_on_failure(_history)},
 }
 

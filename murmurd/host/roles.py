@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from murmurd.contract import ROLE_EXPORTS, ROLE_IMPORTS, SERVED, Role
+from murmurd.contract import RETIRED, ROLE_EXPORTS, ROLE_IMPORTS, SERVED, Role, versioned
+from murmurd.host.hook_values import HANDLERS, REQUIRED_HANDLERS
 
 _NAME = re.compile(r"^(?P<ns>[a-z][a-z0-9-]*):(?P<pkg>[a-z][a-z0-9-]*)/(?P<iface>[a-z][a-z0-9-]*)(?:@(?P<ver>[^\s]+))?$")
 _WASI_VERSION = re.compile(r"^0\.2\.\d+$")
@@ -44,6 +45,11 @@ def parse_interface(name: str) -> InterfaceName | None:
 
 def _check_murmur_version(kind: str, iface: InterfaceName) -> None:
     served = SERVED.get(iface.unversioned)
+    if served is None and iface.unversioned in RETIRED:
+        raise ContractViolation(
+            f"{kind} {iface}: this host no longer serves {iface.unversioned} "
+            f"({RETIRED[iface.unversioned]}); rebuild the hook against the published hook WIT"
+        )
     if served is None:
         raise ContractViolation(f"{kind} {iface}: this host serves no interface {iface.unversioned}")
     if iface.version != served:
@@ -104,3 +110,19 @@ def check_contract(imports: Iterable[str], exports: Iterable[str], expected: Rol
         if iface.unversioned not in allowed:
             raise ContractViolation(f"import {iface}: not provided to a {role.value} component")
     return role
+
+
+def check_hook_handlers(names: Iterable[str]) -> frozenset[str]:
+    """The lifecycle handlers among a hook's `murmur:hook/lifecycle` export names.
+
+    `on-task-start`/`on-task-end` may be absent (never dispatched) and so may `on-stage` (the
+    runtime logs it); a missing one of the six others raises, naming it."""
+    present = frozenset(names) & frozenset(HANDLERS)
+    missing = [name for name in HANDLERS if name in REQUIRED_HANDLERS and name not in present]
+    if missing:
+        raise ContractViolation(
+            f"export {versioned(ROLE_EXPORTS[Role.HOOK])} lacks the required handler{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)}"
+        )
+    return present
+

@@ -61,7 +61,8 @@ class CallOutput:
     files live beside the log; the runtime keeps its own descriptors to them, so a guest that
     swaps one for a symlink during the call changes nothing the runtime reads. After the call,
     `collect` appends them to the caller's log (stdout, then stderr) and keeps the last bytes of
-    stderr, which tell a failed allocation from any other trap.
+    stderr, which tell a failed allocation from any other trap. A store that outlives one call
+    (a hook's) calls `drain` after each call instead, and `collect` once the store is closed.
     """
 
     def __init__(self, grant: CallGrant) -> None:
@@ -79,6 +80,7 @@ class CallOutput:
         self._stdout = self._scratch(directory, ".stdout-") if self.location is not None else None
         self.stderr_tail = b""
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
+        self._offsets: dict[int, int] = {}  # descriptor -> bytes already read
         self._collected = False
 
     def _scratch(self, directory: Path, prefix: str) -> tuple[int, str, Path]:
@@ -90,16 +92,11 @@ class CallOutput:
         if self._stdout is not None:
             config.stdout_file = str(self._stdout[2])
 
-    def collect(self) -> None:
-        """Call once the store is gone (its files closed). Idempotent."""
-        if self._collected:
-            return
-        self._collected = True
-        try:
-            stdout = self._take(self._stdout)
-            stderr = self._take(self._stderr)
-        finally:
-            os.close(self._dir_fd)
+    def drain(self) -> None:
+        """Append what the guest wrote since the last drain to the log (stdout, then stderr), and
+        keep the tail of that stretch of stderr. For a store that outlives one call (a hook's)."""
+        stdout = self._read_new(self._stdout)
+        stderr = self._read_new(self._stderr)
         self.stderr_tail = stderr[-_TAIL_BYTES:]
         if self.location is not None and (stdout or stderr):
             try:
@@ -107,21 +104,48 @@ class CallOutput:
             except OSError as exc:
                 self.log_refused = exc
 
-    def _take(self, scratch: tuple[int, str, Path] | None) -> bytes:
-        """The scratch file's bytes, read through the runtime's own descriptor; the file is removed."""
+    def unlink_scratch(self) -> None:
+        """Remove the scratch files' names once wasmtime holds them open; the runtime keeps
+        reading through its own descriptors. For a long-lived store: no name is left behind."""
+        for scratch in (self._stdout, self._stderr):
+            if scratch is not None:
+                workdir_fs.unlink_at(self._dir_fd, scratch[1])
+
+    def collect(self) -> None:
+        """Call once the store is gone (its files closed). Idempotent."""
+        if self._collected:
+            return
+        self._collected = True
+        try:
+            self.drain()
+        finally:
+            for scratch in (self._stdout, self._stderr):
+                self._release(scratch)
+            os.close(self._dir_fd)
+
+    def _read_new(self, scratch: tuple[int, str, Path] | None) -> bytes:
+        """The bytes appended to a scratch file since the last read, through the runtime's own descriptor."""
         if scratch is None:
             return b""
-        fd, name, _path = scratch
+        fd = scratch[0]
+        chunks: list[bytes] = []
         try:
-            return workdir_fs.read_fd(fd)
+            while chunk := os.pread(fd, 1 << 16, self._offsets.get(fd, 0)):
+                chunks.append(chunk)
+                self._offsets[fd] = self._offsets.get(fd, 0) + len(chunk)
         except OSError:
-            return b""
-        finally:
-            os.close(fd)
-            try:
-                workdir_fs.unlink_at(self._dir_fd, name)  # a link the guest put there is removed, not followed
-            except OSError:
-                pass
+            pass
+        return b"".join(chunks)
+
+    def _release(self, scratch: tuple[int, str, Path] | None) -> None:
+        if scratch is None:
+            return
+        fd, name, _path = scratch
+        os.close(fd)
+        try:
+            workdir_fs.unlink_at(self._dir_fd, name)  # a link the guest put there is removed, not followed
+        except OSError:
+            pass
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:

@@ -36,7 +36,7 @@ class ArtifactManifest(BaseModel):
     # Hook contract (`runtime: hook` only; see `murmurd.manifest.hooks`). Kept as plain strings so
     # an unknown value loads and is then reported, with every other finding, by
     # `hooks.check_hook_contract` rather than failing the whole manifest here.
-    binding: str | None = None  # the one handler this hook binds to; None = every event but on-stage
+    binding: str | None = None  # the one handler this hook binds to; None = every event
     execution_mode: str = "blocking"  # blocking | async
     commit_policy: str = "none"  # the hook-output arm it expects committed
 

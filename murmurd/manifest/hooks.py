@@ -14,7 +14,7 @@ The seed's table ("What each handler can commit") is the source of truth:
 
 A hook artifact declares in its *own* `murmur.yaml` a `binding` (one handler), an
 `execution_mode` (`blocking` default | `async`) and a `commit_policy` (`none` default). Every
-binding admits `none`; a hook with no binding receives every event but `on-stage` and admits any
+binding admits `none`; a hook with no binding receives every event and admits any
 policy. `async` requires `commit_policy: none`, and `on-stage` is never async.
 
 `COMMITTED_ARM` doubles as the dispatch table: the runtime commits `COMMITTED_ARM[handler]` and
@@ -92,10 +92,10 @@ def policy_allowed(binding: str | None, policy: str) -> bool:
 
 
 def receives(binding: str | None, handler: str) -> bool:
-    """Whether a hook with this binding is dispatched for `handler` at all."""
-    if binding is None:
-        return handler != "on-stage"
-    return handler == binding
+    """Whether a hook with this binding is dispatched for `handler` at all. The seed: a hook
+    with no binding receives every event (on-stage included; runtime-notes §4 says all but
+    on-stage, and the seed wins)."""
+    return binding is None or handler == binding
 
 
 def gets_decision_point(binding: str | None, policy: str) -> bool:
@@ -132,7 +132,7 @@ def _unknown_values(m: ArtifactManifest, who: str, prefix: str) -> list[Diagnost
         out.append(_diag(
             "E-HOOK-001", _path(prefix, "binding"), m.binding,
             f"{who}: binding {m.binding!r} is not a hook handler; "
-            f"expected one of {_quoted(BINDINGS)} (or no binding for every event but on-stage)",
+            f"expected one of {_quoted(BINDINGS)} (or no binding for every event)",
         ))
     if m.commit_policy not in COMMIT_POLICIES:
         out.append(_diag(

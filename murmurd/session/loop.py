@@ -19,6 +19,7 @@ from typing import Any
 from murmurd import workdir_fs
 from murmurd.hooks.dispatcher import (
     CompactionEvent,
+    Denial,
     InferenceEvent,
     LifecycleDispatcher,
     ShellEvent,
@@ -39,7 +40,7 @@ from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed, raise_if_aborted
 from murmurd.session.messages import Message, pairing_problem, tool_message
 from murmurd.session.tokens import count_tokens
-from murmurd.session.tools import ToolRunner
+from murmurd.session.tools import ShellShape, ToolOutcome, ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import log_file
@@ -107,6 +108,7 @@ class AgentLoop:
         self.dispatcher = dispatcher
         self.totals = totals
         self.continuation = continuation
+        self._tools_json = json.dumps([t.to_driver() for t in setup.tools], ensure_ascii=False)
 
     # -- one attempt -----------------------------------------------------------------------
 
@@ -131,11 +133,13 @@ class AgentLoop:
             self._trace("inference", turn=turn, input_tokens=input_tokens, output_tokens=output_tokens,
                         decision=decision, tool_name=first_tool, usage=usage or None,
                         duration_ms=inference.duration_ms)
-            outputs = await self.dispatcher.on_inference(
-                InferenceEvent(turn, input_tokens, output_tokens, decision, first_tool)
-            )
+            outputs = await self.dispatcher.on_inference(InferenceEvent(
+                turn, input_tokens, output_tokens, decision, first_tool,
+                prompt=self._prompt_json(state) if self.dispatcher.listens("on-inference") else None,
+                output=response.text, tools=self._tools_json,
+            ))
             for artifact in outputs.artifacts:
-                events.artifact("hook", artifact)
+                events.artifact(artifact.hook_name, artifact.content)
 
             if response.stop_reason == "error":
                 raise TaskFailed(f"driver error: {response.error or 'no message'}")
@@ -150,6 +154,11 @@ class AgentLoop:
             events.turn_finished(inference.streamed, response.text)
             await self._maybe_compact(state, turn)
             return response.text
+
+    @staticmethod
+    def _prompt_json(state: LoopState) -> str:
+        """`inference-event.prompt`: the conversation the driver was sent, as driver JSON."""
+        return json.dumps([m.to_driver() for m in state.messages], ensure_ascii=False)
 
     # -- the driver --------------------------------------------------------------------------
 
@@ -211,10 +220,13 @@ class AgentLoop:
         for call in response.tool_calls:
             name, call_id, tool_input = call["name"], str(call["id"]), call.get("input", {})
             kind = self.runner.kind_of(name)
-            denial = await self._decide(kind, name, tool_input, turn)
+            shape = self.runner.shell_shape(name, tool_input) if kind == "shell" else None
+            denial = await self._decide(kind, name, tool_input, shape, turn)
             if denial is not None:
                 text = f"denied by hook {denial.hook_name}: {denial.reason}"
-                self._trace("call_denied", turn=turn, tool_name=name, hook_name=denial.hook_name, reason=denial.reason)
+                self._trace("call_denied", turn=turn, tool_name=name, hook_name=denial.hook_name,
+                            reason=denial.reason, kind="shell" if kind == "shell" else "tool",
+                            binary=shape.binary if shape else None)
                 state.messages.append(tool_message(call_id, text, True))
                 events.tool_result(name, text)
                 continue
@@ -226,15 +238,13 @@ class AgentLoop:
             if outcome.event_type == "shell":
                 state.counters.shell_calls += 1
                 self.totals.shell_calls += 1
-                args, script, command = self._shell_shape(name, tool_input)
-                await self.dispatcher.on_shell(ShellEvent(turn, outcome.trace.get("binary", name), command, args, script, {
-                    "exit_code": outcome.trace.get("exit_code"), "duration_ms": outcome.trace.get("duration_ms"),
-                }))
+                await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
             else:
                 if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
                     self._count_tool_call(state)
                 await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
                     "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
+                    "duration_ms": outcome.trace.get("duration_ms", 0),
                 }))
             state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
             events.tool_result(name, outcome.text)
@@ -243,16 +253,16 @@ class AgentLoop:
         state.counters.tool_calls += 1
         self.totals.tool_calls += 1
 
-    def _shell_shape(self, name: str, tool_input: Any) -> tuple[list[str], str | None, str]:
-        try:
-            return self.runner.shell_call(name, tool_input)
-        except Exception:  # noqa: BLE001 - a malformed input was already reported to the model
-            return [], None, str(tool_input)
-
-    async def _decide(self, kind: str | None, name: str, tool_input: Any, turn: int):  # type: ignore[no-untyped-def]
+    async def _decide(self, kind: str | None, name: str, tool_input: Any, shape: ShellShape | None,
+                      turn: int) -> Denial | None:
+        """The decision point, after the manifest's own check: an unknown tool or a shell call the
+        allowlist refuses never reaches a policy hook (it fails on its own)."""
+        if kind is None:
+            return None
         if kind == "shell":
-            args, script, command = self._shell_shape(name, tool_input)
-            return await self.dispatcher.on_shell(ShellEvent(turn, name, command, args, script))
+            if shape is None:
+                return None
+            return await self.dispatcher.on_shell(ShellEvent(turn, shape.binary, shape.command, shape.argv, shape.script))
         return await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input)))
 
     # -- compaction --------------------------------------------------------------------------
@@ -266,7 +276,11 @@ class AgentLoop:
         tokens = await asyncio.to_thread(count_tokens, context_text)
         if tokens < threshold:
             return
-        replacement = await self.dispatcher.on_compaction(CompactionEvent(list(state.messages), tokens, threshold))
+        compaction = self.staged.manifest.inference.compaction if self.staged.manifest.inference else None
+        replacement = await self.dispatcher.on_compaction(CompactionEvent(
+            list(state.messages), tokens, threshold, self.setup.compaction_threshold,
+            compaction.model if compaction else None, compaction.system_prompt if compaction else None,
+        ))
         if replacement is None:
             self._note(f"turn {turn}: context at {tokens} tokens reached the compaction threshold "
                        f"{threshold}; no compaction hook committed a replacement, continuing\n")
@@ -298,3 +312,21 @@ class AgentLoop:
             self.trace.write(event_type, **fields)
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
+
+
+def _observed_shell(turn: int, name: str, tool_input: Any, shape: ShellShape | None, outcome: ToolOutcome) -> ShellEvent:
+    """The observation dispatch of a shell call: its shape and what it produced (a refused call
+    reports exit code -1 and the refusal as stderr)."""
+    ran = outcome.shell
+    result: dict[str, Any] = {
+        "exit_code": ran.exit_code if ran else -1,
+        "stdout": ran.stdout if ran else "",
+        "stderr": ran.stderr if ran else outcome.text,
+        "stdout_bytes": ran.stdout_bytes if ran else 0,
+        "stderr_bytes": ran.stderr_bytes if ran else len(outcome.text.encode()),
+        "duration_ms": outcome.trace.get("duration_ms", 0),
+    }
+    if shape is None:
+        return ShellEvent(turn, outcome.trace.get("binary", name), str(outcome.trace.get("command", tool_input)), [name],
+                          None, result)
+    return ShellEvent(turn, ran.binary_path if ran else shape.binary, shape.command, shape.argv, shape.script, result)

@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from murmurd import workdir_fs
+from murmurd.hooks.dispatch import DispatchSettings, HookDispatcher
 from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
+from murmurd.hooks.faults import HookLog
+from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
+from murmurd.host.hook_values import SessionContextRecord
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
@@ -24,7 +28,9 @@ from murmurd.session.failures import SessionEnded, TaskFailed
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
+from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
 from murmurd.session.services import CapsuleServices
+from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
@@ -129,10 +135,10 @@ class Session:
         dispatcher: LifecycleDispatcher | None = None,
         services: CapsuleServices | None = None,
         cli_system_prompt: str | None = None,
+        hook_settings: DispatchSettings | None = None,
     ) -> None:
         self.staged = staged
         self.host = host
-        self.dispatcher = dispatcher or LifecycleDispatcher()
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
@@ -148,11 +154,37 @@ class Session:
         self._prompt = ((cli_system_prompt or "").strip() or None) if cli else manifest_prompt(staged)
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
         self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
+        self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
+        self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
         self._runner = ToolRunner(staged, host, self.services, include_output)
 
+    def _hook_dispatcher(self, settings: DispatchSettings) -> LifecycleDispatcher:
+        """The capsule's hooks behind the lifecycle seam (the silent base when it has none)."""
+        specs = load_hooks(self.staged)
+        if not specs:
+            return LifecycleDispatcher()
+        setup = self._setup
+        manifest = self.staged.manifest
+        record = SessionContextRecord(
+            manifest.name, manifest.version, self.staged.session_id,
+            (manifest.inference.model or "") if manifest.inference else "", self._capabilities(),
+        )
+        return HookDispatcher(
+            self.host, specs, root=self.staged.workdir.root,
+            log_sink=HookLog(self.staged.workdir.runtime, self.trace),  # beside the hook's own log
+            context_for=lambda name: HookServices(self.hooks, name, setup.env if setup else {},
+                                                  setup.name if setup else None),
+            session_record=record, settings=settings,
+        )
+
+    def _capabilities(self) -> list[str]:
+        """The categories the capsule is granted anything in (session_start, session-context)."""
+        return [k for k, v in self.staged.grants.capsule.to_json().items() if v and k != "limits"]
+
     async def open(self) -> None:
+        self.hooks.loop = asyncio.get_running_loop()
         self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
         grants = effective_grants(manifest, self.staged.grants)
@@ -183,6 +215,7 @@ class Session:
         started = time.monotonic()
         state = LoopState(spec.task_id, spec.context_id or "", [*spec.history, user_message(spec.text)])
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
+        self.hooks.active = ActiveTask(spec.text, spec.context_id, state.counters)
         cancelled = False
         try:
             if self.ended is not None:
@@ -214,8 +247,11 @@ class Session:
         if spec.announced:
             self._task_end(outcome)
         self.spans.task_ended(outcome.exit_status)
+        if self.hooks.active is not None:
+            self.hooks.active.result = outcome.result_text
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
+        self.hooks.active = None
         self.last_exit_status = outcome.exit_status
         if cancelled:
             raise asyncio.CancelledError
@@ -229,7 +265,8 @@ class Session:
         window = context.max_tokens if context and context.max_tokens else 0
         budget = int(window * (context.seed_budget or 0)) if context else 0
         seeded = await self.dispatcher.on_task_start(TaskStart(
-            spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget, 0,
+            spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget,
+            await self._prior_tokens(spec),
         ))
         if seeded:
             state.messages[:0] = seeded
@@ -239,6 +276,8 @@ class Session:
         max_reopens = self.staged.manifest.inference.max_task_reopens if self.staged.manifest.inference else 0
         while True:
             outcome.result_text = await loop.run(state, events)
+            if self.hooks.active is not None:
+                self.hooks.active.result = outcome.result_text
             reopen = await self.dispatcher.on_task_end(TaskEnd(spec.task_id, "ok"))
             state.end_dispatched = True
             if reopen is None:
@@ -251,6 +290,15 @@ class Session:
             self._write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
                              reason=reopen.feedback, reopen_number=outcome.reopen_count)
             state.messages.append(user_message(reopen.feedback, source_id=f"hook:{reopen.hook_name}"))
+
+    async def _prior_tokens(self, spec: TaskSpec) -> int:
+        """`prior-tokens`: what the history a threaded task loads counts; 0 for any other mode."""
+        if self.staged.manifest.lifecycle.conversation != "threaded" or not spec.history:
+            return 0
+        if not self.dispatcher.listens("on-task-start"):
+            return 0  # nobody reads it: skip the count
+        text = json.dumps([m.to_driver() for m in spec.history])
+        return await asyncio.to_thread(count_tokens, text)
 
     async def _run_capsule_component(self) -> str:
         component = self.staged.capsule_component

@@ -26,6 +26,7 @@ from murmurd.session.shell import (
     ShellRefused,
     display_command,
     format_shell_result,
+    prepare_shell,
     run_shell,
     split_command,
 )
@@ -46,9 +47,19 @@ class ToolOutcome:
     shell: ShellOutcome | None = None
 
 
+@dataclass(frozen=True)
+class ShellShape:
+    """A shell call as `shell-event` describes it, before it runs."""
+
+    binary: str  # canonical absolute path, or the bare name when nothing resolved
+    command: str  # display string, cut at 200 characters
+    argv: list[str]  # untruncated, argv[0] included
+    script: str | None  # the `-c` body for a shell interpreter
+
+
 def model_tools(staged: StagedCapsule, *, release_prompt_artifact: bool = False) -> list[ToolSpec]:
     """Every tool the model may call: WASM tools, skills (but the system-prompt skill, unless
-    `--system-prompt` released it for this run), shell."""
+    `--system-prompt` released it for this run), shell. Hooks and drivers are never among them."""
     inference = staged.manifest.inference
     prompt_skill = inference.system_prompt_artifact if inference and not release_prompt_artifact else None
     specs: list[ToolSpec] = []
@@ -59,7 +70,8 @@ def model_tools(staged: StagedCapsule, *, release_prompt_artifact: bool = False)
         elif artifact.kind == "skill" and artifact.ref.name != prompt_skill:
             specs.append(ToolSpec(artifact.ref.name, own.description))
     for binary in shell_allow(staged):
-        specs.append(ToolSpec(binary, f"Run the allowlisted binary `{binary}`.", SHELL_TOOL_SCHEMA))
+        description = staged.shell_descriptions.get(binary) or f"Run the allowlisted binary `{binary}`."
+        specs.append(ToolSpec(binary, description, SHELL_TOOL_SCHEMA))
     return specs
 
 
@@ -114,9 +126,15 @@ class ToolRunner:
             return artifact.kind
         return None
 
-    def shell_call(self, name: str, tool_input: Any) -> tuple[list[str], str | None, str]:
-        """The argv, script and display command a shell tool call would run (for hooks)."""
-        return _shell_args(name, tool_input)
+    def shell_shape(self, name: str, tool_input: Any) -> ShellShape | None:
+        """What a shell call would run, resolved as the runner resolves it (for hooks), or None
+        when the call is refused before anything runs."""
+        try:
+            args, script, _command = _shell_args(name, tool_input)
+            invocation = prepare_shell(self.policy, name, args, (), self.staged.host_env)
+        except ShellRefused:
+            return None
+        return ShellShape(invocation.binary_path, display_command(args, script), invocation.argv, script)
 
     def shell_tool_call(self, name: str, tool_input: Any, outcome: ToolOutcome) -> dict[str, Any]:
         """The `tool_call` fields upstream writes for a shell command, ahead of its `shell` line:

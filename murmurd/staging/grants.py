@@ -177,6 +177,20 @@ def _hook_limits(ceiling: Grant, own: ArtifactCapabilities | None) -> GrantLimit
     return GrantLimits(**{k: getattr(overrides, k) or v for k, v in vars(base).items()})
 
 
+# Forwarded to every hook whatever its grant says (upstream does the same): where a hook sends
+# spans of its own, and which formation the capsule runs in.
+HOOK_FORWARDED_ENV = ("MURMUR_OTEL_ENDPOINT", "MURMUR_FORMATION_ID")
+
+
+def hook_env(otel_endpoint: str | None, host_env: Mapping[str, str]) -> dict[str, str]:
+    """The variables every hook sees: the manifest's `observability.otel_endpoint` (else the
+    daemon's `MURMUR_OTEL_ENDPOINT`) and the daemon's `MURMUR_FORMATION_ID`, each when set."""
+    values = {name: host_env.get(name, "") for name in HOOK_FORWARDED_ENV}
+    if otel_endpoint:
+        values["MURMUR_OTEL_ENDPOINT"] = otel_endpoint
+    return {name: value for name, value in values.items() if value}
+
+
 def compute_grants(manifest: CapsuleManifest, host_env: Mapping[str, str]) -> GrantSet:
     """Every component's effective grant, plus the warnings narrowing produced."""
     ceiling = capsule_grant(manifest.capabilities, host_env)

@@ -16,13 +16,16 @@ import yaml
 
 from murmurd import workdir_fs
 from murmurd.contract import Role
+from murmurd.hooks.faults import HookLog
+from murmurd.hooks.loading import load_hooks
+from murmurd.hooks.stage import run_on_stage
 from murmurd.host import CallGrant, ComponentHost, HostError, Limits, LoadedComponent
 from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
-from murmurd.staging.grants import Grant, GrantSet, compute_grants
+from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
@@ -84,6 +87,8 @@ class StagedCapsule:
     registry: Registry
     report: Report
     host_env: Mapping[str, str] = field(default_factory=dict)
+    # Descriptions an on-stage hook wrote for shell binaries (`write-manifests`), by binary.
+    shell_descriptions: dict[str, str] = field(default_factory=dict)
 
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
@@ -100,6 +105,8 @@ class StagedCapsule:
         """The host-level grant for one call of component `name` (`None`: the capsule component)."""
         grant = self.grant_for(name)
         env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
+        if name is not None and name in self.artifacts and self.artifacts[name].kind == "hook":
+            env.update(hook_env(self.manifest.observability.otel_endpoint, self.host_env))
         env.update(extra_env or {})
         limits = grant.limits
         return CallGrant(
@@ -128,15 +135,32 @@ def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
 
 def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
     for binary in binaries:
-        synthetic = {
-            "name": binary,
-            "version": "native",
-            "runtime": "shell",
-            "description": f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
-            "input_schema": SHELL_TOOL_SCHEMA,
-        }
-        workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")),
-                              yaml.safe_dump(synthetic, sort_keys=False))
+        _write_shell_manifest(workdir, binary, None, None)
+
+
+def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None, version: str | None) -> None:
+    """`tools/<binary>/murmur.yaml`: the synthetic manifest, or what a stage hook described."""
+    synthetic = {
+        "name": binary,
+        "version": version or "native",
+        "runtime": "shell",
+        "description": description
+        or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
+        "input_schema": SHELL_TOOL_SCHEMA,
+    }
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")),
+                          yaml.safe_dump(synthetic, sort_keys=False))
+
+
+def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
+    """`on-stage` (before any session): the manifests a hook commits replace the synthetic ones."""
+    specs = load_hooks(staged)
+    if not specs:
+        return
+    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.runtime)):
+        _write_shell_manifest(staged.workdir, manifest.binary, manifest.description, manifest.version)
+        if manifest.description:
+            staged.shell_descriptions[manifest.binary] = manifest.description
 
 
 def _lay_out(
@@ -259,6 +283,11 @@ def stage_capsule(
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
         raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
     _log_warnings(layout, report)
-    return StagedCapsule(
+    staged = StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )
+    try:
+        _run_stage_hooks(staged, host, shell_allow)
+    except OSError as exc:
+        raise StagingError([f"cannot write a stage hook's manifest: {exc}"], report) from None
+    return staged

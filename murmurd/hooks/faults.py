@@ -1,0 +1,51 @@
+"""Where a hook's faults go: a line in `logs/hook-<name>.log`, and a `hook_dispatch_error` event.
+
+The log is the same file the hook's own stdout and stderr are appended to, so an operator reads
+one file per hook. The trace event (`hook_name`, `event`, `arm`) is written as the fault happens,
+so it precedes the `session_end` that follows; at `on-stage` there is no trace yet and only the
+log line is written. Neither failing ever reaches the session: a hook cannot stop it this way.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+from murmurd import workdir_fs
+from murmurd.staging.workdir import log_file
+from murmurd.trace.writer import TraceWriteError, TraceWriter
+
+log = logging.getLogger("murmurd.hooks")
+
+
+def hook_log_name(hook: str) -> str:
+    return f"hook-{hook}.log"
+
+
+class HookLog:
+    def __init__(self, root: Path, trace: TraceWriter | None = None) -> None:
+        self.root = root
+        self.trace = trace
+
+    def line(self, hook: str, text: str) -> None:
+        """Append one `[murmurd]` line to `logs/hook-<hook>.log` (a refused log costs the line only)."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            workdir_fs.append_text(self.root, log_file(hook_log_name(hook)), f"[murmurd {stamp}] {text}\n")
+        except OSError as exc:
+            log.warning("logs/%s not written: %s", hook_log_name(hook), exc)
+
+    def discarded(self, hook: str, handler: str, arm: str, reason: str) -> None:
+        """An arm the commit table does not honour here: the line names hook, handler and arm."""
+        self.fault(hook, handler, arm, f"hook {hook}: {handler} returned {arm}, discarded: {reason}")
+
+    def fault(self, hook: str, event: str, arm: str, text: str) -> None:
+        """A survivable fault: `text` goes to the hook's log, `hook_dispatch_error` to the trace."""
+        self.line(hook, text)
+        if self.trace is None:
+            return
+        try:
+            self.trace.write("hook_dispatch_error", hook_name=hook, event=event, arm=arm)
+        except TraceWriteError as exc:
+            log.warning("hook_dispatch_error for %s not traced: %s", hook, exc)
