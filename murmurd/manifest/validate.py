@@ -679,7 +679,7 @@ def render_loc(loc: Iterable[Any]) -> str:
 
 # Fields upstream murmur documents (shared/spec/upstream-manifest-cli.md) that murmurd does not
 # implement: each gets a W-MAN-002 warning naming what it does upstream, in `validate` and at
-# launch. Keys ending `.*` cover the block's every sub-key.
+# launch. A block murmurd does not model (`capabilities.spawn`) is one warning for the whole block.
 _CONFINEMENT = "murmurd confines shell children by environment only (no Landlock, seccomp, namespaces or cgroups)"
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
@@ -702,8 +702,6 @@ UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "artifacts[].capabilities.spawn": "lets a component spawn native subprocesses; murmurd has no spawn interface",
     "observability.eval": "configures the murmur-hook-eval scorers (MURMUR_EVAL_CONFIG); murmurd does not hand it to hooks",
 }
-# Keys the model knows (so the type pass reads them) that still earn the upstream warning only.
-_SHADOWED: tuple[str, ...] = ()
 
 
 def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Diagnostic]:
@@ -714,9 +712,9 @@ def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Di
         path = _join(prefix, key)
         field = fields.get(key) if isinstance(key, str) else None
         upstream = upstream_field(path)
-        if upstream is not None:
+        if upstream is not None:  # upstream's field, known or not to the models: named, never W-MAN-001
             found.append(diagnostic("W-MAN-002", path, f"{upstream}; murmurd ignores it", rendered=render_value(value)))
-            if field is None or path.endswith(_SHADOWED):
+            if field is None:
                 continue
         if field is None:
             found.append(_unknown_key(path, key, prefix, list(fields)))
@@ -735,13 +733,7 @@ def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Di
 
 def upstream_field(path: str) -> str | None:
     """What an upstream-documented field murmurd does not implement does upstream, or None."""
-    generic = re.sub(r"\[\d+\]", "[]", path)
-    if generic in UPSTREAM_UNIMPLEMENTED:
-        return UPSTREAM_UNIMPLEMENTED[generic]
-    for prefix, meaning in UPSTREAM_UNIMPLEMENTED.items():
-        if prefix.endswith(".*") and generic.startswith(prefix[:-1]):
-            return meaning
-    return None
+    return UPSTREAM_UNIMPLEMENTED.get(re.sub(r"\[\d+\]", "[]", path))
 
 
 def _unknown_key(path: str, key: Any, prefix: str, known: list[str]) -> Diagnostic:
