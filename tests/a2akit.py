@@ -73,6 +73,19 @@ class Served:
         path = self.workdir / "trace.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
+    def session_traces(self) -> dict[str, list[dict[str, Any]]]:
+        """Every session's trace by session id: the daemon's own and, above a bound of 1, one per
+        context (workdir/ses_*/trace.jsonl)."""
+        traces = {}
+        for path in sorted((self.capsule / "workdir").glob("ses_*/trace.jsonl")):
+            traces[path.parent.name] = [json.loads(line) for line in path.read_text().splitlines()]
+        return traces
+
+    def all_events(self) -> list[dict[str, Any]]:
+        """The events of every session's trace, in time order (stable within one trace)."""
+        merged = [e for events in self.session_traces().values() for e in events]
+        return sorted(merged, key=lambda e: e["timestamp"])
+
     def post(self, body: Any, headers: dict[str, str] | None = None, raw: bytes | None = None) -> httpx.Response:
         content = raw if raw is not None else json.dumps(body).encode()
         return httpx.post(self.url, content=content, headers={"content-type": "application/json", **(headers or {})},

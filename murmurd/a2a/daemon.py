@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
@@ -66,7 +67,12 @@ class HistoryUnreadable(RuntimeError):
 
 
 class NotAReply(ValueError):
-    """A message naming a task that is not waiting for input."""
+    """A message naming a task that is not waiting for input; `finished` when that task is in a
+    terminal state (A2A 1.0 and 0.3 answer that UnsupportedOperationError)."""
+
+    def __init__(self, message: str, *, finished: bool = False) -> None:
+        super().__init__(message)
+        self.finished = finished
 
 
 class AmbiguousReply(NotAReply):
@@ -191,21 +197,48 @@ class CapsuleDaemon:
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
+        self._task_md: set[str] = set()  # ids of the launch task (`--task`)
+        self._launch_ended = False
         self._changed = asyncio.Condition()
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
-    async def start(self) -> list[str]:
-        """Open the daemon's session, fail what a previous daemon left running, start the scheduler."""
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, task_text: str | None = None) -> list[str]:
+        """Open the daemon's session, fail what a previous daemon left running, start the scheduler.
+
+        As upstream's runtime does at launch: a `task_text` (the `task.md` of `--task`) runs
+        first, without waiting for A2A; `none` without one has nothing to do and stops; every
+        mode but `queue` + `after_task: sleep` runs an empty task when the idle window passes
+        without a message, then stops.
+        """
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
         self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
         if self.pool.shared is None:
             self._start_background(self.pool.reap_periodically(), "murmurd-session-reaper")
-        if self.policy.after_task == "exit":
+        policy = self.policy
+        if task_text is not None:
+            await self._queue_task_md(task_text)
+        elif policy.task_acceptance == "none":
+            self.accepting = False
+            self.stopped.set()
+        elif not (policy.task_acceptance == "queue" and policy.after_task == "sleep"):
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    async def _queue_task_md(self, text: str) -> None:
+        """The launch task: stored like any task (tasks/get sees it), traced `source: task_md`."""
+        self._seen_task = True
+        record = TaskRecord(id=new_task_id(), context_id=new_context_id(),
+                            history=[TaskMessage(f"msg_{new_task_id()[4:]}", "user", [{"text": text}])])
+        self._task_md.add(record.id)
+        self._records[record.id] = record
+        await self._save(record, final=False)
+        self._queue.append(record)
+        self._schedule()
 
     def _connect(self, slot: Slot) -> None:
         """The host imports of `slot`'s session reach this loop (request-input, message/send)."""
@@ -244,9 +277,11 @@ class CapsuleDaemon:
         self.accepting = False
         self.stopped.set()
 
-    async def stop(self, grace_seconds: float = 10.0) -> None:
+    async def stop(self, grace_seconds: float = 10.0, *, close_store: bool = True) -> None:
         """Stop accepting, let the running tasks end (cancel those still running after the grace
-        period), cancel what waits in the queue, and close every session's trace."""
+        period), cancel what waits in the queue, and close every session's trace. With
+        `close_store=False` the store stays open for requests still being answered (the caller
+        closes it after the HTTP server has stopped)."""
         self.accepting = False
         self.stopped.set()
         runs = [run.task for run in self._running.values() if run.task is not None]
@@ -264,11 +299,21 @@ class CapsuleDaemon:
         await self.pool.close_all()
         if self.pool.shared is None:
             await self._own.close()
-        await self.store.close()
+        if close_store:
+            await self.store.close()
 
     async def _idle_watch(self) -> None:
+        """Upstream's idle rule: no message within the window runs the loop once with an empty
+        task (no `task_start`/`task_end`: it is not a task anyone sent), then the daemon stops."""
         await asyncio.sleep(self.policy.idle_timeout_secs)
-        if not self._seen_task:
+        if self._seen_task:
+            return
+        self.accepting = False
+        print("[capsule-runtime] no A2A message received within timeout; running with empty task",
+              file=sys.stderr, flush=True)
+        try:
+            await self.session.run_task(TaskSpec(new_task_id(), "", context_id=new_context_id(), source="idle"))
+        finally:
             self.stopped.set()
 
     # -- the task API the router calls ----------------------------------------------------
@@ -285,7 +330,8 @@ class CapsuleDaemon:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
                 raise TaskNotFound(submission.task_id)
-            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input")
+            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input",
+                            finished=known.state.terminal)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -347,8 +393,12 @@ class CapsuleDaemon:
             raise TaskNotFound(task_id)
         return record
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset)
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state)
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return await self.store.count(context_id, state)
 
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
@@ -381,7 +431,8 @@ class CapsuleDaemon:
             await self._wakeup.wait()
             self._wakeup.clear()
             self._schedule()
-            if self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None):
+            ended = self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None)
+            if ended or self._launch_ended:
                 self.accepting = False
                 self.stopped.set()
                 return
@@ -402,6 +453,8 @@ class CapsuleDaemon:
     def _run_ended(self, task_id: str) -> None:
         self._running.pop(task_id, None)
         self._ended_runs += 1
+        # upstream: the launch task ends the daemon unless it queues more
+        self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
         self._wakeup.set()
 
     async def _run_guarded(self, run: Run) -> None:
@@ -460,7 +513,8 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
-            record.id, record.history[0].text, context_id=record.context_id, source="a2a",
+            record.id, record.history[0].text, context_id=record.context_id,
+            source="task_md" if record.id in self._task_md else "a2a",
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
@@ -525,7 +579,7 @@ class CapsuleDaemon:
             return []
         rel = history_file(context_id)
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel))
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, self.staged.workdir.book(rel)))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []
@@ -537,13 +591,14 @@ class CapsuleDaemon:
         Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
             return None
-        root = self.staged.workdir.root
+        root, book = self.staged.workdir.root, self.staged.workdir.book
         try:
             text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
-            workdir_fs.write_text(root, task_result_file(record.id), text)
+            workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.ok:
                 history = [m.__dict__ for m in outcome.messages]
-                workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
+                workdir_fs.write_text(root, book(history_file(record.context_id)),
+                                      json.dumps(history, ensure_ascii=False))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None

@@ -22,7 +22,8 @@ from murmurd.staging.workdir import INVENTORY, Workdir, new_session_id, tool_fil
 
 
 def session_workdir(staged: StagedCapsule, session_id: str) -> Workdir:
-    """Beside the staged workdir: `<parent>/ses_<hex>` (the same place `serve` keeps its own)."""
+    """Beside the staged workdir: `<parent>/ses_<id>` (where `serve` keeps its own; `serve` has
+    no `--workdir`, so its bookkeeping is the root)."""
     return Workdir(staged.workdir.root.parent / session_id)
 
 
@@ -45,7 +46,7 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
              for a in staged.artifacts.values()]
     allow = list(shell.allow) if shell else []
     manifest = staged.manifest
-    workdir_fs.write_text(layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id,
+    workdir_fs.write_text(layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id,
                                                                    items, allow))
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
     return replace(staged, session_id=session_id, workdir=layout, artifacts=installed, grants=grants)
@@ -54,7 +55,8 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
 def _install(layout: Workdir, name: str, artifact: InstalledArtifact) -> None:
     """`tools/<name>/murmur.yaml`, and the payload itself for a skill (text the session reads)."""
     own = artifact.resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(layout.root, tool_file(name, "murmur.yaml"), yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.write_text(layout.root, layout.book(tool_file(name, "murmur.yaml")),
+                          yaml.safe_dump(own, sort_keys=False))
     if artifact.component is None:
         workdir_fs.copy_into(artifact.resolved.payload, layout.root,
-                             tool_file(name, artifact.resolved.installed_name))
+                             layout.book(tool_file(name, artifact.resolved.installed_name)))

@@ -1,0 +1,206 @@
+"""Issue 11 through a real daemon: tasks of different contexts run at once, each context in its
+own session; one context's tasks run in order; replies reach the right task; cancel and SIGTERM
+act per task while others run."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2akit import Served, chaos_capsule, serving
+
+
+@pytest.fixture(autouse=True)
+def _built(artifacts) -> None:
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+
+
+def _queue_capsule(tmp_path: Path, **lifecycle: Any) -> Path:
+    return chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 8, **lifecycle})
+
+
+def _message(text: str, **fields: Any) -> dict[str, Any]:
+    return {"messageId": f"m{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}], **fields}
+
+
+def _reply(served: Served, text: str, **fields: Any) -> dict[str, Any]:
+    return served.rpc("message/send", {"message": _message(text, **fields)})
+
+
+def _intervals(served: Served) -> dict[str, tuple[int, int]]:
+    """task id -> (task_start, task_end) timestamps, from every session's trace."""
+    starts: dict[str, int] = {}
+    spans: dict[str, tuple[int, int]] = {}
+    for event in served.all_events():
+        if event["event_type"] == "task_start":
+            starts[event["task_id"]] = event["timestamp"]
+        elif event["event_type"] == "task_end" and event["task_id"] in starts:
+            spans[event["task_id"]] = (starts[event["task_id"]], event["timestamp"])
+    return spans
+
+
+def _session_of(served: Served, task_id: str) -> str:
+    """The session a task ran in (the daemon's trace names it: `a2a_task_session`)."""
+    return next(e["task_session_id"] for e in served.trace()
+                if e["event_type"] == "a2a_task_session" and e["task_id"] == task_id)
+
+
+def test_tasks_of_different_contexts_overlap_and_one_context_runs_in_order(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        asking = [served.send("mode:ask") for _ in range(3)]  # three contexts, all at once
+        for task in asking:
+            served.wait_state(task["id"], "input-required")
+        first = served.send("mode:ask", contextId="ctx_one")
+        served.wait_state(first["id"], "input-required")
+        second = served.send("after the first", contextId="ctx_one")
+        time.sleep(0.3)
+        assert served.get(second["id"])["status"]["state"] == "submitted"  # its context is busy
+        for task in [*asking, first]:
+            assert _reply(served, f"go {task['id']}", taskId=task["id"])["result"]["id"] == task["id"]
+        for task in [*asking, first]:
+            assert served.wait_state(task["id"], "completed")["status"]["response"] == f"answer: go {task['id']}"
+        assert served.wait_state(second["id"], "completed")["status"]["response"] == "answer: after the first"
+        spans = _intervals(served)
+        parallel = [spans[t["id"]] for t in asking]
+        assert max(s for s, _e in parallel) < min(e for _s, e in parallel)  # all three ran at once
+        assert spans[second["id"]][0] >= spans[first["id"]][1]  # one context: one after the other
+        sessions = {_session_of(served, t["id"]) for t in asking}
+        assert len(sessions) == 3 and served.session_id not in sessions
+        assert _session_of(served, first["id"]) == _session_of(served, second["id"])
+
+
+def test_a_bound_of_one_keeps_one_session_and_upstream_replies(tmp_path: Path) -> None:
+    capsule = _queue_capsule(tmp_path, max_concurrent_tasks=1)
+    with serving(capsule, tmp_path / "state") as served:
+        asking = served.send("mode:ask")
+        served.wait_state(asking["id"], "input-required")
+        queued = served.send("queued behind it")
+        assert served.get(queued["id"])["status"]["state"] == "submitted"
+        # upstream: a message naming no task answers the one waiting task
+        assert _reply(served, "any message")["result"]["id"] == asking["id"]
+        assert served.wait_state(asking["id"], "completed")["status"]["response"] == "answer: any message"
+        served.wait_state(queued["id"], "completed")
+        assert list(served.session_traces()) == [served.session_id]
+        starts = [e["task_id"] for e in served.trace() if e["event_type"] == "task_start"]
+        assert starts == [asking["id"], queued["id"]]
+
+
+def test_a_reply_by_context_id_and_a_message_naming_neither_starts_a_task(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        waiting = served.send("mode:ask", contextId="ctx_reply")
+        other = served.send("mode:ask")
+        served.wait_state(waiting["id"], "input-required")
+        served.wait_state(other["id"], "input-required")
+        fresh = _reply(served, "a new caller")["result"]  # names neither: never a reply here
+        assert fresh["id"] not in (waiting["id"], other["id"])
+        assert served.wait_state(fresh["id"], "completed")["status"]["response"] == "answer: a new caller"
+        assert served.get(waiting["id"])["status"]["state"] == "input-required"
+        assert _reply(served, "by context", contextId="ctx_reply")["result"]["id"] == waiting["id"]
+        assert served.wait_state(waiting["id"], "completed")["status"]["response"] == "answer: by context"
+        assert served.get(other["id"])["status"]["state"] == "input-required"
+        served.rpc("tasks/cancel", {"id": other["id"]})
+
+
+def test_an_ambiguous_reply_is_refused_with_a_clear_error(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        waiting = served.send("mode:ask", contextId="ctx_a")
+        served.wait_state(waiting["id"], "input-required")
+        error = _reply(served, "which?", taskId=waiting["id"], contextId="ctx_b")["error"]
+        assert error["code"] == -32602
+        assert error["message"].startswith("ambiguous reply:") and "ctx_a" in error["message"]
+        assert served.get(waiting["id"])["status"]["state"] == "input-required"  # nothing was delivered
+        assert _reply(served, "this one", taskId=waiting["id"], contextId="ctx_a")["result"]["id"] == waiting["id"]
+        assert served.wait_state(waiting["id"], "completed")["status"]["response"] == "answer: this one"
+
+
+def test_request_input_in_one_task_while_another_streams(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        waiting = served.send("mode:ask")
+        served.wait_state(waiting["id"], "input-required")
+        frames = served.events("message/stream", {"message": _message("streamed meanwhile")}, timeout=20)
+        states = [d["status"]["state"] for _i, e, d in frames if e == "status"]
+        assert states == ["submitted", "working", "completed"]
+        assert frames[-1][2]["status"]["response"] == "answer: streamed meanwhile"
+        assert served.get(waiting["id"])["status"]["state"] == "input-required"
+        _reply(served, "now", taskId=waiting["id"])
+        assert served.wait_state(waiting["id"], "completed")["status"]["response"] == "answer: now"
+
+
+def test_cancel_of_one_of_several_running_tasks(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        spinning = served.send("mode:hang")
+        asking = [served.send("mode:ask") for _ in range(2)]
+        served.wait_state(spinning["id"], "working")
+        for task in asking:
+            served.wait_state(task["id"], "input-required")
+        started = time.monotonic()
+        assert served.rpc("tasks/cancel", {"id": spinning["id"]})["result"]["status"]["state"] == "canceled"
+        assert served.rpc("tasks/cancel", {"id": asking[0]["id"]})["result"]["status"]["state"] == "canceled"
+        assert time.monotonic() - started < 2.0
+        assert served.get(asking[1]["id"])["status"]["state"] == "input-required"
+        _reply(served, "still here", taskId=asking[1]["id"])
+        assert served.wait_state(asking[1]["id"], "completed")["status"]["response"] == "answer: still here"
+        ends = {e["task_id"]: e["exit_status"] for e in served.all_events() if e["event_type"] == "task_end"}
+        assert ends[spinning["id"]] == "failed" and ends[asking[1]["id"]] == "ok"
+
+
+def test_sigterm_with_several_running_cancels_them_after_the_grace_and_loses_nothing(tmp_path: Path) -> None:
+    capsule = _queue_capsule(tmp_path)
+    state = tmp_path / "state"
+    with serving(capsule, state, "--max-concurrent-tasks", "4", "--grace", "0.5") as served:
+        asking = [served.send("mode:ask") for _ in range(3)]
+        for task in asking:
+            served.wait_state(task["id"], "input-required")
+        done = served.send("finished first")
+        served.wait_state(done["id"], "completed")
+        assert served.stop(signal.SIGTERM) == 0
+        traces = served.session_traces()
+        assert len(traces) == 5  # the daemon's own, and one per context
+        for events in traces.values():
+            assert events[0]["event_type"] == "session_start" and events[-1]["event_type"] == "session_end"
+    with serving(capsule, state, "--max-concurrent-tasks", "4") as again:
+        for task in asking:
+            assert again.get(task["id"])["status"] == {"state": "canceled", "message": "canceled: daemon shutting down"}
+        assert again.get(done["id"])["status"]["response"] == "answer: finished first"
+
+
+def test_one_contexts_files_are_invisible_to_another(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        alpha = served.send("alpha secret", contextId="ctx_alpha")
+        beta = served.send("beta words", contextId="ctx_beta")
+        served.wait_state(alpha["id"], "completed")
+        served.wait_state(beta["id"], "completed")
+        root = served.capsule / "workdir"
+        alpha_dir, beta_dir = root / _session_of(served, alpha["id"]), root / _session_of(served, beta["id"])
+        assert alpha_dir != beta_dir
+        assert (alpha_dir / "task.md").read_text() == "alpha secret"
+        assert (beta_dir / "out" / "result.txt").read_text() == "answer: beta words"
+        for path in beta_dir.rglob("*"):
+            if path.is_file():
+                assert b"alpha" not in path.read_bytes(), path
+        assert not (served.workdir / "task.md").exists()  # the daemon's own session ran no task
+
+
+def test_eight_callers_at_once_are_all_accepted_and_each_gets_its_own_answer(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path, queue_depth=1), tmp_path / "state", "--max-concurrent-tasks", "8") as served:
+        sent: dict[int, dict[str, Any]] = {}
+
+        def call(n: int) -> None:
+            sent[n] = served.send(f"caller {n}")
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert sorted(sent) == list(range(8))
+        for n, task in sent.items():
+            assert task["status"]["state"] != "rejected", task
+            assert served.wait_state(task["id"], "completed")["status"]["response"] == f"answer: caller {n}"
