@@ -22,8 +22,9 @@ def _built(artifacts) -> None:
     artifacts.example("echo")
 
 
-def _queue_capsule(tmp_path: Path, **lifecycle: Any) -> Path:
-    return chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 8, **lifecycle})
+def _queue_capsule(tmp_path: Path, deadline: int = 600, **lifecycle: Any) -> Path:
+    return chaos_capsule(tmp_path, deadline=deadline,
+                         lifecycle={"task_acceptance": "queue", "queue_depth": 8, **lifecycle})
 
 
 def _message(text: str, **fields: Any) -> dict[str, Any]:
@@ -53,19 +54,20 @@ def _session_of(served: Served, task_id: str) -> str:
 
 
 def test_tasks_of_different_contexts_overlap_and_one_context_runs_in_order(tmp_path: Path) -> None:
-    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+    capsule = _queue_capsule(tmp_path, deadline=2)
+    with serving(capsule, tmp_path / "state", "--max-concurrent-tasks", "5") as served:
         asking = [served.send("mode:ask") for _ in range(3)]  # three contexts, all at once
         for task in asking:
             served.wait_state(task["id"], "input-required")
-        first = served.send("mode:ask", contextId="ctx_one")
-        served.wait_state(first["id"], "input-required")
+        first = served.send("mode:hang", contextId="ctx_one")  # runs (no input wait) until its deadline
+        served.wait_state(first["id"], "working")
         second = served.send("after the first", contextId="ctx_one")
-        time.sleep(0.3)
         assert served.get(second["id"])["status"]["state"] == "submitted"  # its context is busy
-        for task in [*asking, first]:
+        for task in asking:
             assert _reply(served, f"go {task['id']}", taskId=task["id"])["result"]["id"] == task["id"]
-        for task in [*asking, first]:
+        for task in asking:
             assert served.wait_state(task["id"], "completed")["status"]["response"] == f"answer: go {task['id']}"
+        assert served.wait_state(first["id"], "failed")["status"]["message"].endswith("deadline exceeded after 2 s")
         assert served.wait_state(second["id"], "completed")["status"]["response"] == "answer: after the first"
         spans = _intervals(served)
         parallel = [spans[t["id"]] for t in asking]
@@ -77,19 +79,21 @@ def test_tasks_of_different_contexts_overlap_and_one_context_runs_in_order(tmp_p
 
 
 def test_a_bound_of_one_keeps_one_session_and_upstream_replies(tmp_path: Path) -> None:
-    capsule = _queue_capsule(tmp_path, max_concurrent_tasks=1)
+    capsule = _queue_capsule(tmp_path, deadline=2, max_concurrent_tasks=1)
     with serving(capsule, tmp_path / "state") as served:
         asking = served.send("mode:ask")
         served.wait_state(asking["id"], "input-required")
-        queued = served.send("queued behind it")
-        assert served.get(queued["id"])["status"]["state"] == "submitted"
-        # upstream: a message naming no task answers the one waiting task
-        assert _reply(served, "any message")["result"]["id"] == asking["id"]
+        # upstream: a message naming no task answers the one waiting task, whatever its context
+        assert _reply(served, "any message", contextId="ctx_elsewhere")["result"]["id"] == asking["id"]
         assert served.wait_state(asking["id"], "completed")["status"]["response"] == "answer: any message"
+        running = served.send("mode:hang", contextId="ctx_x")
+        served.wait_state(running["id"], "working")
+        queued = served.send("queued behind it", contextId="ctx_y")  # another context, but the bound is 1
+        assert served.get(queued["id"])["status"]["state"] == "submitted"
         served.wait_state(queued["id"], "completed")
         assert list(served.session_traces()) == [served.session_id]
         starts = [e["task_id"] for e in served.trace() if e["event_type"] == "task_start"]
-        assert starts == [asking["id"], queued["id"]]
+        assert starts == [asking["id"], running["id"], queued["id"]]
 
 
 def test_a_reply_by_context_id_and_a_message_naming_neither_starts_a_task(tmp_path: Path) -> None:
@@ -114,7 +118,7 @@ def test_an_ambiguous_reply_is_refused_with_a_clear_error(tmp_path: Path) -> Non
         served.wait_state(waiting["id"], "input-required")
         error = _reply(served, "which?", taskId=waiting["id"], contextId="ctx_b")["error"]
         assert error["code"] == -32602
-        assert error["message"].startswith("ambiguous reply:") and "ctx_a" in error["message"]
+        assert "ambiguous reply: task" in error["message"] and "ctx_a" in error["message"]
         assert served.get(waiting["id"])["status"]["state"] == "input-required"  # nothing was delivered
         assert _reply(served, "this one", taskId=waiting["id"], contextId="ctx_a")["result"]["id"] == waiting["id"]
         assert served.wait_state(waiting["id"], "completed")["status"]["response"] == "answer: this one"
