@@ -88,7 +88,7 @@ def test_peer_headers_set_origin_and_trust_never_the_body(tmp_path: Path, artifa
                            headers={"x-murmur-task-origin": "peer", "x-murmur-task-trust": "ROOT; drop"})["result"]
         for task in (peer, plain, bogus):
             worker.wait_state(task["id"], "completed")
-        starts = {e["task_id"]: e for e in worker.trace() if e["event_type"] == "task_start"}
+        starts = {e["task_id"]: e for e in worker.all_events() if e["event_type"] == "task_start"}
         assert (starts[peer["id"]]["origin"], starts[peer["id"]]["trust"]) == ("peer", "sandboxed")
         assert (starts[plain["id"]]["origin"], starts[plain["id"]]["trust"]) == ("operator", "operator")
         received = {e["task_id"]: e for e in worker.trace() if e["event_type"] == "a2a_task_received"}

@@ -1,0 +1,230 @@
+"""Many callers at once (issue 11): a capsule whose provider takes a while to answer.
+
+The provider stand-in is real HTTP on loopback that answers every GET after a set latency. The
+capsule's driver is a real component (tests/fixtures/http-driver) that makes one wasi:http
+round trip to it per turn, granted through `network.allow`, so every task spends almost all its
+time waiting on its provider while holding one WASM pool thread, as a real agent does.
+
+Two `murmurd serve` daemons of the same capsule run in the same bench: one with
+`--max-concurrent-tasks N` (default 64) and one with a bound of 1 (upstream: one task at a time).
+
+1. Throughput. `--tasks` one-turn tasks in as many contexts, sent at the same moment as blocking
+   `message/send` (upstream, `configuration.blocking`); wall time from the first send to the last
+   answer; tasks/s. The serial daemon runs `--serial-tasks` of them (it needs latency x tasks), and
+   the ratio of the two tasks/s figures is the speed-up.
+2. `tasks/get` while `--inflight` tasks are in flight (non-blocking sends at `--slow-latency`, so
+   all are accepted and none ends while measured): `--gets` sequential `tasks/get` of random
+   in-flight tasks on one keep-alive connection; p50 / p99 / max.
+3. Resident memory: the daemon's VmRSS after a warm-up task, and its peak while `--tasks` tasks
+   wait on the provider at once; (peak - idle) / tasks is the resident cost of one in-flight task
+   (its session, its WASM instance, its pool thread).
+
+Loopback only; every loop bounded in count and time; stops by itself.
+
+    .venv/bin/python bench/concurrency.py [--tasks 64] [--latency 1.0] [--serial-tasks 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DRIVER = ROOT / "tests" / "fixtures" / "http-driver"
+
+
+@contextmanager
+def provider(latency: float) -> Iterator[tuple[str, dict[str, float]]]:
+    """A loopback HTTP server answering every GET after `latency` seconds (changeable live)."""
+    setting = {"latency": latency}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            time.sleep(setting["latency"])
+            body = b"provider says hi"
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.request_queue_size = 512
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", setting
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def capsule(root: Path, endpoint: str) -> Path:
+    directory = root / "slow-provider"
+    directory.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "name": "slow-provider", "version": "1.0.0",
+        "artifacts": [{"name": "http-driver", "runtime": "driver", "source": str(DRIVER), "local_source": True,
+                       "capabilities": {"network": {"allow": [endpoint]}, "limits": {"deadline_seconds": 120}}}],
+        "capabilities": {"network": {"allow": [endpoint]}},
+        "inference": {"endpoint": endpoint + "/v1", "model": "stand-in", "driver": {"artifact": "http-driver"}},
+        "lifecycle": {"task_acceptance": "queue", "queue_depth": 4096, "after_task": "sleep"},
+    }
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return directory
+
+
+class Daemon:
+    def __init__(self, capsule_dir: Path, state: Path, bound: int) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "murmurd", "serve", str(capsule_dir), "--state-dir", str(state),
+             "--max-concurrent-tasks", str(bound), "--max-connections", "1024"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+        )
+        deadline = time.monotonic() + 180
+        assert self.proc.stderr is not None
+        self.url = ""
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise SystemExit("murmurd serve exited before it was ready")
+            if line.startswith("murmur: url "):
+                self.url = f"http://{line.split()[-1]}/"
+            if line.startswith("session: "):
+                break
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+
+    def rss_kib(self) -> int:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+    def threads(self) -> int:
+        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+def _message(text: str) -> dict[str, Any]:
+    return {"messageId": f"m{time.monotonic_ns()}{random.random()}", "role": "user", "parts": [{"text": text}]}
+
+
+async def _send(client: httpx.AsyncClient, url: str, text: str, blocking: bool) -> dict[str, Any]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "message/send",
+            "params": {"message": _message(text), "configuration": {"blocking": blocking}}}
+    response = await client.post(url, json=body, timeout=300)
+    return response.json()["result"]
+
+
+async def throughput(daemon: Daemon, tasks: int, sample_rss: bool = False) -> tuple[float, int]:
+    """Wall seconds for `tasks` blocking sends at once, each checked; the peak RSS seen (KiB)."""
+    limits = httpx.Limits(max_connections=tasks + 8, max_keepalive_connections=tasks + 8)
+    peak = 0
+    async with httpx.AsyncClient(limits=limits) as client:
+        started = time.monotonic()
+        sends = asyncio.gather(*(_send(client, daemon.url, f"task {n}", True) for n in range(tasks)))
+        sampling = asyncio.ensure_future(sends)
+        while sample_rss and not sampling.done():
+            peak = max(peak, daemon.rss_kib())
+            await asyncio.sleep(0.05)
+        results = await sampling
+        wall = time.monotonic() - started
+    bad = [r for r in results if r["status"]["state"] != "completed" or r["status"].get("response") != "answer: provider says hi"]
+    if bad:
+        raise SystemExit(f"{len(bad)} task(s) did not complete as expected: {bad[:2]}")
+    return wall, peak
+
+
+async def get_latency(daemon: Daemon, inflight: int, gets: int) -> list[float]:
+    """`gets` sequential tasks/get (ms) while `inflight` tasks are accepted and unfinished."""
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=16)) as client:
+        sent = [await _send(client, daemon.url, f"slow {n}", False) for n in range(inflight)]
+        ids = [t["id"] for t in sent if t["status"]["state"] != "rejected"]
+        if len(ids) != inflight:
+            raise SystemExit(f"only {len(ids)} of {inflight} tasks were accepted")
+        samples: list[float] = []
+        for _ in range(gets):
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": random.choice(ids)}}
+            started = time.perf_counter()
+            response = await client.post(daemon.url, json=body, timeout=30)
+            samples.append((time.perf_counter() - started) * 1000)
+            state = response.json()["result"]["status"]["state"]
+            if state in ("completed", "failed", "canceled"):
+                raise SystemExit("a task finished while tasks/get was measured: raise --slow-latency")
+        return samples
+
+
+def _pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=64)
+    parser.add_argument("--bound", type=int, default=64, help="--max-concurrent-tasks of the concurrent daemon")
+    parser.add_argument("--latency", type=float, default=1.0, help="provider latency, seconds")
+    parser.add_argument("--serial-tasks", type=int, default=4, help="tasks the bound-1 daemon runs")
+    parser.add_argument("--inflight", type=int, default=100)
+    parser.add_argument("--gets", type=int, default=300)
+    parser.add_argument("--slow-latency", type=float, default=8.0, help="provider latency while tasks/get is measured")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="murmurd-bench-") as tmp, provider(args.latency) as (endpoint, setting):
+        root = Path(tmp)
+        capsule_dir = capsule(root, endpoint)
+        concurrent = Daemon(capsule_dir, root / "state-n", args.bound)
+        serial = Daemon(capsule_dir, root / "state-1", 1)
+        try:
+            asyncio.run(throughput(concurrent, 1))  # warm-up: compiled, first session opened and closed
+            asyncio.run(throughput(serial, 1))
+            idle_rss, idle_threads = concurrent.rss_kib(), concurrent.threads()
+            wall_n, peak_rss = asyncio.run(throughput(concurrent, args.tasks, sample_rss=True))
+            busy_threads = concurrent.threads()
+            wall_1, _ = asyncio.run(throughput(serial, args.serial_tasks))
+            setting["latency"] = args.slow_latency
+            samples = asyncio.run(get_latency(concurrent, args.inflight, args.gets))
+        finally:
+            setting["latency"] = 0.0
+            concurrent.stop()
+            serial.stop()
+
+    rate_n, rate_1 = args.tasks / wall_n, args.serial_tasks / wall_1
+    print(f"provider latency {args.latency:.2f} s; concurrent daemon bound {args.bound}")
+    print(f"bound {args.bound}: {args.tasks} tasks in {args.tasks} contexts: wall {wall_n:.2f} s, {rate_n:.2f} tasks/s")
+    print(f"bound 1: {args.serial_tasks} tasks: wall {wall_1:.2f} s, {rate_1:.2f} tasks/s")
+    print(f"speed-up: {rate_n / rate_1:.1f}x (ideal {min(args.tasks, args.bound)}x)")
+    print(f"tasks/get with {args.inflight} in flight ({len(samples)} calls): "
+          f"p50 {statistics.median(samples):.1f} ms, p99 {_pct(samples, 99):.1f} ms, max {max(samples):.1f} ms")
+    per_task = (peak_rss - idle_rss) / args.tasks
+    print(f"RSS idle {idle_rss / 1024:.0f} MiB ({idle_threads} threads), peak with {args.tasks} in flight "
+          f"{peak_rss / 1024:.0f} MiB ({busy_threads} threads after): {per_task / 1024:.2f} MiB per in-flight task")
+
+
+if __name__ == "__main__":
+    main()
