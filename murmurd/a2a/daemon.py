@@ -253,7 +253,7 @@ class CapsuleDaemon:
     async def _open_context_slot(self) -> Slot:
         """A new session for one context: workdir and Session built off the loop (file I/O)."""
         session = await asyncio.to_thread(lambda: Session(open_session_staging(self.staged), self.host))
-        slot = Slot(session, PeerClient(session.trace))
+        slot = Slot(session, PeerClient(session.trace, client=self.peers.client))
         try:
             await session.open()
         except BaseException:
