@@ -208,3 +208,95 @@ def test_eight_callers_at_once_are_all_accepted_and_each_gets_its_own_answer(tmp
         for n, task in sent.items():
             assert task["status"]["state"] != "rejected", task
             assert served.wait_state(task["id"], "completed")["status"]["response"] == f"answer: caller {n}"
+
+
+def _first_inference(served: Served, task_id: str) -> dict[str, Any]:
+    """The first `inference` line of a task, in the trace of the session it ran in."""
+    events = served.session_traces()[_session_of(served, task_id)]
+    start = next(i for i, e in enumerate(events) if e["event_type"] == "task_start" and e["task_id"] == task_id)
+    return next(e for e in events[start:] if e["event_type"] == "inference")
+
+
+def _hooked_queue_capsule(tmp_path: Path, artifacts) -> Path:
+    """The chaos capsule with the debug hook, which logs every event it receives, per session."""
+    import yaml
+
+    from conftest import EXAMPLES
+
+    artifacts.example("debug-hook")
+    directory = _queue_capsule(tmp_path, conversation="threaded")
+    manifest = yaml.safe_load((directory / "murmur.yaml").read_text())
+    manifest["artifacts"].append({"name": "debug-hook", "runtime": "hook", "source": str(EXAMPLES / "debug-hook"),
+                                  "local_source": True})
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return directory
+
+
+def _hook_events(workdir: Path) -> list[dict[str, Any]]:
+    import json
+
+    log = workdir / "logs" / "hook-debug-hook.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def _wait_for(condition: Any, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_each_context_session_has_its_own_hook_instance_and_ordered_events(tmp_path: Path, artifacts) -> None:
+    capsule = _hooked_queue_capsule(tmp_path, artifacts)
+    with serving(capsule, tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        asking = [served.send("mode:ask") for _ in range(2)]
+        for task in asking:
+            served.wait_state(task["id"], "input-required")
+        for task in asking:
+            _reply(served, "ok", taskId=task["id"])
+            served.wait_state(task["id"], "completed")
+        for task in asking:
+            session_id = _session_of(served, task["id"])
+            events = _hook_events(served.capsule / "workdir" / session_id)
+            names = [e["event"] for e in events]
+            assert names[0] == "on-session-start" and names[1] == "on-task-start" and names[-1] == "on-task-end"
+            assert {e["session_id"] for e in events} == {session_id}  # one instance, this session's own
+            assert {e["task_id"] for e in events if "task_id" in e} == {task["id"]}  # never another task's
+        own = [e["event"] for e in _hook_events(served.workdir)]
+        assert own == ["on-stage"]  # the daemon's own session runs no hook above a bound of 1
+
+
+def test_an_idle_context_session_closes_and_the_conversation_continues_in_a_new_one(tmp_path: Path,
+                                                                                   artifacts) -> None:
+    capsule = _hooked_queue_capsule(tmp_path, artifacts)
+    with serving(capsule, tmp_path / "state", "--max-concurrent-tasks", "4", "--session-idle", "0.3") as served:
+        first = served.send("one", contextId="ctx_thread")
+        served.wait_state(first["id"], "completed")
+        first_session = served.capsule / "workdir" / _session_of(served, first["id"])
+        _wait_for(lambda: [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"])
+        assert served.session_traces()[first_session.name][-1]["event_type"] == "session_end"
+        second = served.send("two", contextId="ctx_thread")
+        served.wait_state(second["id"], "completed")
+        assert _session_of(served, second["id"]) != first_session.name  # a new session, same context
+        tokens = {t["id"]: _first_inference(served, t["id"])["input_tokens"] for t in (first, second)}
+        assert tokens[second["id"]] > tokens[first["id"]]  # the history went along
+        history = (served.workdir / "contexts" / "ctx_thread" / "history.json").read_text()
+        assert "one" in history and "answer: two" in history
+
+
+def test_a_session_that_cannot_be_opened_fails_its_task_alone(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        sessions = served.capsule / "workdir"
+        moved = served.capsule / "workdir.moved"
+        sessions.rename(moved)
+        sessions.write_text("not a directory")  # where the next context session would be laid out
+        try:
+            failed = served.send("nowhere to run")
+            task = served.wait_state(failed["id"], "failed")
+            assert task["status"]["message"].startswith("cannot open a session:")
+        finally:
+            sessions.unlink()
+            moved.rename(sessions)
+        after = served.send("somewhere again")
+        assert served.wait_state(after["id"], "completed")["status"]["response"] == "answer: somewhere again"

@@ -578,8 +578,9 @@ class CapsuleDaemon:
         if self.policy.conversation != "threaded":
             return []
         rel = history_file(context_id)
+        home = self.staged.history_workdir
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, self.staged.workdir.book(rel)))
+            stored = json.loads(workdir_fs.read_text(home.root, home.book(rel)))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []
@@ -591,7 +592,7 @@ class CapsuleDaemon:
         Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
             return None
-        root, book = self.staged.workdir.root, self.staged.workdir.book
+        root, book = self.staged.history_workdir.root, self.staged.history_workdir.book
         try:
             text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)

@@ -100,7 +100,7 @@ class HookServices(SessionContext):
         if not self.state.threaded or active is None or not active.context_id:
             return []
         try:
-            workdir = self.state.staged.workdir
+            workdir = self.state.staged.history_workdir
             stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id))))
             messages = [Message(**m) for m in stored]
         except FileNotFoundError:

@@ -49,7 +49,8 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     workdir_fs.write_text(layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id,
                                                                    items, allow))
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
-    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed, grants=grants)
+    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed, grants=grants,
+                   history_home=staged.history_workdir)
 
 
 def _install(layout: Workdir, name: str, artifact: InstalledArtifact) -> None:

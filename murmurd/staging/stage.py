@@ -89,6 +89,14 @@ class StagedCapsule:
     host_env: Mapping[str, str] = field(default_factory=dict)
     # Descriptions an on-stage hook wrote for shell binaries (`write-manifests`), by binary.
     shell_descriptions: dict[str, str] = field(default_factory=dict)
+    # Where threaded contexts' durable histories live when it is not this workdir: a context
+    # session's are kept by the daemon's own session, so they outlive the context session.
+    history_home: Workdir | None = None
+
+    @property
+    def history_workdir(self) -> Workdir:
+        """The workdir holding `contexts/<id>/history.json`."""
+        return self.history_home or self.workdir
 
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
