@@ -317,3 +317,35 @@ def test_a_slow_reader_that_keeps_reading_gets_the_whole_answer(tmp_path: Path) 
             sock.close()
         assert received > full, (received, full)  # the headers come on top of the body
         _no_tracebacks(served)
+
+
+def test_a_stream_left_unread_is_closed_and_gives_its_slot_back(tmp_path: Path) -> None:
+    """A watcher that stops reading: its stream stalls once the kernel's buffers are full, and
+    the write deadline closes the socket (not only the subscription) and frees the stream slot."""
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 3})
+    with serving(capsule, tmp_path / "state", "--write-timeout", "1", "--max-connections", "4",
+                 "--max-streams", "1") as served:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}}).encode()
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(_address(served))
+        try:
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            time.sleep(0.5)
+            published = 0
+            for i in range(40):  # each task streams its 200 KB text twice (the text and the status frame)
+                answer = served.rpc("message/send", {"message": {"messageId": f"w{i}", "role": "user",
+                                                                 "parts": [{"text": "B" * 200_000}]},
+                                                     "configuration": {"blocking": True}})
+                assert answer["result"]["status"]["state"] == "completed", answer
+                published += 400_000
+            time.sleep(1 + SLACK)
+            received, closed = _read_until_closed(sock, 10)
+        finally:
+            sock.close()
+        assert closed and received < published // 2, (received, published)
+        again, head = _open_watch(served)  # the one stream slot is free again
+        again.close()
+        assert _status(head) == 200, head
+        _no_tracebacks(served)
