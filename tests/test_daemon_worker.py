@@ -130,8 +130,8 @@ async def test_a_cancel_before_the_run_takes_its_first_step_cancels_the_task(
         record = await daemon.submit(Submission(_message("hello")))
         await asyncio.sleep(0)  # the worker picks it up; its run has not started yet
         assert daemon._active is record
-        await daemon.cancel(record.id)
-        await _settled(daemon, record)
+        answered = await daemon.cancel(record.id)
+        assert answered.state is TaskState.CANCELED  # what tasks/cancel answers
         assert (record.state, record.status_message) == (TaskState.CANCELED, "canceled by request")
         assert (await daemon.store.get(record.id)).state is TaskState.CANCELED
         following = await daemon.submit(Submission(_message("next")))
@@ -151,9 +151,8 @@ async def test_a_cancel_while_the_task_is_saved_working_cancels_it(tmp_path: Pat
         await asyncio.sleep(0.1)
         assert daemon._active is record and record.state is TaskState.WORKING
         asyncio.get_running_loop().call_later(0.3, other.rollback)
-        await daemon.cancel(record.id)
-        await _settled(daemon, record)
-        assert record.state is TaskState.CANCELED
+        answered = await daemon.cancel(record.id)
+        assert answered.state is TaskState.CANCELED
         assert (await daemon.store.get(record.id)).state is TaskState.CANCELED
         assert daemon.session.services.loop.ask_for_input is None
         following = await daemon.submit(Submission(_message("next")))

@@ -47,6 +47,7 @@ logger = logging.getLogger("murmurd.a2a")
 
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
+CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
 
 
 class TaskNotFound(LookupError):
@@ -314,7 +315,15 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.CANCELED, "canceled by request")
         elif self._active is record:
             await self._cancel_active("canceled by request")
+            await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
         return record
+
+    async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: record.state.terminal), timeout)
+            except TimeoutError:
+                pass
 
     async def _cancel_active(self, reason: str) -> None:
         run = self._active_run
