@@ -88,6 +88,30 @@ async def test_a_task_that_raises_fails_alone_and_the_next_one_runs(tmp_path: Pa
         await daemon.stop(grace_seconds=1)
 
 
+async def test_a_canceled_task_whose_record_cannot_be_stored_is_stored_canceled_in_brief(
+        tmp_path: Path, host: ComponentHost) -> None:
+    """A long reply and a cancel arrive together while the disk is full: the canceled record
+    (the reply in its history) is refused, and a brief canceled one is stored instead."""
+    daemon = await _daemon(tmp_path, host)
+    store = daemon.store
+    assert isinstance(store, SqliteTaskStore)
+    try:
+        asking = await daemon.submit(Submission(_message("mode:ask")))
+        await _settled(daemon, asking)
+        await _fill_disk(store, full=True)
+        await daemon.submit(Submission(_message("r" * 300_000)))
+        answered = await daemon.cancel(asking.id)  # before the worker saves the reply
+        assert answered.state is TaskState.CANCELED
+        stored = await daemon.get(asking.id)
+        assert (stored.state, stored.status_message, stored.history) == (TaskState.CANCELED, "canceled by request", [])
+        await _fill_disk(store, full=False)
+        following = await daemon.submit(Submission(_message("still here")))
+        await _settled(daemon, following)
+        assert following.state is TaskState.COMPLETED
+    finally:
+        await daemon.stop(grace_seconds=1)
+
+
 async def test_a_reply_that_is_not_valid_unicode_is_stored_escaped(tmp_path: Path, host: ComponentHost) -> None:
     """A lone surrogate past the edge (the edge refuses it; the worker must hold anyway) is
     stored as its JSON escape, and the task settles instead of staying input-required."""
