@@ -9,6 +9,7 @@ lifecycle says so. Nothing lives at module level, so one process can serve sever
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -41,11 +42,13 @@ from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import history_file, task_result_file
+from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")
 
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
+CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
 
 
 class TaskNotFound(LookupError):
@@ -161,6 +164,7 @@ class CapsuleDaemon:
         self._current_trust = "operator"
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
+        self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
@@ -255,7 +259,19 @@ class CapsuleDaemon:
     # -- the task API the router calls ----------------------------------------------------
 
     async def submit(self, submission: Submission) -> TaskRecord:
-        """Accept, queue, reject, or deliver as a reply; return the task record."""
+        """Accept, queue, reject, or deliver as a reply; return the task record.
+
+        One submission at a time: judging the lifecycle (`single`, `queue_depth`), recording the
+        task and queueing it happen under one lock, so concurrent sends cannot all pass the
+        check before any of them is queued, nor two of them claim one client-chosen id."""
+        async with self._submitting:
+            return await self._submit_locked(submission)
+
+    async def _submit_locked(self, submission: Submission) -> TaskRecord:
+        if submission.requested_id is not None and await self._known(submission.requested_id):
+            # the id a client chose is taken (a concurrent send won the race): answer as a
+            # message to that task, as a sequential send naming it would be
+            submission = dataclasses.replace(submission, task_id=submission.requested_id, requested_id=None)
         if self._waiting is not None:
             waiting, future = self._waiting
             if submission.task_id in (None, waiting.id):  # upstream: any message answers the waiting task
@@ -286,12 +302,16 @@ class CapsuleDaemon:
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
+        await self._save(record, final=False)
+        # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
         self._traceparents[record.id] = submission.traceparent
-        await self._save(record, final=False)
         self._queue.append(record)
         self._wakeup.set()
         return record
+
+    async def _known(self, task_id: str) -> bool:
+        return task_id in self._records or await self.store.get(task_id) is not None
 
     def _refusal(self) -> str | None:
         if not self.accepting:
@@ -342,7 +362,15 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.CANCELED, "canceled by request")
         elif self._active is record:
             await self._cancel_active("canceled by request")
+            await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
         return record
+
+    async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: record.state.terminal), timeout)
+            except TimeoutError:
+                pass
 
     async def _cancel_active(self, reason: str) -> None:
         run = self._active_run
@@ -363,55 +391,95 @@ class CapsuleDaemon:
                 await self._wakeup.wait()
             record = self._queue.popleft()
             self._active = record
-            self._active_run = asyncio.create_task(self._run_guarded(record))
+            self._active_run = run = asyncio.create_task(self._run_guarded(record))
             try:
-                await asyncio.shield(self._active_run)
+                await asyncio.shield(run)
             except asyncio.CancelledError:
-                if not self._active_run.done():
+                if not run.done():
                     raise
             finally:
                 self._active, self._active_run = None, None
+                self._release_session()
+            if not record.state.terminal:
+                # cancelled before `_run_guarded` took its first step, so nothing in it ran
+                await asyncio.shield(self._end_unfinished(record, run))
             launch_task = record.id in self._task_md and self.policy.task_acceptance != "queue"
             if self.policy.after_task == "exit" or self.session.ended is not None or launch_task:
                 self.accepting = False
                 self.stopped.set()
                 return
 
+    def _release_session(self) -> None:
+        """No task owns the session any more: `request-input` has no one to ask."""
+        if self.session.services.loop is not None:
+            self.session.services.loop.ask_for_input = None
+
     async def _run_guarded(self, record: TaskRecord) -> None:
-        """Run one task; whatever it raises fails that task alone and the worker goes on."""
+        """Run one task; whatever it raises fails that task alone and the worker goes on. A
+        cancel arriving at any point (even while the task is being saved WORKING) ends it
+        CANCELED; that last save is shielded from a second cancel."""
         try:
             await self._run(record)
         except asyncio.CancelledError:
-            raise
+            if not record.state.terminal:
+                await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, self._cancel_reason))
         except Exception as exc:
             logger.exception("task %s raised inside the session worker", record.id)
-            await self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}")
+            await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def _end_unfinished(self, record: TaskRecord, run: asyncio.Task[None]) -> None:
+        """A run that ended leaving its task unfinished: CANCELED if it was cancelled, else FAILED."""
+        if run.cancelled():
+            await self._finish_quietly(record, TaskState.CANCELED, self._cancel_reason)
+        else:
+            await self._fail_unexpectedly(record, "internal error: the task ended without an outcome")
+
+    async def _finish_quietly(self, record: TaskRecord, state: TaskState, message: str) -> None:
+        """`_finish` for the worker's own exit paths: a store failure cannot escape into it."""
+        self._traceparents.pop(record.id, None)
+        try:
+            await self._finish(record, state, message)
+        except Exception:
+            logger.exception("task %s: the %s state could not be stored", record.id, state.value)
+            await self._store_brief(record)
 
     async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:
-        """Fail a task after an unexpected error. If even the store refuses the record, the
-        failure is still published (streams close, blocked callers return) and logged."""
+        """Fail a task after an unexpected error. If the store refuses the full record, a brief
+        one (id, context, state, message) is stored so `tasks/get` never reports a stale state;
+        the failure is published either way (streams close, blocked callers return)."""
         self._traceparents.pop(record.id, None)
         try:
             await self._finish(record, TaskState.FAILED, message)
         except Exception:
             logger.exception("task %s: the failed state could not be stored", record.id)
-            self._records.pop(record.id, None)
-            self.log.publish("status", record.id, record.status_frame(True), final=True)
-            async with self._changed:
-                self._changed.notify_all()
+            await self._store_brief(record)
+
+    async def _store_brief(self, record: TaskRecord) -> None:
+        """Store the terminal state without history, artifacts or result (what the store refused
+        is one of those); publish it and wake waiters whatever happens."""
+        brief = TaskRecord(record.id, record.context_id, record.state, record.status_message,
+                           origin=record.origin, trust=record.trust, created_at=record.created_at)
+        try:
+            await self.store.put(brief)
+        except Exception:
+            logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+        self._records.pop(record.id, None)
+        self.log.publish("status", record.id, record.status_frame(True), final=True)
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _run(self, record: TaskRecord) -> None:
-        record.state = TaskState.WORKING
-        await self._save(record, final=False)
+        self._cancel_reason = "canceled by request"
         services = self.session.services
         assert services.loop is not None
         services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
         self._current_trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
+        record.state = TaskState.WORKING
+        await self._save(record, final=False)
         try:
             history = self._load_history(record.context_id)
         except HistoryUnreadable as exc:
-            services.loop.ask_for_input = None
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
@@ -420,15 +488,8 @@ class CapsuleDaemon:
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
-        self._cancel_reason = "canceled by request"
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
-        try:
-            outcome = await self.session.run_task(spec, events)
-        except asyncio.CancelledError:
-            await self._finish(record, TaskState.CANCELED, self._cancel_reason)
-            return
-        finally:
-            services.loop.ask_for_input = None
+        outcome = await self.session.run_task(spec, events)
         problem = self._record_conversation(record, outcome)
         if problem is not None and outcome.ok:
             outcome.exit_status, outcome.error = "failed", problem
@@ -503,8 +564,7 @@ class CapsuleDaemon:
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.ok:
                 history = [m.__dict__ for m in outcome.messages]
-                workdir_fs.write_text(root, book(history_file(record.context_id)),
-                                      json.dumps(history, ensure_ascii=False))
+                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None
