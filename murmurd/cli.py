@@ -376,6 +376,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
+        max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
+        max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
     )
     host = ComponentHost()
@@ -491,6 +493,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds an idle keep-alive connection stays open (default 5)")
     serve.add_argument("--max-connections", type=_positive_int, default=256,
                        help="open connections; past it idle ones are closed, else 503 (default 256)")
+    serve.add_argument("--max-streams", type=_non_negative_int,
+                       help="open SSE streams, below --max-connections so ordinary requests keep room; "
+                            "past it a stream is refused 503 (default half of --max-connections)")
+    serve.add_argument("--max-streams-per-client", type=_positive_int,
+                       help="open SSE streams from one client address (default half of --max-streams)")
+    serve.add_argument("--max-response-bytes", type=_positive_int, default=4 * 1024 * 1024,
+                       help="bytes of a batch's answers; requests past it are answered with an error (default 4 MiB)")
+    serve.add_argument("--write-timeout", type=_positive_float, default=30.0,
+                       help="seconds a client may leave a response unread before its connection is "
+                            "closed, streams included (default 30)")
     serve.add_argument("--retain-finished-secs", type=_non_negative_float, default=7 * 24 * 3600.0,
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
@@ -532,8 +544,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Limits that depend on each other: streams must leave ordinary requests a connection."""
+    if args.max_streams is not None and args.max_streams >= args.max_connections:
+        parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
+                     "so ordinary requests always have a connection")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is _cmd_serve:
+        _check_serve_options(parser, args)
     return int(args.handler(args))
 
 

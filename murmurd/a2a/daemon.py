@@ -11,6 +11,7 @@ several capsules.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -47,11 +48,13 @@ from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import history_file, task_result_file
+from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")
 
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
+CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
 
 
 class TaskNotFound(LookupError):
@@ -200,6 +203,8 @@ class CapsuleDaemon:
         self._task_md: set[str] = set()  # ids of the launch task (`--task`)
         self._launch_ended = False
         self._changed = asyncio.Condition()
+        self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
+        self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
@@ -319,7 +324,20 @@ class CapsuleDaemon:
     # -- the task API the router calls ----------------------------------------------------
 
     async def submit(self, submission: Submission) -> TaskRecord:
-        """Accept, queue, reject, or deliver as a reply; return the task record."""
+        """Accept, queue, reject, or deliver as a reply; return the task record.
+
+        One submission at a time: routing a reply, judging the lifecycle (the bound, `single`,
+        `queue_depth`), recording the task and queueing it happen under one lock, so concurrent
+        sends cannot all pass the check before any of them is queued, nor two of them claim one
+        client-chosen id."""
+        async with self._submitting:
+            return await self._submit_locked(submission)
+
+    async def _submit_locked(self, submission: Submission) -> TaskRecord:
+        if submission.requested_id is not None and await self._known(submission.requested_id):
+            # the id a client chose is taken (a concurrent send won the race): answer as a
+            # message to that task, as a sequential send naming it would be
+            submission = dataclasses.replace(submission, task_id=submission.requested_id, requested_id=None)
         waiters = [Waiter(r.record.id, r.record.context_id) for r in self._running.values() if r.waiting]
         route = route_message(submission.task_id, submission.context_id, waiters, self.policy.bound)
         if isinstance(route, Ambiguous):
@@ -347,12 +365,16 @@ class CapsuleDaemon:
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
+        await self._save(record, final=False)
+        # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
         self._traceparents[record.id] = submission.traceparent
-        await self._save(record, final=False)
         self._queue.append(record)
         self._schedule()
         return record
+
+    async def _known(self, task_id: str) -> bool:
+        return task_id in self._records or await self.store.get(task_id) is not None
 
     def _deliver(self, run: Run, message: TaskMessage) -> TaskRecord:
         """The message is the reply `run` waits for: it works again at once (a blocking send
@@ -410,7 +432,15 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.CANCELED, "canceled by request")
         elif record.id in self._running:
             await self._cancel_run(self._running[record.id], "canceled by request")
+            await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
         return record
+
+    async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: record.state.terminal), timeout)
+            except TimeoutError:
+                pass
 
     async def _cancel_run(self, run: Run, reason: str) -> None:
         """Cancel one started task and wait (briefly) until it has recorded its end."""
@@ -430,6 +460,10 @@ class CapsuleDaemon:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
+            while self._unfinished:
+                record, run = self._unfinished.pop(0)
+                # cancelled before `_run_guarded` took its first step, so nothing in it ran
+                await asyncio.shield(self._end_unfinished(record, run))
             self._schedule()
             ended = self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None)
             if ended or self._launch_ended:
@@ -451,23 +485,27 @@ class CapsuleDaemon:
             run.task.add_done_callback(lambda _t, task_id=record.id: self._run_ended(task_id))
 
     def _run_ended(self, task_id: str) -> None:
-        self._running.pop(task_id, None)
+        run = self._running.pop(task_id, None)
+        if run is not None and not run.record.state.terminal:
+            self._unfinished.append((run.record, run))
         self._ended_runs += 1
         # upstream: the launch task ends the daemon unless it queues more
         self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
         self._wakeup.set()
 
     async def _run_guarded(self, run: Run) -> None:
-        """Run one task in its context's session; whatever it raises fails that task alone."""
+        """Run one task in its context's session; whatever it raises fails that task alone. A
+        cancel arriving at any point (opening the session, saving the task WORKING) ends it
+        CANCELED; that last save is shielded from a second cancel."""
         record = run.record
         try:
             slot = await self.pool.acquire(record.context_id)
         except asyncio.CancelledError:
-            await self._end_unexpectedly(record, TaskState.CANCELED, run.reason)
+            await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
             return
         except Exception as exc:
             logger.exception("task %s: no session could be opened", record.id)
-            await self._end_unexpectedly(record, TaskState.FAILED, f"cannot open a session: {exc}")
+            await asyncio.shield(self._fail_unexpectedly(record, f"cannot open a session: {exc}"))
             return
         try:
             if self.pool.shared is None:
@@ -475,41 +513,63 @@ class CapsuleDaemon:
                                          task_session_id=slot.session.staged.session_id)
             await self._run(run, slot)
         except asyncio.CancelledError:
-            await self._end_unexpectedly(record, TaskState.CANCELED, run.reason)
+            if not record.state.terminal:
+                await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
         except Exception as exc:
             logger.exception("task %s raised inside its session worker", record.id)
-            await self._end_unexpectedly(record, TaskState.FAILED, f"internal error: {type(exc).__name__}: {exc}")
+            await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
         finally:
             self.pool.release(slot)
             if self.pool.shared is None and slot.session.ended is not None:
                 await self.pool.discard(record.context_id, slot)
 
-    async def _end_unexpectedly(self, record: TaskRecord, state: TaskState, message: str) -> None:
-        """End a task that did not end its own way. If even the store refuses the record, the
-        end is still published (streams close, blocked callers return) and logged."""
+    async def _end_unfinished(self, record: TaskRecord, run: Run) -> None:
+        """A run that ended leaving its task unfinished: CANCELED if it was cancelled, else FAILED."""
+        if run.task is not None and run.task.cancelled():
+            await self._finish_quietly(record, TaskState.CANCELED, run.reason)
+        else:
+            await self._fail_unexpectedly(record, "internal error: the task ended without an outcome")
+
+    async def _finish_quietly(self, record: TaskRecord, state: TaskState, message: str) -> None:
+        """`_finish` for a run's own exit paths: a store failure cannot escape into it."""
         self._traceparents.pop(record.id, None)
         try:
             await self._finish(record, state, message)
         except Exception:
             logger.exception("task %s: the %s state could not be stored", record.id, state.value)
-            self._records.pop(record.id, None)
-            self.log.publish("status", record.id, record.status_frame(True), final=True)
-            async with self._changed:
-                self._changed.notify_all()
+            await self._store_brief(record)
+
+    async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:
+        """Fail a task after an unexpected error. If the store refuses the full record, a brief
+        one (id, context, state, message) is stored so `tasks/get` never reports a stale state;
+        the failure is published either way (streams close, blocked callers return)."""
+        await self._finish_quietly(record, TaskState.FAILED, message)
+
+    async def _store_brief(self, record: TaskRecord) -> None:
+        """Store the terminal state without history, artifacts or result (what the store refused
+        is one of those); publish it and wake waiters whatever happens."""
+        brief = TaskRecord(record.id, record.context_id, record.state, record.status_message,
+                           origin=record.origin, trust=record.trust, created_at=record.created_at)
+        try:
+            await self.store.put(brief)
+        except Exception:
+            logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+        self._records.pop(record.id, None)
+        self.log.publish("status", record.id, record.status_frame(True), final=True)
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _run(self, run: Run, slot: Slot) -> None:
         record = run.record
-        record.state = TaskState.WORKING
-        await self._save(record, final=False)
         services = slot.session.services
         assert services.loop is not None
-        services.loop.ask_for_input = lambda prompt: self._ask(run, prompt)
         slot.trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
+        record.state = TaskState.WORKING
+        await self._save(record, final=False)
         try:
             history = self._load_history(record.context_id)
         except HistoryUnreadable as exc:
-            services.loop.ask_for_input = None
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
@@ -519,13 +579,11 @@ class CapsuleDaemon:
             traceparent=caller_traceparent,
         )
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
+        services.loop.ask_for_input = lambda prompt: self._ask(run, prompt)
         try:
             outcome = await slot.session.run_task(spec, events)
-        except asyncio.CancelledError:
-            await self._finish(record, TaskState.CANCELED, run.reason)
-            return
         finally:
-            services.loop.ask_for_input = None
+            services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
         problem = self._record_conversation(record, outcome)
         if problem is not None and outcome.ok:
             outcome.exit_status, outcome.error = "failed", problem
@@ -598,8 +656,7 @@ class CapsuleDaemon:
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.ok:
                 history = [m.__dict__ for m in outcome.messages]
-                workdir_fs.write_text(root, book(history_file(record.context_id)),
-                                      json.dumps(history, ensure_ascii=False))
+                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from murmurd.a2a.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
+from murmurd.text import json_text
 
 INTERRUPTED_MESSAGE = "interrupted: daemon restarted"
 DEFAULT_FILENAME = "tasks.sqlite3"
@@ -137,7 +138,7 @@ class MemoryTaskStore:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
 
     async def put(self, record: TaskRecord) -> None:
-        self._rows[record.id] = json.dumps(record.to_json())
+        self._rows[record.id] = json_text(record.to_json())
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
@@ -202,7 +203,7 @@ ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = exclude
 
 def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
     return (record.id, record.context_id, record.state.value, record.created_at, record.updated_at,
-            json.dumps(record.to_json(), ensure_ascii=False))
+            json_text(record.to_json()))
 
 
 def _prepare(db: sqlite3.Connection) -> None:
