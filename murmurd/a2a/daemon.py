@@ -519,7 +519,7 @@ class CapsuleDaemon:
             logger.exception("task %s raised inside its session worker", record.id)
             await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
         finally:
-            self.pool.release(slot)
+            self.pool.release(record.context_id, slot)
             if self.pool.shared is None and slot.session.ended is not None:
                 await self.pool.discard(record.context_id, slot)
 

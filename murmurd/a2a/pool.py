@@ -78,9 +78,12 @@ class SessionPool:
         slot.busy += 1
         return slot
 
-    def release(self, slot: Slot) -> None:
+    def release(self, context_id: str, slot: Slot) -> None:
+        """The task of `context_id` ended: its session counts as used now (LRU order)."""
         slot.busy -= 1
         slot.idle_since = self._clock()
+        if self._slots.get(context_id) is slot:
+            self._slots.move_to_end(context_id)
 
     async def discard(self, context_id: str, slot: Slot) -> None:
         """Close a context session that ended (its trace failed): the context's next task gets a
