@@ -17,7 +17,8 @@ Two `murmurd serve` daemons of the same capsule run in the same bench: one with
    in-flight tasks on one keep-alive connection; p50 / p99 / max.
 3. Resident memory: the daemon's VmRSS after a warm-up task, and its peak while `--tasks` tasks
    wait on the provider at once; (peak - idle) / tasks is the resident cost of one in-flight task
-   (its session, its WASM instance, its pool thread).
+   (its session, its WASM instance, its pool thread). Then the RSS with the tasks' context
+   sessions open and idle, and after `--session-idle` closed them: the cost of an open session.
 
 Loopback only; every loop bounded in count and time; stops by itself.
 
@@ -93,10 +94,10 @@ def capsule(root: Path, endpoint: str) -> Path:
 
 
 class Daemon:
-    def __init__(self, capsule_dir: Path, state: Path, bound: int) -> None:
+    def __init__(self, capsule_dir: Path, state: Path, bound: int, session_idle: float = 60.0) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "murmurd", "serve", str(capsule_dir), "--state-dir", str(state),
-             "--max-concurrent-tasks", str(bound), "--max-connections", "1024"],
+             "--max-concurrent-tasks", str(bound), "--max-connections", "1024", "--session-idle", str(session_idle)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )
         deadline = time.monotonic() + 180
@@ -192,13 +193,14 @@ def main() -> None:
     parser.add_argument("--serial-tasks", type=int, default=4, help="tasks the bound-1 daemon runs")
     parser.add_argument("--inflight", type=int, default=100)
     parser.add_argument("--gets", type=int, default=300)
+    parser.add_argument("--session-idle", type=float, default=3.0, help="--session-idle of the concurrent daemon")
     parser.add_argument("--slow-latency", type=float, default=8.0, help="provider latency while tasks/get is measured")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="murmurd-bench-") as tmp, provider(args.latency) as (endpoint, setting):
         root = Path(tmp)
         capsule_dir = capsule(root, endpoint)
-        concurrent = Daemon(capsule_dir, root / "state-n", args.bound)
+        concurrent = Daemon(capsule_dir, root / "state-n", args.bound, session_idle=args.session_idle)
         serial = Daemon(capsule_dir, root / "state-1", 1)
         try:
             asyncio.run(throughput(concurrent, 1))  # warm-up: compiled, first session opened and closed
@@ -206,6 +208,9 @@ def main() -> None:
             idle_rss, idle_threads = concurrent.rss_kib(), concurrent.threads()
             wall_n, peak_rss = asyncio.run(throughput(concurrent, args.tasks, sample_rss=True))
             busy_threads = concurrent.threads()
+            open_rss = concurrent.rss_kib()  # every context session still open, idle
+            time.sleep(args.session_idle + 1.5)
+            closed_rss = concurrent.rss_kib()  # the idle sessions closed
             wall_1, _ = asyncio.run(throughput(serial, args.serial_tasks))
             setting["latency"] = args.slow_latency
             samples = asyncio.run(get_latency(concurrent, args.inflight, args.gets))
@@ -224,6 +229,9 @@ def main() -> None:
     per_task = (peak_rss - idle_rss) / args.tasks
     print(f"RSS idle {idle_rss / 1024:.0f} MiB ({idle_threads} threads), peak with {args.tasks} in flight "
           f"{peak_rss / 1024:.0f} MiB ({busy_threads} threads after): {per_task / 1024:.2f} MiB per in-flight task")
+    per_session = (open_rss - closed_rss) / args.tasks
+    print(f"RSS with {args.tasks} idle context sessions open {open_rss / 1024:.0f} MiB, after they closed "
+          f"{closed_rss / 1024:.0f} MiB: {per_session:.0f} KiB per open idle session")
 
 
 if __name__ == "__main__":

@@ -300,3 +300,37 @@ def test_a_session_that_cannot_be_opened_fails_its_task_alone(tmp_path: Path) ->
             moved.rename(sessions)
         after = served.send("somewhere again")
         assert served.wait_state(after["id"], "completed")["status"]["response"] == "answer: somewhere again"
+
+
+def test_the_bound_on_the_command_line_must_be_positive_and_applies_to_queue_only(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from a2akit import ROOT
+
+    refused = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), "--max-concurrent-tasks", "0"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert refused.returncode == 2 and "--max-concurrent-tasks" in refused.stderr
+    with serving(chaos_capsule(tmp_path, deadline=5), tmp_path / "state", "--max-concurrent-tasks", "8") as served:
+        running = served.send("mode:hang")
+        served.wait_state(running["id"], "working")
+        assert served.send("second")["status"]["state"] == "rejected"  # single: still one at a time
+        assert any("applies to task_acceptance: queue" in line for line in served.stderr)
+        served.rpc("tasks/cancel", {"id": running["id"]})
+
+
+def test_a_stuck_task_delays_neither_tasks_get_nor_another_tasks_stream(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path, deadline=8), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        stuck = served.send("mode:hang")  # spins inside WASM until its deadline
+        served.wait_state(stuck["id"], "working")
+        started = time.monotonic()
+        frames = served.events("message/stream", {"message": _message("meanwhile")}, timeout=20)
+        assert frames[-1][2]["status"]["response"] == "answer: meanwhile"
+        samples = []
+        for _ in range(40):
+            begun = time.monotonic()
+            assert served.get(stuck["id"])["status"]["state"] == "working"
+            samples.append(time.monotonic() - begun)
+        assert time.monotonic() - started < 6  # all of it while the stuck task still spins
+        assert sorted(samples)[-2] < 0.25, samples  # a loop blocked by the spin would take seconds
+        served.rpc("tasks/cancel", {"id": stuck["id"]})

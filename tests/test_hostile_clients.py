@@ -92,11 +92,12 @@ def test_concurrent_sends_to_a_single_capsule_accept_exactly_one(tmp_path: Path)
 
 
 def test_concurrent_sends_never_pass_the_queue_depth(tmp_path: Path) -> None:
-    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 2}, deadline=5)
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 2,
+                                                 "max_concurrent_tasks": 2}, deadline=5)
     with serving(capsule, tmp_path / "state") as served:
         answers = asyncio.run(_concurrently(served.url, [_send_body("mode:hang", i) for i in range(20)]))
         states = collections.Counter(_state(a) for a in answers)
-        assert states["rejected"] == 17, states  # one running, two queued
+        assert states["rejected"] == 16, states  # two running (the bound), two queued
         _no_tracebacks(served)
 
 

@@ -162,6 +162,9 @@ async def _serve_locked(
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
 
+    if options.max_concurrent_tasks is not None and policy.task_acceptance != "queue":
+        announce(f"murmur: --max-concurrent-tasks applies to task_acceptance: queue; "
+                 f"this capsule ({policy.task_acceptance}) runs one task at a time")
     interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
