@@ -381,9 +381,9 @@ class CapsuleDaemon:
         finally:
             services.loop.ask_for_input = None
         problem = self._record_conversation(record, outcome)
-        if problem is not None and outcome.ok:
+        if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
-        if outcome.ok:
+        if outcome.delivered:
             record.result_text = outcome.result_text
             record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
                                              artifact_id=result_artifact_id(record.id))]
@@ -450,9 +450,9 @@ class CapsuleDaemon:
             return None
         root = self.staged.workdir.root
         try:
-            text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+            text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, task_result_file(record.id), text)
-            if outcome.ok:
+            if outcome.delivered:
                 history = [m.__dict__ for m in outcome.messages]
                 workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
         except OSError as exc:

@@ -20,6 +20,7 @@ _SUBDIRS = ("out", "logs", "tools", "contexts", "checkpoints", ".capsule-home")
 
 TASK = "task.md"
 RESULT = "out/result.txt"
+COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.dump_summaries
 TRACE = "trace.jsonl"
 INVENTORY = "MURMUR.md"
 
