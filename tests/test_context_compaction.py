@@ -114,6 +114,7 @@ async def test_without_dump_summaries_no_summary_file_is_written(tmp_path: Path,
     ([["user", SUMMARY], ["tool", '{"text": "step 0"}']], "answers no preceding tool call"),
     ([["user", SUMMARY], ["tool", "a made-up tool answer"]], "is not a verbatim tool answer"),
     ([], "empty replacement"),
+    ([["user", "z " * 3000]], "it does not shrink the conversation"),
 ])
 async def test_a_replacement_that_breaks_tool_pairing_is_refused_whole(tmp_path: Path, host, arm, monkeypatch,
                                                                        replacement: list[list[str]], problem: str) -> None:

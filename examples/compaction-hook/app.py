@@ -10,7 +10,9 @@ conversation at its threshold, the hook splits it in two:
   manifest's `inference.compaction.model` and `system_prompt` (the event carries both; absent,
   the capsule's model and this hook's own prompt).
 
-It commits `[summary, *tail]`. With no tool exchange in sight (a `seed-context` the runtime asks
+It commits `[summary, *tail]`, and declines (`none`) when the front counts fewer than 48 tokens
+(`murmur:runtime/tokens`): a summary would be as long as what it replaces, and the runtime asks
+again after the next turn. With no tool exchange in sight (a `seed-context` the runtime asks
 it to summarize, say) the whole list is the front. A refused completion (the spend ceiling) is
 returned as `err`: at `on-compaction` that ends the session, which is the honest outcome when
 the conversation cannot be brought back under the window.
@@ -20,9 +22,10 @@ from __future__ import annotations
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import inference, lifecycle
+from wit_world.imports import inference, lifecycle, tokens
 
 NONE = lifecycle.HookOutput_None_()
+MIN_FRONT_TOKENS = 48  # less than this is not worth a summary
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 DEFAULT_PROMPT = ("You compact an agent's conversation. Summarize what was asked, what was done and "
                   "what was learned, in a few short sentences. Keep names, numbers and decisions.")
@@ -58,8 +61,9 @@ class Lifecycle(exports.Lifecycle):
     def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
         start = tail_start(event.messages)
         front, tail = event.messages[:start], event.messages[start:]
-        if not front:
-            return NONE  # only the latest exchange is left: nothing to summarize
+        if tokens.count_tokens(transcript(front)) < MIN_FRONT_TOKENS:
+            return NONE  # a summary would be as long as what it replaces: let the runtime go on
+
         try:
             text = summarize(event, front)
         except Err as exc:

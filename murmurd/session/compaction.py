@@ -12,7 +12,9 @@ Hooks see messages as role and text. A message a hook hands back unchanged (its 
 history message with the same role and text, or a `tool` message whose text equals an unused
 tool answer) is *kept*: it gets its original structure back (tool-call blocks, `tool_call_id`).
 Every other message is *written* by the hook: plain `user`/`assistant` text. A `tool` message
-survives only kept, and calls and answers must still pair up, or the replacement is refused whole.
+survives only kept, calls and answers must still pair up, and the result must count fewer tokens
+than what it replaces, or the replacement is refused whole (the history stays; a note in
+`logs/bootstrap.log`; the threshold is checked again after the next turn).
 """
 
 from __future__ import annotations
@@ -151,6 +153,10 @@ class Compactor:
             self.note(f"turn {turn}: compaction replacement from hook {answer.hook_name} rejected whole: {rebuilt}\n")
             return False
         after = await asyncio.to_thread(recount, rebuilt.messages)
+        if after >= tokens:
+            self.note(f"turn {turn}: compaction replacement from hook {answer.hook_name} rejected whole: "
+                      f"it does not shrink the conversation ({tokens} -> {after} tokens)\n")
+            return False
         messages[:] = rebuilt.messages
         self.continuation.drop()
         try:
