@@ -164,3 +164,28 @@ def test_the_fitting_suffix_keeps_the_newest_messages_that_fit() -> None:
     assert fitting_suffix([50, 30, 130], 100) == 3
     assert fitting_suffix([], 0) == 0
     assert message_tokens(user_message("hi")) < message_tokens(user_message("hi " * 50))
+
+
+def test_a_threaded_context_gets_this_tasks_seed_once_and_never_stores_it(tmp_path: Path, arm, monkeypatch) -> None:
+    from a2akit import serving
+
+    hooks = [_seeder(tmp_path, arm, monkeypatch, "memory", [["user", "SEED"]])]
+    capsule = driver_capsule(tmp_path, "recorder-driver", {"steps": 1, "continuation": "hold"},
+                             extra_artifacts=[local("echo", "tool", EXAMPLES / "echo"), *hooks], context=CONTEXT,
+                             lifecycle={"conversation": "threaded", "after_task": "sleep"})
+    env = {"ARM_HOOK_MEMORY": json.dumps({"on-task-start": {"arm": "seed-context", "value": [["user", "SEED"]]}})}
+    with serving(capsule, tmp_path / "state", env=env) as served:
+        first = served.wait_state(served.send("first")["id"], "completed")
+        second = served.wait_state(served.send("second", contextId=first["contextId"])["id"], "completed")
+        sent = json.loads(second["status"]["response"])
+        assert sent["texts"][0] == "SEED" and sent["texts"].count("SEED") == 1  # this task's seed, at the head
+        assert sent["texts"][1] == "first" and sent["texts"][-1] == "second"
+        assert sent["continuation_id"] is None  # a new seed changes the head: a full resend
+        stored = (served.workdir / "contexts").rglob("*.json")
+        histories = [json.loads(p.read_text()) for p in stored]
+        assert histories and all(m["content"][0]["text"] != "SEED" for h in histories for m in h if m["content"])
+        assert len(_events(served.trace())) == 2
+
+
+def _events(trace: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in trace if e["event_type"] == "context_seed"]

@@ -453,7 +453,7 @@ class CapsuleDaemon:
             text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, task_result_file(record.id), text)
             if outcome.delivered:
-                history = [m.__dict__ for m in outcome.messages]
+                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
                 workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"

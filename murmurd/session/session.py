@@ -67,6 +67,8 @@ class TaskOutcome:
     reopen_count: int = 0
     duration_ms: int = 0
     messages: list[Message] = field(default_factory=list)
+    # This task's seed-context messages: context for this task only, never stored as history.
+    seeded_ids: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -256,9 +258,13 @@ class Session:
         ))
         seeded = await self._seed(spec.task_id, arm, budget, context.seed_budget if context else None)
         state.messages[:0] = seeded
+        outcome.seeded_ids = frozenset(m.id for m in seeded)
         loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
                          self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
-        self._continuation.rebase(state.context_id or None, len(spec.history) + len(seeded))
+        if seeded:  # the head of the context changed: the driver's held state no longer matches
+            self._continuation.drop()
+        else:
+            self._continuation.rebase(state.context_id or None, len(spec.history))
         await self._attempts(spec, state, outcome, events, loop)
 
     async def _seed(self, task_id: str, arm: ContextArm | None, budget: int, fraction: float | None) -> list[Message]:
@@ -288,6 +294,8 @@ class Session:
                 self._write("reopen_budget_exhausted", task_id=spec.task_id, hook_name=reopen.hook_name,
                             reason=reopen.feedback, reopen_count=outcome.reopen_count, max_task_reopens=max_reopens)
                 outcome.exit_status = "reopen_budget_exhausted"
+                outcome.error = (f"hook {reopen.hook_name} still asked to reopen the task; max_task_reopens "
+                                 f"({max_reopens}) is spent, the last result stands")
                 return
             outcome.reopen_count += 1
             state.end_dispatched = False
