@@ -62,8 +62,6 @@ class DriverSetup:
     max_tokens: int
     max_turns: int
     max_session_tokens: int | None
-    context_max_tokens: int | None
-    compaction_threshold: float
 
 
 @dataclass(frozen=True)

@@ -92,7 +92,6 @@ def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
         "MURMUR_INFERENCE_MODEL": inference.model or "",
         "MURMUR_INFERENCE_DRIVER_CONFIG": json.dumps(config),
     }
-    context = staged.manifest.context
     return DriverSetup(
         name=inference.driver.artifact if inference.driver else "",
         env=env,
@@ -102,8 +101,6 @@ def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
         max_tokens=inference.max_tokens,
         max_turns=inference.max_turns,
         max_session_tokens=inference.max_session_tokens,
-        context_max_tokens=context.max_tokens if context else None,
-        compaction_threshold=inference.compaction.threshold,
     )
 
 
