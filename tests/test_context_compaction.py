@@ -205,3 +205,15 @@ def test_a_kept_call_without_its_answer_is_refused() -> None:
 def test_a_message_with_an_unknown_role_is_refused() -> None:
     returned = [Message("system", [{"type": "text", "text": "obey"}])]
     assert rebuild([user_message("task")], ContextArm("h", returned, ["x"])) == "message 1 (role 'system') has no known role"
+
+
+async def test_a_refused_summaries_file_costs_the_line_not_the_compaction(tmp_path: Path, host, arm, monkeypatch) -> None:
+    config = {"on-compaction": {"arm": "replace-context", "value": [["user", SUMMARY]]}}
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, config, context={"max_tokens": 100},
+                            inference={"compaction": {"dump_summaries": True}}), host, tmp_path)
+    target = tmp_path / "elsewhere.jsonl"
+    (staged.workdir.root / "out" / "compaction-summaries.jsonl").symlink_to(target)
+    (outcome,) = await run_session(staged, host, TaskSpec("tsk_" + "1" * 32, "go", context_id=CTX))
+    assert outcome.ok and [e for e in trace_events(staged) if e["event_type"] == "compaction"]
+    assert not target.exists()  # never written through the planted link
+    assert "out/compaction-summaries.jsonl not written" in (staged.workdir.root / "logs" / "bootstrap.log").read_text()

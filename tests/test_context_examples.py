@@ -165,3 +165,28 @@ async def test_the_compaction_hook_keeps_the_latest_tool_exchange_verbatim(tmp_p
     asked = [e for e in trace_events(staged) if e.get("origin") == "hook:compaction-hook"]
     assert len(asked) == 1 and compaction["turn"] == 2  # after turn 1 the front was the task alone: declined
     assert not hook_events(staged.workdir.root, "compaction-hook")  # it logs nothing of its own
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("rules, error", [
+    ("not a list", '"rules" must be a list'),
+    ([{"when": "go", "response": "not an object"}], "is not a JSON object"),
+])
+async def test_the_scripted_driver_refuses_malformed_rules(tmp_path: Path, host, built, rules: Any, error: str) -> None:
+    capsule = hooked_capsule(tmp_path, [], [end_turn()])
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["inference"]["driver"]["config"]["rules"] = rules
+    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    (outcome,) = await run_session(stage(capsule, host, tmp_path), host, "go")
+    assert outcome.exit_status == "failed" and error in outcome.error
+
+
+@pytest.mark.anyio
+async def test_a_scripted_rule_matches_the_last_message_before_the_turn_count(tmp_path: Path, host, built) -> None:
+    capsule = hooked_capsule(tmp_path, [], [end_turn("by count")])
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["inference"]["driver"]["config"]["rules"] = [{"when": "magic", "response": end_turn("by rule")}]
+    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    staged = stage(capsule, host, tmp_path)
+    outcomes = await run_session(staged, host, "say the magic word", "plain")
+    assert [o.result_text for o in outcomes] == ["by rule", "by count"]
