@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,12 @@ class HistoryUnreadable(RuntimeError):
 
 
 class NotAReply(ValueError):
-    """A message naming a task that is not waiting for input."""
+    """A message naming a task that is not waiting for input; `finished` when that task is in a
+    terminal state (A2A 1.0 and 0.3 answer that UnsupportedOperationError)."""
+
+    def __init__(self, message: str, *, finished: bool = False) -> None:
+        super().__init__(message)
+        self.finished = finished
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,7 @@ class CapsuleDaemon:
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
+        self._task_md: set[str] = set()  # ids of the launch task (`--task`)
         self._current_trust = "operator"
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
@@ -159,16 +166,39 @@ class CapsuleDaemon:
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> list[str]:
-        """Open the session, fail what a previous daemon left running, start the worker."""
+    async def start(self, task_text: str | None = None) -> list[str]:
+        """Open the session, fail what a previous daemon left running, start the worker.
+
+        As upstream's runtime does at launch: a `task_text` (the `task.md` of `--task`) runs
+        first, without waiting for A2A; `none` without one has nothing to do and stops; every
+        mode but `queue` + `after_task: sleep` runs an empty task when the idle window passes
+        without a message, then stops.
+        """
         loop = asyncio.get_running_loop()
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
         self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
         self._start_background(self._work(), "murmurd-session-worker")
-        if self.policy.after_task == "exit":
+        policy = self.policy
+        if task_text is not None:
+            await self._queue_task_md(task_text)
+        elif policy.task_acceptance == "none":
+            self.accepting = False
+            self.stopped.set()
+        elif not (policy.task_acceptance == "queue" and policy.after_task == "sleep"):
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    async def _queue_task_md(self, text: str) -> None:
+        """The launch task: stored like any task (tasks/get sees it), traced `source: task_md`."""
+        self._seen_task = True
+        record = TaskRecord(id=new_task_id(), context_id=new_context_id(),
+                            history=[TaskMessage(f"msg_{new_task_id()[4:]}", "user", [{"text": text}])])
+        self._task_md.add(record.id)
+        self._records[record.id] = record
+        await self._save(record, final=False)
+        self._queue.append(record)
+        self._wakeup.set()
 
     def _start_background(self, work: Any, name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -185,9 +215,11 @@ class CapsuleDaemon:
         self.accepting = False
         self.stopped.set()
 
-    async def stop(self, grace_seconds: float = 10.0) -> None:
+    async def stop(self, grace_seconds: float = 10.0, *, close_store: bool = True) -> None:
         """Stop accepting, let the running task end (or cancel it after the grace period),
-        cancel what waits in the queue, and close the session's trace."""
+        cancel what waits in the queue, and close the session's trace. With `close_store=False`
+        the store stays open for requests still being answered (the caller closes it after
+        the HTTP server has stopped)."""
         self.accepting = False
         self.stopped.set()
         if self._active_run is not None and not self._active_run.done():
@@ -203,11 +235,21 @@ class CapsuleDaemon:
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.session.close()
         await self.peers.close()
-        await self.store.close()
+        if close_store:
+            await self.store.close()
 
     async def _idle_watch(self) -> None:
+        """Upstream's idle rule: no message within the window runs the loop once with an empty
+        task (no `task_start`/`task_end`: it is not a task anyone sent), then the daemon stops."""
         await asyncio.sleep(self.policy.idle_timeout_secs)
-        if not self._seen_task:
+        if self._seen_task:
+            return
+        self.accepting = False
+        print("[capsule-runtime] no A2A message received within timeout; running with empty task",
+              file=sys.stderr, flush=True)
+        try:
+            await self.session.run_task(TaskSpec(new_task_id(), "", context_id=new_context_id(), source="idle"))
+        finally:
             self.stopped.set()
 
     # -- the task API the router calls ----------------------------------------------------
@@ -227,7 +269,8 @@ class CapsuleDaemon:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
                 raise TaskNotFound(submission.task_id)
-            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input")
+            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input",
+                            finished=known.state.terminal)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -282,8 +325,12 @@ class CapsuleDaemon:
             raise TaskNotFound(task_id)
         return record
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset)
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state)
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return await self.store.count(context_id, state)
 
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
@@ -324,7 +371,8 @@ class CapsuleDaemon:
                     raise
             finally:
                 self._active, self._active_run = None, None
-            if self.policy.after_task == "exit" or self.session.ended is not None:
+            launch_task = record.id in self._task_md and self.policy.task_acceptance != "queue"
+            if self.policy.after_task == "exit" or self.session.ended is not None or launch_task:
                 self.accepting = False
                 self.stopped.set()
                 return
@@ -367,7 +415,8 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
-            record.id, record.history[0].text, context_id=record.context_id, source="a2a",
+            record.id, record.history[0].text, context_id=record.context_id,
+            source="task_md" if record.id in self._task_md else "a2a",
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
@@ -436,7 +485,7 @@ class CapsuleDaemon:
             return []
         rel = history_file(context_id)
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel))
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, self.staged.workdir.book(rel)))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []
@@ -448,13 +497,14 @@ class CapsuleDaemon:
         Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
             return None
-        root = self.staged.workdir.root
+        root, book = self.staged.workdir.root, self.staged.workdir.book
         try:
             text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
-            workdir_fs.write_text(root, task_result_file(record.id), text)
+            workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.delivered:
                 history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
-                workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
+                workdir_fs.write_text(root, book(history_file(record.context_id)),
+                                      json.dumps(history, ensure_ascii=False))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None

@@ -35,7 +35,9 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
+PUSH_NOTIFICATION_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
+EXTENDED_CARD_NOT_CONFIGURED = -32007
 
 RequestId = str | int | None
 Response = dict[str, Any]
@@ -97,6 +99,16 @@ class JsonRpcError(Exception):
     @classmethod
     def unsupported_operation(cls, detail: str) -> JsonRpcError:
         return cls(UNSUPPORTED_OPERATION, f"Unsupported operation: {detail}")
+
+    @classmethod
+    def push_notification_not_supported(cls) -> JsonRpcError:
+        return cls(PUSH_NOTIFICATION_NOT_SUPPORTED, "Push Notification is not supported: the agent card says "
+                   "pushNotifications: false")
+
+    @classmethod
+    def extended_card_not_configured(cls) -> JsonRpcError:
+        """A2A 0.3's AuthenticatedExtendedCardNotConfiguredError."""
+        return cls(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
 def _clip(text: str, limit: int = 200) -> str:

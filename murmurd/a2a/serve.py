@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -67,6 +68,8 @@ class ServeOptions:
     state_dir: Path | None = None
     task_acceptance: str | None = None
     after_task: str | None = None
+    task: str | None = None  # the launch task (upstream's task.md), run before any A2A message
+    env: dict[str, str] | None = None  # None: the process environment (the CLI adds the project .env)
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
@@ -114,9 +117,10 @@ async def _serve_locked(
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
 ) -> int:
-    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
+    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
+                                     env=os.environ if options.env is None else options.env)
     store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
-    internal = staged.manifest.capabilities.network.internal_port
+    internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
     except PortTaken:
@@ -134,7 +138,7 @@ async def _serve_locked(
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
 
-    interrupted = await daemon.start()
+    interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
     announce(f"murmur: url {options.host}:{port}")
@@ -153,7 +157,9 @@ async def _serve_locked(
         if not signalled.is_set():
             await asyncio.sleep(options.linger_seconds)
         pruning.cancel()  # before the store closes
-        await daemon.stop(options.grace_seconds)
+        # The store outlives the HTTP server: every request of the linger and shutdown window
+        # (a GetTask for the answer just published) is answered, never "task store is closed".
+        await daemon.stop(options.grace_seconds, close_store=False)
     finally:
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
@@ -164,6 +170,7 @@ async def _serve_locked(
         with contextlib.suppress(Exception):
             await serving
         sock.close()
+        await store.close()
     if daemon.crashed is not None:
         announce(f"murmur: the daemon stopped after an internal failure: {daemon.crashed!r}")
         return 1

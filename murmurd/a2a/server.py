@@ -31,6 +31,8 @@ from murmurd.session.tools import model_tools, shell_allow
 
 log = logging.getLogger("murmurd.a2a")
 
+# The dialects that follow the A2A specification's error rules (finished tasks, push configs).
+SPEC_DIALECTS = frozenset({Dialect.V03, Dialect.V10})
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
 _TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
@@ -173,6 +175,12 @@ class Router:
     async def _call(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Any:
         inbound.check_params(entry.params)
         dialect, operation = self._resolve(entry, request)
+        if operation is Operation.PUSH_CONFIG:
+            raise jsonrpc.JsonRpcError.push_notification_not_supported()
+        if operation is Operation.EXTENDED_CARD:
+            if dialect is Dialect.V03:
+                raise jsonrpc.JsonRpcError.extended_card_not_configured()
+            raise jsonrpc.JsonRpcError.unsupported_operation("the agent card declares no extended agent card")
         if operation is Operation.SEND:
             send = wire.parse_send_params(dialect, entry.params)
             record = await self._submit(dialect, send, request)
@@ -194,14 +202,15 @@ class Router:
             return wire.render_task(dialect, record)
         if operation is Operation.LIST:
             listing = wire.parse_list_params(dialect, entry.params)
-            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset)
-            if listing.state is not None:
-                records = [r for r in records if r.state is listing.state]
+            # the state filter applies in the store, before the page is cut; the total counts
+            # every matching task, not the page
+            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset, listing.state)
+            total = await self.daemon.count(listing.context_id, listing.state)
             more = len(records) > listing.page_size
             page = records[: listing.page_size]
             token = wire.encode_page_token(listing.offset + listing.page_size) if more else None
             return wire.render_list(dialect, page, token, page_size=listing.page_size,
-                                    total_size=listing.offset + len(records),
+                                    total_size=total,
                                     history_length=listing.history_length,
                                     include_artifacts=listing.include_artifacts)
         raise jsonrpc.JsonRpcError.method_not_found(entry.method)
@@ -227,6 +236,8 @@ class Router:
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
         except NotAReply as exc:
+            if exc.finished and dialect in SPEC_DIALECTS:  # a finished task takes no more messages
+                raise jsonrpc.JsonRpcError.unsupported_operation(str(exc)) from None
             raise jsonrpc.JsonRpcError.invalid_params(str(exc)) from None
         if self.daemon.dialect_of(record.id) is None:
             self.daemon.remember_dialect(record.id, dialect)
@@ -247,6 +258,9 @@ class Router:
             else:
                 query = wire.parse_task_query(dialect, entry.params)
                 record = await self._get(query.task_id)
+                if record.state.terminal and dialect in SPEC_DIALECTS:
+                    raise jsonrpc.JsonRpcError.unsupported_operation(
+                        f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
                 after = _last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
             return _JSONResponse(jsonrpc.error_response(entry.id, error))

@@ -23,7 +23,6 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from murmurd import workdir_fs
@@ -32,7 +31,7 @@ from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.failures import SessionEnded
 from murmurd.session.messages import Message, pairing_problem
-from murmurd.staging.workdir import COMPACTION_SUMMARIES
+from murmurd.staging.workdir import COMPACTION_SUMMARIES, Workdir
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 WRITABLE_ROLES = ("user", "assistant")
@@ -117,13 +116,13 @@ class Compactor:
     """Runs compaction for one session loop: dispatch, check, replace, trace, dump."""
 
     def __init__(self, settings: CompactionSettings, dispatcher: LifecycleDispatcher, trace: TraceWriter,
-                 continuation: ContinuationState, root: Path, note: Callable[[str], None],
+                 continuation: ContinuationState, workdir: Workdir, note: Callable[[str], None],
                  spend_refusals: Callable[[], int]) -> None:
         self.settings = settings
         self.dispatcher = dispatcher
         self.trace = trace
         self.continuation = continuation
-        self.root = root
+        self.workdir = workdir
         self.note = note
         self.spend_refusals = spend_refusals
 
@@ -169,6 +168,6 @@ class Compactor:
 
     def _dump(self, line: str, turn: int) -> None:
         try:
-            workdir_fs.append_text(self.root, COMPACTION_SUMMARIES, line)
+            workdir_fs.append_text(self.workdir.root, self.workdir.book(COMPACTION_SUMMARIES), line)
         except OSError as exc:  # a refused file (a planted symlink) costs the line, not the session
             self.note(f"turn {turn}: {COMPACTION_SUMMARIES} not written: {exc}\n")

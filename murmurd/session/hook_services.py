@@ -102,7 +102,8 @@ class HookServices(SessionContext):
         if not self.state.threaded or active is None or not active.context_id:
             return []
         try:
-            stored = json.loads(workdir_fs.read_text(self.state.staged.workdir.root, history_file(active.context_id)))
+            workdir = self.state.staged.workdir
+            stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id))))
             messages = [Message(**m) for m in stored]
         except FileNotFoundError:
             return []

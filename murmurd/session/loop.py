@@ -109,7 +109,7 @@ class AgentLoop:
         self.totals = totals
         self.continuation = continuation
         self.compactor = Compactor(settings_for(staged.manifest), dispatcher, trace, continuation,
-                                   staged.workdir.root, self._note, spend_refusals)
+                                   staged.workdir, self._note, spend_refusals)
         self._tools_json = json.dumps([t.to_driver() for t in setup.tools], ensure_ascii=False)
 
     # -- one attempt -----------------------------------------------------------------------
@@ -117,13 +117,14 @@ class AgentLoop:
     async def run(self, state: LoopState, events: TaskEvents) -> str:
         """Run turns until the driver ends the task; return the result text or raise TaskFailed."""
         cache_key = prompt_cache_key(self.staged.manifest.name, self.staged.manifest.version, state.context_id)
+        attempt_turns = 0  # upstream's `turn`: zero-based, restarting with each attempt
         while True:
             if state.counters.turns >= self.setup.max_turns:
                 raise TaskFailed(f"max_turns ({self.setup.max_turns}) reached", "max_turns_reached")
             self._check_spend()
             state.counters.turns += 1
             self.totals.turns += 1
-            turn = state.counters.turns
+            turn, attempt_turns = attempt_turns, attempt_turns + 1
             inference = await self._infer(state, cache_key, events)
             response, input_tokens, output_tokens = inference.response, inference.input_tokens, inference.output_tokens
             decision = "tool_call" if response.stop_reason == "tool_call" else (
@@ -144,8 +145,10 @@ class AgentLoop:
 
             if response.stop_reason == "error":
                 raise TaskFailed(f"driver error: {response.error or 'no message'}")
-            state.messages.append(Message("assistant", response.content))
+            # The driver acknowledged what it was sent, not what it answered: the next incremental
+            # request carries its assistant message and the tool results after it.
             self.continuation.on_response(state.context_id, inference.continuation_id, len(state.messages))
+            state.messages.append(Message("assistant", response.content))
             if response.stop_reason == "tool_call":
                 await self._run_tools(state, response, turn, events)
                 await self._maybe_compact(state, turn, cache_key)
@@ -235,20 +238,27 @@ class AgentLoop:
                 events.tool_result(name, text)
                 continue
             outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk)
+            if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
+                self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
+                self._count_tool_call(state)
             self._trace(outcome.event_type, turn=turn, **outcome.trace)
             if outcome.event_type == "shell":
                 state.counters.shell_calls += 1
                 self.totals.shell_calls += 1
                 await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
             else:
-                state.counters.tool_calls += 1
-                self.totals.tool_calls += 1
+                if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
+                    self._count_tool_call(state)
                 await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
                     "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
                     "duration_ms": outcome.trace.get("duration_ms", 0),
                 }))
             state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
             events.tool_result(name, outcome.text)
+
+    def _count_tool_call(self, state: LoopState) -> None:
+        state.counters.tool_calls += 1
+        self.totals.tool_calls += 1
 
     async def _decide(self, kind: str | None, name: str, tool_input: Any, shape: ShellShape | None,
                       turn: int) -> Denial | None:
@@ -277,7 +287,8 @@ class AgentLoop:
     def _note(self, line: str) -> None:
         """A line in `logs/bootstrap.log`; a refused log (a planted symlink) costs the note, not the task."""
         try:
-            workdir_fs.append_text(self.staged.workdir.root, log_file("bootstrap.log"), line)
+            workdir = self.staged.workdir
+            workdir_fs.append_text(workdir.root, workdir.book(log_file("bootstrap.log")), line)
         except OSError as exc:
             log.warning("logs/bootstrap.log not written: %s", exc)
 

@@ -34,6 +34,7 @@ from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionS
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
+from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
@@ -50,6 +51,11 @@ class TaskSpec:
     trust: str = "operator"
     history: list[Message] = field(default_factory=list)
     traceparent: str | None = None  # the caller's W3C traceparent, if any
+
+    @property
+    def announced(self) -> bool:
+        """The idle run (upstream: no message within the window) writes no task_start/task_end."""
+        return self.source != "idle"
 
     @property
     def message_parts_bytes(self) -> int:
@@ -81,7 +87,7 @@ class TaskOutcome:
         return self.exit_status in ("ok", "reopen_budget_exhausted")
 
 
-def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
+def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact: bool = False) -> DriverSetup | None:
     inference = staged.manifest.inference
     if inference is None:
         return None
@@ -96,7 +102,7 @@ def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
         name=inference.driver.artifact if inference.driver else "",
         env=env,
         system=system,
-        tools=model_tools(staged),
+        tools=model_tools(staged, release_prompt_artifact=release_prompt_artifact),
         model=inference.model,
         max_tokens=inference.max_tokens,
         max_turns=inference.max_turns,
@@ -121,7 +127,7 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
         return SessionSpans.disabled()
     manifest = staged.manifest
     try:
-        log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+        log = workdir_fs.open_append_text(staged.workdir.root, staged.workdir.book(log_file("otel.log")))
     except OSError as exc:
         raise TraceWriteError(f"cannot open logs/otel.log: {exc}") from None
     return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
@@ -135,6 +141,7 @@ class Session:
         *,
         dispatcher: LifecycleDispatcher | None = None,
         services: CapsuleServices | None = None,
+        cli_system_prompt: str | None = None,
         hook_settings: DispatchSettings | None = None,
     ) -> None:
         self.staged = staged
@@ -142,13 +149,18 @@ class Session:
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
-        self.trace = TraceWriter(staged.workdir.root, TRACE, staged.session_id, mirror=self.spans.mirror)
+        self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
+                                 mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
-        self._prompt = manifest_prompt(staged)
+        # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
+        # and gives a bound `system_prompt_artifact` back to the model's inventory.
+        cli = cli_system_prompt is not None
+        self._prompt_source = "cli" if cli else None
+        self._prompt = ((cli_system_prompt or "").strip() or None) if cli else manifest_prompt(staged)
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
-        self._setup = driver_setup(staged, self._system)
+        self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
         self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
@@ -167,7 +179,8 @@ class Session:
             (manifest.inference.model or "") if manifest.inference else "", self._capabilities(),
         )
         return HookDispatcher(
-            self.host, specs, root=self.staged.workdir.root, log_sink=HookLog(self.staged.workdir.root, self.trace),
+            self.host, specs, root=self.staged.workdir.root,
+            log_sink=HookLog(self.staged.workdir.runtime, self.trace),  # beside the hook's own log
             context_for=lambda name: HookServices(self.hooks, name, setup.env if setup else {},
                                                   setup.name if setup else None),
             session_record=record, settings=settings,
@@ -181,17 +194,25 @@ class Session:
         self.hooks.loop = asyncio.get_running_loop()
         self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
+        grants = effective_grants(manifest, self.staged.grants)
         self.trace.write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
             model=manifest.inference.model if manifest.inference else None,
             max_turns=manifest.inference.max_turns if manifest.inference else None,
-            capabilities=self._capabilities(),
-            tools_declared=[a.name for a in manifest.artifacts],
-            system_prompt_source="manifest" if self._prompt else "none",
-            system_prompt_sha256=hashlib.sha256(self._system.encode()).hexdigest(),
-            effective_grants=self.staged.grants.to_json(),
+            # upstream's categories granted anything, and the tools the model is offered
+            capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
+                                         ("shell", grants["shell_allow"])) if v],
+            tools_declared=[t.name for t in self._setup.tools] if self._setup else [],
+            containment_declared=grants["declared_containment"],
+            containment_achieved=grants["achieved_containment"],
+            workdir_exec=grants["workdir_exec"],
+            system_prompt_source=self._prompt_source or ("manifest" if self._prompt else "none"),
+            # the resolved prompt alone, before the [Capsule] block; null when there is none
+            system_prompt_sha256=hashlib.sha256(self._prompt.encode()).hexdigest() if self._prompt else None,
+            system_prompt=self._prompt if manifest.trace.include_tool_output else None,
+            effective_grants=grants,
         )
         await self.dispatcher.on_session_start()
 
@@ -208,10 +229,11 @@ class Session:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
             self._write_file(TASK, spec.text)
             self.spans.task_started(spec.task_id, spec.traceparent)
-            self._write(
-                "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
-                message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
-            )
+            if spec.announced:
+                self._write(
+                    "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
+                    message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
+                )
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
             else:
@@ -229,7 +251,8 @@ class Session:
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         self._write_result(outcome)
-        self._task_end(outcome)
+        if spec.announced:
+            self._task_end(outcome)
         self.spans.task_ended(outcome.exit_status)
         if self.hooks.active is not None:
             self.hooks.active.result = outcome.result_text
@@ -348,7 +371,7 @@ class Session:
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
-            workdir_fs.write_text(self.staged.workdir.root, RESULT, text)
+            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
             outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
