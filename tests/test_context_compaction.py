@@ -75,7 +75,7 @@ async def test_a_session_over_the_threshold_is_compacted_before_its_next_request
 
     (compaction,) = [e for e in trace if e["event_type"] == "compaction"]
     inferences = _inferences(trace)
-    assert compaction["turn"] == 2 and compaction["tokens_before"] == window
+    assert compaction["turn"] == 1 and compaction["tokens_before"] == window  # turns count from 0
     assert compaction["tokens_after"] == inferences[2]["input_tokens"] < window  # recounted on what is sent
 
     (fired,) = [e for e in hook_events(staged.workdir.root, "summarizer") if e["event"] == "on-compaction"]
@@ -97,7 +97,7 @@ async def test_a_session_over_the_threshold_is_compacted_before_its_next_request
     assert (head.text, head.source_id) == (SUMMARY, "src:arm-hook") and head.id != "msg_from_hook"
     (line,) = (staged.workdir.root / "out" / "compaction-summaries.jsonl").read_text().splitlines()
     dumped = json.loads(line)
-    assert dumped == {**dumped, "turn": 2, "hook_name": "summarizer", "tokens_before": window,
+    assert dumped == {**dumped, "turn": 1, "hook_name": "summarizer", "tokens_before": window,
                       "tokens_after": compaction["tokens_after"], "kept_messages": 0}
     assert dumped["summary"] == [{"role": "user", "content": SUMMARY, "source_id": "src:arm-hook"}]
 
@@ -141,7 +141,7 @@ async def test_an_on_compaction_error_ends_the_session_failed(tmp_path: Path, ho
     staged = stage(_capsule(tmp_path, arm, monkeypatch, {"on-compaction": action}, context={"max_tokens": 100}),
                    host, tmp_path)
     first, second = await run_session(staged, host, TaskSpec("tsk_" + "1" * 32, "go", context_id=CTX), "again")
-    assert first.exit_status == "failed" and "compaction hook summarizer failed at turn 1" in first.error
+    assert first.exit_status == "failed" and "compaction hook summarizer failed at turn 0" in first.error
     assert second.exit_status == "failed" and "the session has ended" in second.error
     trace = trace_events(staged)
     ends = [e for e in trace if e["event_type"] == "task_end"]
@@ -160,7 +160,7 @@ async def test_an_on_compaction_error_after_a_refused_completion_ends_the_sessio
     staged = stage(directory, host, root)
     (outcome,) = await run_session(staged, host, TaskSpec("tsk_" + "1" * 32, "go", context_id=CTX))
     assert outcome.exit_status == "spend_ceiling_reached", outcome.error
-    assert "compaction hook summarizer failed at turn 2" in outcome.error
+    assert "compaction hook summarizer failed at turn 1" in outcome.error
     (refused,) = [e for e in hook_events(staged.workdir.root, "summarizer") if "inference_error" in e]
     assert "session token ceiling" in refused["inference_error"]
     trace = trace_events(staged)

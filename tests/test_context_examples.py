@@ -31,18 +31,20 @@ def _events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in trace if e["event_type"] == kind]
 
 
-def _demo(workdir: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def _demo(workdir: Path) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], Path]:
+    """`murmurd run --workdir DIR`: DIR is the capsule's `.`, the bookkeeping under DIR/.murmur/<id>."""
     proc = subprocess.run([sys.executable, "-m", "murmurd", "run", "examples/context-demo", "--task", TASK,
                            "--workdir", str(workdir)], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    trace = [json.loads(line) for line in (workdir / "trace.jsonl").read_text().splitlines()]
-    return proc, trace
+    (book,) = (workdir / ".murmur").iterdir()
+    trace = [json.loads(line) for line in (book / "trace.jsonl").read_text().splitlines()]
+    return proc, trace, book
 
 
 def test_the_context_demo_seeds_compacts_and_reopens_in_one_run(tmp_path: Path, built) -> None:
     workdir = tmp_path / "demo"
     (workdir / "memory").mkdir(parents=True)
     shutil.copyfile(EXAMPLES / "context-demo" / "memory" / "notes.md", workdir / "memory" / "notes.md")
-    proc, trace = _demo(workdir)
+    proc, trace, book = _demo(workdir)
     assert proc.returncode == 0, proc.stderr
     (seed,) = _events(trace, "context_seed")
     assert seed == {**seed, "hook_name": "memory-hook", "outcome": "summarized", "summarized_by": "compaction-hook",
@@ -50,7 +52,7 @@ def test_the_context_demo_seeds_compacts_and_reopens_in_one_run(tmp_path: Path, 
     assert seed["tokens_committed"] <= seed["budget_tokens"] == 120 < seed["tokens_offered"]
     (compaction,) = _events(trace, "compaction")
     assert compaction["tokens_after"] < compaction["tokens_before"]
-    (summary,) = [json.loads(line) for line in (workdir / "out" / "compaction-summaries.jsonl").read_text().splitlines()]
+    (summary,) = [json.loads(line) for line in (book / "out" / "compaction-summaries.jsonl").read_text().splitlines()]
     assert summary["kept_messages"] == 2  # the latest tool call and its answer, verbatim
     assert summary["summary"][0]["source_id"] == "compaction-hook:summary"
     (reopened,) = _events(trace, "task_reopened")
@@ -59,13 +61,14 @@ def test_the_context_demo_seeds_compacts_and_reopens_in_one_run(tmp_path: Path, 
     assert len(hook_turns) == 2  # the seed's summary and the history's
     (end,) = _events(trace, "task_end")
     assert (end["exit_status"], end["reopen_count"]) == ("ok", 1)
-    assert (workdir / "out" / "result.txt").read_text().splitlines()[-1] == "VERIFIED"
+    assert (book / "out" / "result.txt").read_text().splitlines()[-1] == "VERIFIED"
     assert "VERIFIED" in proc.stdout
 
 
 def test_without_its_notes_the_memory_hook_seeds_nothing(tmp_path: Path, built) -> None:
     workdir = tmp_path / "demo"
-    proc, trace = _demo(workdir)
+    workdir.mkdir()
+    proc, trace, _ = _demo(workdir)
     assert proc.returncode == 0, proc.stderr
     assert not _events(trace, "context_seed")
     assert len(_events(trace, "compaction")) == 1 and len(_events(trace, "task_reopened")) == 1
@@ -163,7 +166,7 @@ async def test_the_compaction_hook_keeps_the_latest_tool_exchange_verbatim(tmp_p
     assert summary.text.endswith("SHORT SUMMARY") and summary.source_id == "compaction-hook:summary"
     assert call.tool_calls()[0]["id"] == "c2" and answer.tool_call_id == "c2"  # restored, still paired
     asked = [e for e in trace_events(staged) if e.get("origin") == "hook:compaction-hook"]
-    assert len(asked) == 1 and compaction["turn"] == 2  # after turn 1 the front was the task alone: declined
+    assert len(asked) == 1 and compaction["turn"] == 1  # after turn 0 the front was the task alone: declined
     assert not hook_events(staged.workdir.root, "compaction-hook")  # it logs nothing of its own
 
 
