@@ -110,3 +110,33 @@ def test_over_a2a_the_task_stays_working_across_reopens_and_streams_the_new_turn
         assert task["status"]["state"] == "completed"
         trace = served.trace()
         assert len(_events(trace, "task_reopened")) == 2 and len(_events(trace, "reopen_budget_exhausted")) == 1
+
+
+INFERENCE = {"model": "m", "driver": {"artifact": "drv"}}
+DRIVER = {"name": "drv", "runtime": "driver", "source": "drv", "local_source": True}
+
+
+@pytest.mark.parametrize("lifecycle, inference, budget", [
+    ({}, {}, 1),
+    ({}, {"max_task_reopens": 3}, 3),
+    ({"max_task_reopens": 0}, {}, 0),
+    ({"max_task_reopens": 2}, {"max_task_reopens": 2}, 2),
+])
+def test_the_manifest_reads_the_reopen_budget_under_either_name(tmp_path: Path, lifecycle: dict[str, Any],
+                                                                inference: dict[str, Any], budget: int) -> None:
+    from murmurd.manifest.validate import validate_manifest
+
+    raw = {"name": "c", "version": "0.1.0", "artifacts": [DRIVER], "inference": {**INFERENCE, **inference},
+           "lifecycle": lifecycle}
+    model, report = validate_manifest(raw, tmp_path, {})
+    assert report.ok and model is not None and model.max_task_reopens == budget
+
+
+def test_the_two_names_of_the_reopen_budget_must_agree(tmp_path: Path) -> None:
+    from murmurd.manifest.validate import validate_manifest
+
+    raw = {"name": "c", "version": "0.1.0", "artifacts": [DRIVER],
+           "inference": {**INFERENCE, "max_task_reopens": 1}, "lifecycle": {"max_task_reopens": 3}}
+    model, report = validate_manifest(raw, tmp_path, {})
+    assert model is None and [(d.code, d.path) for d in report.diagnostics] == [("E-LIF-001", "lifecycle.max_task_reopens")]
+    assert "disagrees with inference.max_task_reopens (1)" in report.diagnostics[0].message
