@@ -193,3 +193,13 @@ async def test_a_scripted_rule_matches_the_last_message_before_the_turn_count(tm
     staged = stage(capsule, host, tmp_path)
     outcomes = await run_session(staged, host, "say the magic word", "plain")
     assert [o.result_text for o in outcomes] == ["by rule", "by count"]
+
+
+def test_murmurd_run_reports_a_spent_reopen_budget_with_the_last_result(tmp_path: Path, built) -> None:
+    capsule = hooked_capsule(tmp_path, [_hook("gatekeeper-hook")], [end_turn("draft"), end_turn("draft 2")])
+    proc = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "go", "--json"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (report["exit_status"], report["result"]) == ("reopen_budget_exhausted", "draft 2")
+    assert "hook gatekeeper-hook still asked to reopen the task" in report["error"]
