@@ -67,7 +67,7 @@ async def test_reopens_are_counted_until_the_budget_runs_out_and_the_last_result
 @pytest.mark.parametrize("lifecycle, inference, reopens", [
     ({}, {}, 1),  # the default budget
     ({}, {"max_task_reopens": 0}, 0),  # the older name still counts
-    ({"max_task_reopens": 2}, {"max_task_reopens": 0}, 2),  # the seed's name wins
+    ({"max_task_reopens": 2}, {}, 2),  # the seed's name
 ])
 async def test_the_reopen_budget_comes_from_lifecycle_or_inference(tmp_path: Path, host, arm, monkeypatch,
                                                                    lifecycle: dict[str, Any], inference: dict[str, Any],
@@ -88,6 +88,18 @@ async def test_max_turns_counts_every_attempt_of_a_reopened_task(tmp_path: Path,
     (end,) = _events(trace_events(staged), "task_end")
     assert (end["turns"], end["exit_status"]) == (2, "max_turns_reached")
     assert not _events(trace_events(staged), "reopen_budget_exhausted")
+
+
+@pytest.mark.anyio
+async def test_a_failed_attempt_is_never_reopened(tmp_path: Path, host, arm, monkeypatch) -> None:
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-task-end": {"arm": "reopen-task", "value": FEEDBACK}}))
+    hook = hook_ref(tmp_path, "gate", arm, config_var="ARM_HOOK", binding="on-task-end", policy="reopen-task")
+    staged = stage(hooked_capsule(tmp_path, [hook], [{"stop_reason": "error", "error": "down"}]), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert (outcome.exit_status, outcome.reopen_count) == ("failed", 0)
+    ends = [e for e in hook_events(staged.workdir.root, "gate") if e["event"] == "on-task-end"]
+    assert [e["exit_status"] for e in ends] == ["failed"]  # told, once; its reopen-task is not honoured
+    assert not _events(trace_events(staged), "task_reopened")
 
 
 def test_over_a2a_the_task_stays_working_across_reopens_and_streams_the_new_turns(tmp_path: Path, arm,
