@@ -491,9 +491,9 @@ class CapsuleDaemon:
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
         outcome = await self.session.run_task(spec, events)
         problem = self._record_conversation(record, outcome)
-        if problem is not None and outcome.ok:
+        if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
-        if outcome.ok:
+        if outcome.delivered:
             record.result_text = outcome.result_text
             record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
                                              artifact_id=result_artifact_id(record.id))]
@@ -560,10 +560,10 @@ class CapsuleDaemon:
             return None
         root, book = self.staged.workdir.root, self.staged.workdir.book
         try:
-            text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+            text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
-            if outcome.ok:
-                history = [m.__dict__ for m in outcome.messages]
+            if outcome.delivered:
+                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
                 workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"

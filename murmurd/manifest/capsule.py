@@ -238,6 +238,8 @@ class Lifecycle(_Model):
     # None: wait forever.
     input_timeout_secs: int | None = Field(default=None, gt=0)
     conversation: Conversation = "stateless"
+    # The seed's name for the reopen budget; None: `inference.max_task_reopens` (the older name).
+    max_task_reopens: int | None = Field(default=None, ge=0)
 
 
 class Observability(_Model):
@@ -261,6 +263,14 @@ class CapsuleManifest(_Model):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     observability: Observability = Field(default_factory=Observability)
     trace: Trace = Field(default_factory=Trace)
+
+    @property
+    def max_task_reopens(self) -> int:
+        """How often `reopen-task` may re-run one task: `lifecycle.max_task_reopens` (the seed's
+        name) when set, else `inference.max_task_reopens` (upstream v0.2's), default 1."""
+        if self.lifecycle.max_task_reopens is not None:
+            return self.lifecycle.max_task_reopens
+        return self.inference.max_task_reopens if self.inference else 1
 
     @property
     def internal_port(self) -> int | None:
