@@ -311,7 +311,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "pid": os.getpid(), "session_id": staged.session_id, "name": staged.manifest.name,
             "version": staged.manifest.version, "workdir": str(staged.workdir.root),
             "task_id": outcome.task_id, "context_id": outcome.context_id, "exit_status": outcome.exit_status,
-            "result": outcome.result_text if outcome.ok else None, "error": outcome.error,
+            "result": outcome.result_text if outcome.delivered else None, "error": outcome.error,
         }), flush=True)
     else:
         assert isinstance(events, PrintingEvents)

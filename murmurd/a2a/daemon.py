@@ -585,9 +585,9 @@ class CapsuleDaemon:
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
         problem = self._record_conversation(record, outcome)
-        if problem is not None and outcome.ok:
+        if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
-        if outcome.ok:
+        if outcome.delivered:
             record.result_text = outcome.result_text
             record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
                                              artifact_id=result_artifact_id(record.id))]
@@ -652,10 +652,10 @@ class CapsuleDaemon:
             return None
         root, book = self.staged.history_workdir.root, self.staged.history_workdir.book
         try:
-            text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+            text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
-            if outcome.ok:
-                history = [m.__dict__ for m in outcome.messages]
+            if outcome.delivered:
+                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
                 workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"

@@ -241,6 +241,8 @@ class Lifecycle(_Model):
     # murmurd extension: tasks of different contexts running at once under `queue` (None: the
     # default bound, murmurd.a2a.admission.DEFAULT_QUEUE_BOUND); `single` and `none` run one.
     max_concurrent_tasks: int | None = Field(default=None, ge=1, le=4096)
+    # The seed's name for the reopen budget; None: `inference.max_task_reopens` (the older name).
+    max_task_reopens: int | None = Field(default=None, ge=0)
 
 
 class Observability(_Model):
@@ -264,6 +266,14 @@ class CapsuleManifest(_Model):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     observability: Observability = Field(default_factory=Observability)
     trace: Trace = Field(default_factory=Trace)
+
+    @property
+    def max_task_reopens(self) -> int:
+        """How often `reopen-task` may re-run one task: `lifecycle.max_task_reopens` (the seed's
+        name) when set, else `inference.max_task_reopens` (upstream v0.2's), default 1."""
+        if self.lifecycle.max_task_reopens is not None:
+            return self.lifecycle.max_task_reopens
+        return self.inference.max_task_reopens if self.inference else 1
 
     @property
     def internal_port(self) -> int | None:

@@ -269,6 +269,17 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
     return found
 
 
+def _rule_lifecycle(ctx: _Context) -> list[Diagnostic]:
+    """The reopen budget's two names (the seed's `lifecycle.max_task_reopens`, upstream v0.2's
+    `inference.max_task_reopens`) must not disagree."""
+    seed = (ctx.section("lifecycle") or {}).get("max_task_reopens")
+    older = (ctx.section("inference") or {}).get("max_task_reopens")
+    if isinstance(seed, int) and isinstance(older, int) and seed != older:
+        rule = f"disagrees with inference.max_task_reopens ({older}); set the budget once, under lifecycle"
+        return [diagnostic("E-LIF-001", "lifecycle.max_task_reopens", rule, seed)]
+    return []
+
+
 def check_capabilities(caps: dict, prefix: str, *, narrowing: bool = False) -> list[Diagnostic]:
     """Syntax rules of a `capabilities` block.
 
@@ -560,7 +571,8 @@ def _rule_observability(ctx: _Context) -> list[Diagnostic]:
     return [diagnostic("E-MAN-008", "observability.otel_endpoint", rule, _hide_userinfo(endpoint))]
 
 
-_RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_network, _rule_inference, _rule_observability)
+_RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_network, _rule_inference, _rule_lifecycle,
+          _rule_observability)
 
 
 # --------------------------------------------------------------------------- resolution

@@ -16,11 +16,13 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.hooks.dispatch import DispatchSettings, HookDispatcher
-from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
+from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
 from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
+from murmurd.session import seeding
+from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
@@ -71,10 +73,18 @@ class TaskOutcome:
     reopen_count: int = 0
     duration_ms: int = 0
     messages: list[Message] = field(default_factory=list)
+    # This task's seed-context messages: context for this task only, never stored as history.
+    seeded_ids: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
         return self.exit_status == "ok"
+
+    @property
+    def delivered(self) -> bool:
+        """The task ends with a result: it succeeded, or a hook still asked to reopen it once the
+        reopen budget was spent (its last result stands)."""
+        return self.exit_status in ("ok", "reopen_budget_exhausted")
 
 
 def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact: bool = False) -> DriverSetup | None:
@@ -88,7 +98,6 @@ def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact:
         "MURMUR_INFERENCE_MODEL": inference.model or "",
         "MURMUR_INFERENCE_DRIVER_CONFIG": json.dumps(config),
     }
-    context = staged.manifest.context
     return DriverSetup(
         name=inference.driver.artifact if inference.driver else "",
         env=env,
@@ -98,8 +107,6 @@ def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact:
         max_tokens=inference.max_tokens,
         max_turns=inference.max_turns,
         max_session_tokens=inference.max_session_tokens,
-        context_max_tokens=context.max_tokens if context else None,
-        compaction_threshold=inference.compaction.threshold,
     )
 
 
@@ -252,7 +259,8 @@ class Session:
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
         self.hooks.active = None
-        self.last_exit_status = outcome.exit_status
+        # A spent reopen budget is a task_end status only; the session itself went fine.
+        self.last_exit_status = "ok" if outcome.delivered else outcome.exit_status
         if cancelled:
             raise asyncio.CancelledError
         return outcome
@@ -264,16 +272,36 @@ class Session:
         context = self.staged.manifest.context
         window = context.max_tokens if context and context.max_tokens else 0
         budget = int(window * (context.seed_budget or 0)) if context else 0
-        seeded = await self.dispatcher.on_task_start(TaskStart(
+        arm = await self.dispatcher.on_task_start(TaskStart(
             spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget,
             await self._prior_tokens(spec),
         ))
-        if seeded:
-            state.messages[:0] = seeded
+        seeded = await self._seed(spec.task_id, arm, budget, context.seed_budget if context else None)
+        state.messages[:0] = seeded
+        outcome.seeded_ids = frozenset(m.id for m in seeded)
         loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
-                         self.totals, self._continuation)
-        self._continuation.rebase(state.context_id or None, len(spec.history) + len(seeded or []))
-        max_reopens = self.staged.manifest.inference.max_task_reopens if self.staged.manifest.inference else 0
+                         self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
+        if seeded:  # the head of the context changed: the driver's held state no longer matches
+            self._continuation.drop()
+        else:
+            self._continuation.rebase(state.context_id or None, len(spec.history))
+        await self._attempts(spec, state, outcome, events, loop)
+
+    async def _seed(self, task_id: str, arm: ContextArm | None, budget: int, fraction: float | None) -> list[Message]:
+        """The seed placed at the head of the task (see `seeding`), and its `context_seed` event."""
+        if arm is None:
+            return []
+        seeded = await seeding.measure(arm, budget, self.dispatcher, compaction_settings(self.staged.manifest),
+                                       fraction or 0.0)
+        self._write("context_seed", **seeding.event_fields(task_id, arm, budget, seeded))
+        return seeded.messages
+
+    async def _attempts(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents,
+                        loop: AgentLoop) -> None:
+        """The agent loop, run again with the feedback of each `reopen-task` while the budget lasts
+        (`max_turns` counts across every attempt). A hook still asking once the budget is spent
+        ends the task `reopen_budget_exhausted` with its last result."""
+        max_reopens = self.staged.manifest.max_task_reopens
         while True:
             outcome.result_text = await loop.run(state, events)
             if self.hooks.active is not None:
@@ -283,12 +311,16 @@ class Session:
             if reopen is None:
                 return
             if outcome.reopen_count >= max_reopens:
-                raise TaskFailed(f"hook {reopen.hook_name} asked to reopen the task; "
-                                 f"max_task_reopens ({max_reopens}) is spent", "reopen_budget_exhausted")
+                self._write("reopen_budget_exhausted", task_id=spec.task_id, hook_name=reopen.hook_name,
+                            reason=reopen.feedback, reopen_count=outcome.reopen_count, max_task_reopens=max_reopens)
+                outcome.exit_status = "reopen_budget_exhausted"
+                outcome.error = (f"hook {reopen.hook_name} still asked to reopen the task; max_task_reopens "
+                                 f"({max_reopens}) is spent, the last result stands")
+                return
             outcome.reopen_count += 1
             state.end_dispatched = False
             self._write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
-                             reason=reopen.feedback, reopen_number=outcome.reopen_count)
+                        reason=reopen.feedback, reopen_number=outcome.reopen_count)
             state.messages.append(user_message(reopen.feedback, source_id=f"hook:{reopen.hook_name}"))
 
     async def _prior_tokens(self, spec: TaskSpec) -> int:
@@ -337,15 +369,14 @@ class Session:
     def _write_result(self, outcome: TaskOutcome) -> None:
         """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
-        text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+        text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
             workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
-            outcome.error = problem if outcome.ok else f"{outcome.error} (and {problem})"
+            outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
             outcome.exit_status = "failed"
             return
-        outcome.result_text = text if outcome.ok else outcome.result_text
 
     def _task_end(self, outcome: TaskOutcome) -> None:
         counters = outcome.counters

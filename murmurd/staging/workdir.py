@@ -21,6 +21,7 @@ _RUNTIME_SUBDIRS = ("out", "logs", "tools", "contexts")
 
 TASK = "task.md"
 RESULT = "out/result.txt"
+COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.dump_summaries
 TRACE = "trace.jsonl"
 INVENTORY = "MURMUR.md"
 
