@@ -334,3 +334,22 @@ def test_a_stuck_task_delays_neither_tasks_get_nor_another_tasks_stream(tmp_path
         assert time.monotonic() - started < 6  # all of it while the stuck task still spins
         assert sorted(samples)[-2] < 0.25, samples  # a loop blocked by the spin would take seconds
         served.rpc("tasks/cancel", {"id": stuck["id"]})
+
+
+def test_resubscribe_follows_one_task_among_several(tmp_path: Path) -> None:
+    with serving(_queue_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        tasks = [served.send("mode:ask") for _ in range(3)]
+        for task in tasks:
+            served.wait_state(task["id"], "input-required")
+        followed = tasks[1]["id"]
+        frames: list = []
+        reader = threading.Thread(target=lambda: served.events("tasks/resubscribe", {"id": followed}, into=frames))
+        reader.start()
+        time.sleep(0.5)  # the stream is open (it replays nothing without Last-Event-ID)
+        for task in (tasks[0], tasks[2], tasks[1]):  # the others end first, while it follows
+            _reply(served, f"to {task['id']}", taskId=task["id"])
+            served.wait_state(task["id"], "completed")
+        reader.join(timeout=20)
+        assert not reader.is_alive()
+        assert {d["id"] for _i, _e, d in frames} == {followed}  # only that task's frames
+        assert frames[-1][2]["status"]["response"] == f"answer: to {followed}"

@@ -129,6 +129,8 @@ INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     "max-task-reopens-negative": ({"inference": {"max_task_reopens": -1}}, "E-MAN-006", "inference.max_task_reopens"),
     "seed-budget-above-one": ({"context": {"max_tokens": 1000, "seed_budget": 1.5}}, "E-MAN-006", "context.seed_budget"),
     "queue-depth-zero": ({"lifecycle": {"queue_depth": 0}}, "E-MAN-006", "lifecycle.queue_depth"),
+    "max-concurrent-tasks-zero": ({"lifecycle": {"max_concurrent_tasks": 0}}, "E-MAN-006",
+                                  "lifecycle.max_concurrent_tasks"),
     # capabilities.network
     "network-url-with-path": (
         {"capabilities": {"network": {"allow": ["https://api.example.com/v1"]}}},
