@@ -4,15 +4,22 @@ act per task while others run."""
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from a2akit import Served, chaos_capsule, serving
+from a2akit import ROOT, Served, chaos_capsule, serving
+from conftest import EXAMPLES
+from hookkit import end_turn, tool_call
+from loopkit import driver_capsule
 
 
 @pytest.fixture(autouse=True)
@@ -219,10 +226,6 @@ def _first_inference(served: Served, task_id: str) -> dict[str, Any]:
 
 def _hooked_queue_capsule(tmp_path: Path, artifacts) -> Path:
     """The chaos capsule with the debug hook, which logs every event it receives, per session."""
-    import yaml
-
-    from conftest import EXAMPLES
-
     artifacts.example("debug-hook")
     directory = _queue_capsule(tmp_path, conversation="threaded")
     manifest = yaml.safe_load((directory / "murmur.yaml").read_text())
@@ -233,8 +236,6 @@ def _hooked_queue_capsule(tmp_path: Path, artifacts) -> Path:
 
 
 def _hook_events(workdir: Path) -> list[dict[str, Any]]:
-    import json
-
     log = workdir / "logs" / "hook-debug-hook.log"
     lines = log.read_text().splitlines() if log.exists() else []
     return [json.loads(line) for line in lines if line.startswith("{")]
@@ -303,11 +304,6 @@ def test_a_session_that_cannot_be_opened_fails_its_task_alone(tmp_path: Path) ->
 
 
 def test_the_bound_on_the_command_line_must_be_positive_and_applies_to_queue_only(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from a2akit import ROOT
-
     refused = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), "--max-concurrent-tasks", "0"],
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert refused.returncode == 2 and "--max-concurrent-tasks" in refused.stderr
@@ -353,3 +349,29 @@ def test_resubscribe_follows_one_task_among_several(tmp_path: Path) -> None:
         assert not reader.is_alive()
         assert {d["id"] for _i, _e, d in frames} == {followed}  # only that task's frames
         assert frames[-1][2]["status"]["response"] == f"answer: to {followed}"
+
+
+def test_a_file_one_contexts_task_writes_is_invisible_to_anothers(tmp_path: Path, artifacts) -> None:
+    """Context A's task writes `secret.txt` with a shell command; context B's task then runs
+    `cat secret.txt` in its own workdir and finds nothing (the scripted driver answers by what
+    the last message holds)."""
+    artifacts.example("scripted-driver")
+    rules = [
+        {"when": "LEAK-2", "response": end_turn("leaked")},  # the cat printed A's file
+        {"when": "No such file", "response": end_turn("not there")},
+        {"when": "Exit code: 0", "response": end_turn("written")},
+        {"when": "write the secret", "response": tool_call("w", "sh", {"command": "echo LEAK-$((1+1)) > secret.txt"})},
+        {"when": "read the secret", "response": tool_call("r", "cat", {"command": "secret.txt"})},
+    ]
+    capsule = driver_capsule(tmp_path, "scripted-driver", {"rules": rules, "responses": []},
+                             capabilities={"shell": {"allow": ["sh", "cat"]}},
+                             lifecycle={"task_acceptance": "queue", "after_task": "sleep"})
+    with serving(capsule, tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+        writer = served.send("write the secret", contextId="ctx_a")
+        assert served.wait_state(writer["id"], "completed")["status"]["response"] == "written"
+        reader = served.send("read the secret", contextId="ctx_b")
+        assert served.wait_state(reader["id"], "completed")["status"]["response"] == "not there"
+        again = served.send("read the secret", contextId="ctx_a")  # the writer's own context sees it
+        assert served.wait_state(again["id"], "completed")["status"]["response"] == "leaked"
+        written = served.capsule / "workdir" / _session_of(served, writer["id"]) / "secret.txt"
+        assert written.read_text().strip() == "LEAK-2"

@@ -568,7 +568,7 @@ class CapsuleDaemon:
         record.state = TaskState.WORKING
         await self._save(record, final=False)
         try:
-            history = self._load_history(record.context_id)
+            history = await asyncio.to_thread(self._load_history, record.context_id)  # file I/O, off the loop
         except HistoryUnreadable as exc:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
@@ -584,7 +584,7 @@ class CapsuleDaemon:
             outcome = await slot.session.run_task(spec, events)
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
-        problem = self._record_conversation(record, outcome)
+        problem = await asyncio.to_thread(self._record_conversation, record, outcome)
         if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
         if outcome.delivered:

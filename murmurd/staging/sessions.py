@@ -15,7 +15,6 @@ from dataclasses import replace
 import yaml
 
 from murmurd import workdir_fs
-from murmurd.staging.grants import compute_grants
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.stage import InstalledArtifact, StagedCapsule, _write_shell_manifest
 from murmurd.staging.workdir import INVENTORY, Workdir, new_session_id, tool_file
@@ -38,7 +37,7 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     shell = staged.manifest.capabilities.shell
     for binary in list(shell.allow) if shell else []:
         _write_shell_manifest(layout, binary, staged.shell_descriptions.get(binary), None)
-    grants = compute_grants(staged.manifest, staged.host_env)
+    grants = staged.grants  # workdir-relative: the same grants hold in every session
     for grant in [grants.capsule, *grants.components.values()]:
         if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
             workdir_fs.make_dirs(layout.root, grant.filesystem)
@@ -46,10 +45,10 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
              for a in staged.artifacts.values()]
     allow = list(shell.allow) if shell else []
     manifest = staged.manifest
-    workdir_fs.write_text(layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id,
-                                                                   items, allow))
+    inventory = render_inventory(manifest.name, manifest.version, session_id, items, allow)
+    workdir_fs.write_text(layout.root, layout.book(INVENTORY), inventory)
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
-    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed, grants=grants,
+    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
                    history_home=staged.history_workdir)
 
 
