@@ -39,7 +39,7 @@ from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import history_file, task_result_file
+from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file, task_result_file
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -436,7 +436,7 @@ class CapsuleDaemon:
             return []
         rel = history_file(context_id)
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel))
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel, max_bytes=MAX_HISTORY_BYTES))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []

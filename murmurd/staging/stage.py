@@ -30,7 +30,9 @@ from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
 from murmurd.staging.resolve import resolve_artifact
-from murmurd.staging.workdir import INVENTORY, Workdir, default_workdir, log_file, new_session_id, tool_file
+from murmurd.staging.workdir import (
+    INVENTORY, MAX_SKILL_BYTES, Workdir, default_workdir, log_file, new_session_id, tool_file,
+)
 
 Progress = Callable[[str], None]
 CAPSULE_COMPONENT = "capsule.wasm"
@@ -85,7 +87,8 @@ class StagedCapsule:
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
         artifact = self.artifacts[name]
-        return workdir_fs.read_text(self.workdir.root, tool_file(name, artifact.resolved.installed_name))
+        return workdir_fs.read_text(self.workdir.root, tool_file(name, artifact.resolved.installed_name),
+                                    max_bytes=MAX_SKILL_BYTES)
 
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
