@@ -119,6 +119,16 @@ def _compile(host: ComponentHost, artifact: ResolvedArtifact, progress: Progress
     return host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind], progress=progress)
 
 
+def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
+    """A skill the runtime could not read back (it reads at most `MAX_SKILL_BYTES`) is refused now,
+    not at its first call."""
+    size = artifact.payload.stat().st_size
+    if size <= MAX_SKILL_BYTES:
+        return []
+    return [f"artifact {artifact.name}: {artifact.payload.name} is {size} bytes; a skill holds at most "
+            f"{MAX_SKILL_BYTES} bytes"]
+
+
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
@@ -223,6 +233,7 @@ def stage_capsule(
     components: dict[str, LoadedComponent] = {}
     for artifact in resolved:
         if artifact.kind == "skill":
+            problems += _oversized_skill(artifact)
             continue
         try:
             components[artifact.name] = _compile(host, artifact, report_progress)
