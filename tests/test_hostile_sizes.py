@@ -203,6 +203,34 @@ def test_a_skill_past_the_limit_is_refused_at_staging(tmp_path: Path, host) -> N
     assert not (directory / "workdir").exists()
 
 
+@pytest.mark.anyio
+async def test_a_hook_reading_a_history_a_tool_made_huge_gets_an_error_not_the_file(tmp_path, host, artifacts,
+                                                                                    monkeypatch) -> None:
+    from hookkit import end_turn, hook_events, hook_ref, hooked_capsule
+    from murmurd.session.messages import user_message
+
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-task-end": {"do": "io"}}))
+    hook = hook_ref(tmp_path, "reader", artifacts.fixture("arm-hook"), config_var="ARM_HOOK")
+    responses = [{"stop_reason": "tool_call", "content": [_bloat("call_1", {"truncate": [
+        ["contexts/ctx_t/history.json", HISTORY_ATTACK]]})]}, end_turn("done")]
+    staged = stage(hooked_capsule(tmp_path, [hook, local("bloat", "tool", FIXTURES / "bloat")], responses,
+                                  lifecycle={"conversation": "threaded"}), host, tmp_path)
+    earlier = [user_message("first question", source_id="a2a:m1")]
+    (staged.workdir.root / "contexts" / "ctx_t").mkdir(parents=True)
+    (staged.workdir.root / "contexts" / "ctx_t" / "history.json").write_text(json.dumps([m.__dict__ for m in earlier]))
+    session = Session(staged, host)
+    await session.open()
+    try:
+        outcome = await session.run_task(TaskSpec("tsk_t", "second question", context_id="ctx_t", history=earlier))
+    finally:
+        await session.close()
+    assert outcome.exit_status == "ok", outcome.error
+    (read,) = [event for event in hook_events(staged.workdir.root, "reader") if "io" in event]
+    assert "history" not in read
+    assert read["history_error"] == (f"conversation: the history of ctx_t cannot be read: 'contexts/ctx_t/history.json' "
+                                     f"is {HISTORY_ATTACK} bytes, over the {16 * MIB}-byte limit")
+
+
 # --------------------------------------------------------------------------- the daemon
 
 

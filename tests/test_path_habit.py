@@ -71,7 +71,7 @@ ALLOWED: dict[str, str] = {
     "host/cache.py: path.parent.mkdir(parents=True, exist_ok=True)": "the compile cache",
     "host/cache.py: tmp.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)": "the compile cache",
     "host/cache.py: os.replace(tmp, path)": "the compile cache",
-    "staging/lock.py: tmp.write_text(yaml.safe_dump(lock.model_dump(), sort_keys=False), encoding=\"utf-8\")":
+    "staging/lock.py: tmp.write_text(dump_yaml(lock.model_dump()), encoding=\"utf-8\")":
         "the capsule's murmur.lock",
     "staging/lock.py: os.replace(tmp, path)": "the capsule's murmur.lock",
     "staging/artifacts.py: with open(path, \"rb\") as handle:": "hashing an artifact's source payload",

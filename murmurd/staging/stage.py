@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 
 from murmurd import workdir_fs
 from murmurd.contract import Role
@@ -24,6 +23,7 @@ from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
+from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
@@ -132,7 +132,7 @@ def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(workdir.root, tool_file(resolved.name, "murmur.yaml"), yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.write_text(workdir.root, tool_file(resolved.name, "murmur.yaml"), dump_yaml(own))
     workdir_fs.copy_into(resolved.payload, workdir.root, tool_file(resolved.name, resolved.installed_name))
     return workdir.tool_dir(resolved.name)
 
@@ -152,7 +152,7 @@ def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None
         or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
         "input_schema": SHELL_TOOL_SCHEMA,
     }
-    workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), yaml.safe_dump(synthetic, sort_keys=False))
+    workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), dump_yaml(synthetic))
 
 
 def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
