@@ -94,7 +94,10 @@ def _cmd_call(args: argparse.Namespace) -> int:
 def _cmd_validate(args: argparse.Namespace) -> int:
     from murmurd.manifest.validate import load_capsule
 
-    _manifest, report = load_capsule(Path(args.capsule_dir))
+    env = _run_env(args, "validate")  # the environment `run` would launch with
+    if env is None:
+        return 1
+    _manifest, report = load_capsule(Path(args.capsule_dir), env)
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 
@@ -168,20 +171,131 @@ def _task_text(value: str) -> str:
     return value
 
 
+def _run_env(args: argparse.Namespace, command: str) -> dict[str, str] | None:
+    """The environment the capsule launches with: the process's, plus the project `.env`
+    (never overriding) unless `--no-env-file`. None after reporting a malformed `.env`."""
+    import os
+
+    from murmurd.dotenv import DotenvError, with_dotenv
+
+    if args.no_env_file:
+        return dict(os.environ)
+    try:
+        return with_dotenv(Path(args.capsule_dir), os.environ)
+    except DotenvError as exc:
+        _eprint(f"murmurd {command}: {exc}")
+        return None
+
+
+def _launch_lines(staged: object, verbose: bool) -> list[str]:
+    """What `mur run` prints at launch: the session always; with -v the workdir, manifest,
+    driver and installed skills."""
+    from murmurd.staging.stage import StagedCapsule
+
+    assert isinstance(staged, StagedCapsule)
+    lines = [f"session: {staged.session_id}"]
+    if not verbose:
+        return lines
+    manifest = staged.manifest
+    lines += [f"workdir: {staged.workdir.root}", f"manifest: {manifest.name} v{manifest.version}"]
+    inference = manifest.inference
+    if inference is not None and inference.driver is not None:
+        lines.append(f"driver: {inference.driver.artifact} ({inference.model or 'default model'})")
+    skills = sum(1 for a in staged.artifacts.values() if a.kind == "skill")
+    if skills:
+        lines.append(f"skills: {skills} installed")
+    return lines
+
+
+def _render_scope(grants: dict) -> str:
+    """`--explain-scope`'s human layout (upstream's): containment, then every effective grant."""
+    def shown(value: object) -> str:
+        if isinstance(value, bool):
+            return "yes" if value else "no"
+        if isinstance(value, list):
+            return ", ".join(str(v) for v in value) or "<none>"
+        return "<none>" if value is None else str(value)
+
+    lines = ["Containment", f"  declared:  {grants['declared_containment']}",
+             f"  achieved:  {grants['achieved_containment']}", f"  floor met: {shown(grants['floor_met'])}"]
+    if "shortfall_reason" in grants:
+        lines.append(f"  reason:    {grants['shortfall_reason']}")
+    lines += [f"  mechanism: {grants['enforcement_tier']}", "Effective grants"]
+    for label, key in (("filesystem scope", "filesystem_scope"), ("workdir exec", "workdir_exec"),
+                       ("network allow", "network_allow"), ("unix sockets", "unix_sockets"),
+                       ("shell allow", "shell_allow"), ("spawn allow", "spawn_allow"), ("env allow", "env_allow"),
+                       ("interpreter runtime", "interpreter_runtime_grants"),
+                       ("staged runtime", "staged_runtime_grants")):
+        lines.append(f"  {label + ':':<21}{shown(grants[key])}")
+    if not grants["floor_met"]:
+        lines.append("This is a report only — `murmurd run` without --explain-scope would refuse to launch here.")
+    return "\n".join(lines)
+
+
+def _containment_check(args: argparse.Namespace, env: dict[str, str], command: str) -> int | None:
+    """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
+    murmurd cannot meet it). None: go on and launch."""
+    from murmurd.manifest.validate import load_capsule
+    from murmurd.staging.grants import compute_grants, containment_floor, effective_grants, shortfall
+
+    explain = getattr(args, "explain_scope", False)
+    if not explain and args.containment is None:
+        return None
+    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if manifest is None:
+        return None  # staging reports every error
+    floor = containment_floor(manifest, args.containment)
+    if explain:
+        grants = effective_grants(manifest, compute_grants(manifest, env), floor)
+        print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
+        return 0
+    reason = shortfall(floor)
+    if reason is None:
+        return None
+    _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
+    return 1
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     import asyncio
+    import os
 
     from murmurd.host import ComponentHost
+    from murmurd.manifest.validate import load_capsule
+    from murmurd.session.events import TaskEvents
     from murmurd.session.run_once import PrintingEvents, run_once, stdout_writer
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
-    events = PrintingEvents(stdout_writer, lambda text: print(text, end="", file=sys.stderr, flush=True))
+    env = _run_env(args, "run")
+    if env is None:
+        return 1
+    refused = _containment_check(args, env, "run")
+    if refused is not None:
+        return refused
+    if args.system_prompt is not None:
+        manifest, _ = load_capsule(Path(args.capsule_dir), env)
+        if manifest is not None and manifest.inference is None:
+            _eprint("murmurd run: E-IO-003: --system-prompt needs an inference: block; "
+                    f"{args.capsule_dir} is a script capsule")
+            return 1
+    quiet_stdout = args.json  # --json: stdout carries exactly one line, the summary
+    events: TaskEvents = PrintingEvents(
+        (lambda _text: None) if quiet_stdout else stdout_writer,
+        lambda text: print(text, end="", file=sys.stderr, flush=True),
+    )
+
+    def on_staged(staged: object) -> None:
+        if not args.json:
+            for line in _launch_lines(staged, args.verbose):
+                _eprint(line)
+
     host = ComponentHost()
     try:
         result = asyncio.run(run_once(
             Path(args.capsule_dir), _task_text(args.task), host=host,
             workdir=Path(args.workdir) if args.workdir else None, progress=_eprint, events=events,
+            env=env, system_prompt=args.system_prompt, on_staged=on_staged,
         ))
     except StagingError as exc:
         _eprint(f"murmurd run: cannot launch {args.capsule_dir}:\n{exc}")
@@ -191,10 +305,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 1
     finally:
         host.close()
-    outcome = result.outcome
-    if events.wrote_text:
-        print(flush=True)
-    _eprint(f"workdir: {result.staged.workdir.root}")
+    outcome, staged = result.outcome, result.staged
+    if args.json:
+        print(json.dumps({
+            "pid": os.getpid(), "session_id": staged.session_id, "name": staged.manifest.name,
+            "version": staged.manifest.version, "workdir": str(staged.workdir.root),
+            "task_id": outcome.task_id, "context_id": outcome.context_id, "exit_status": outcome.exit_status,
+            "result": outcome.result_text if outcome.delivered else None, "error": outcome.error,
+        }), flush=True)
+    else:
+        assert isinstance(events, PrintingEvents)
+        if events.wrote_text:
+            print(flush=True)
+        _eprint(f"workdir: {staged.workdir.root}")
+        _eprint(f"status:  {outcome.exit_status}")
     if not outcome.ok:
         _eprint(f"murmurd run: task ended {outcome.exit_status}: {outcome.error}")
     return 0 if outcome.ok else 1
@@ -238,12 +362,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
+    env = _run_env(args, "serve")
+    if env is None:
+        return 1
+    refused = _containment_check(args, env, "serve")
+    if refused is not None:
+        return refused
     options = ServeOptions(
-        host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
+        env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
+        task=_task_text(args.task) if args.task is not None else None,
         max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
+        max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
+        max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
     )
     host = ComponentHost()
@@ -319,6 +452,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("capsule_dir", metavar="capsule-dir")
     run.add_argument("--task", required=True, help="the task text, or a file holding it")
     run.add_argument("--workdir", help="session workdir (default <capsule-dir>/workdir/<session-id>)")
+    run.add_argument("--system-prompt", help="replace the manifest's system prompt for this run (blank clears it)")
+    run.add_argument("--json", action="store_true",
+                     help="print exactly one JSON line on stdout (session, workdir, task, result); no streamed text")
+    run.add_argument("-v", "--verbose", action="store_true", help="also print workdir, manifest, driver and skills")
+    run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    run.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
+                     help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
+    run.add_argument("--explain-scope", action="store_true",
+                     help="print the containment and every effective grant (with --json: one JSON line), then exit")
     run.set_defaults(handler=_cmd_run)
 
     serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
@@ -326,8 +468,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
     serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
-    serve.add_argument("--task-acceptance", choices=["none", "single", "queue"])
-    serve.add_argument("--after-task", choices=["exit", "sleep"])
+    serve.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    serve.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
+                       help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
+    serve.add_argument("--task", help="a launch task (text, or a file holding it) run before any A2A message")
+    serve.add_argument("--task-acceptance", "--lifecycle-task-acceptance", dest="task_acceptance",
+                       choices=["none", "single", "queue"])
+    serve.add_argument("--after-task", "--lifecycle-after-task", dest="after_task", choices=["exit", "sleep"])
     serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
@@ -340,6 +487,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds an idle keep-alive connection stays open (default 5)")
     serve.add_argument("--max-connections", type=_positive_int, default=256,
                        help="open connections; past it idle ones are closed, else 503 (default 256)")
+    serve.add_argument("--max-streams", type=_non_negative_int,
+                       help="open SSE streams, below --max-connections so ordinary requests keep room; "
+                            "past it a stream is refused 503 (default half of --max-connections)")
+    serve.add_argument("--max-streams-per-client", type=_positive_int,
+                       help="open SSE streams from one client address (default half of --max-streams)")
+    serve.add_argument("--max-response-bytes", type=_positive_int, default=4 * 1024 * 1024,
+                       help="bytes of a batch's answers; requests past it are answered with an error (default 4 MiB)")
+    serve.add_argument("--write-timeout", type=_positive_float, default=30.0,
+                       help="seconds a client may leave a response unread before its connection is "
+                            "closed, streams included (default 30)")
     serve.add_argument("--retain-finished-secs", type=_non_negative_float, default=7 * 24 * 3600.0,
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
@@ -361,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
     validate.add_argument("capsule_dir", metavar="capsule-dir")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
+    validate.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     validate.set_defaults(handler=_cmd_validate)
 
     explain = commands.add_parser("explain", help="print the grants every component would run under")
@@ -380,8 +538,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Limits that depend on each other: streams must leave ordinary requests a connection."""
+    if args.max_streams is not None and args.max_streams >= args.max_connections:
+        parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
+                     "so ordinary requests always have a connection")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "handler", None) is _cmd_serve:
+        _check_serve_options(parser, args)
     return int(args.handler(args))
 
 

@@ -132,10 +132,58 @@ def test_after_task_exit_ends_the_daemon_with_a_complete_trace(tmp_path: Path) -
     assert kinds[0] == "session_start" and kinds[-1] == "session_end"
 
 
-def test_the_idle_rule_ends_a_daemon_that_gets_no_task(tmp_path: Path) -> None:
-    served = start(chaos_capsule(tmp_path), tmp_path / "state", "--after-task", "exit",
-                   env={"MURMUR_A2A_TIMEOUT_SECS": "1"})
+@pytest.mark.parametrize(("acceptance", "after"), [("single", "exit"), ("single", "sleep"), ("queue", "exit")])
+def test_the_idle_rule_runs_an_empty_task_then_ends_the_daemon(tmp_path: Path, acceptance: str, after: str) -> None:
+    served = start(chaos_capsule(tmp_path), tmp_path / "state", "--after-task", after,
+                   "--task-acceptance", acceptance, env={"MURMUR_A2A_TIMEOUT_SECS": "1"})
+    assert served.proc.wait(timeout=30) == 0
+    assert any("no A2A message received within timeout; running with empty task" in line for line in served.stderr)
+    kinds = [e["event_type"] for e in served.trace()]
+    # the loop ran once, but it was no task anyone sent: no task_start / task_end
+    assert kinds == ["session_start", "inference", "session_end"]
+
+
+def test_queue_with_after_task_sleep_waits_past_the_idle_window(tmp_path: Path) -> None:
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "after_task": "sleep"})
+    with serving(capsule, tmp_path / "state", env={"MURMUR_A2A_TIMEOUT_SECS": "1"}) as served:
+        time.sleep(2.5)
+        assert served.proc.poll() is None
+        task = served.send("late")
+        assert served.wait_state(task["id"], "completed")["status"]["response"] == "answer: late"
+
+
+def test_none_without_a_launch_task_exits_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    served = start(chaos_capsule(tmp_path), tmp_path / "state", "--lifecycle-task-acceptance", "none")
     assert served.proc.wait(timeout=20) == 0
+    assert time.monotonic() - started < 20
+    assert [e["event_type"] for e in served.trace()] == ["session_start", "session_end"]
+
+
+@pytest.mark.parametrize("acceptance", ["none", "single"])
+def test_a_launch_task_runs_once_then_the_daemon_exits(tmp_path: Path, acceptance: str) -> None:
+    served = start(chaos_capsule(tmp_path), tmp_path / "state", "--task-acceptance", acceptance,
+                   "--task", "from the launch")
+    assert served.proc.wait(timeout=30) == 0
+    events = served.trace()
+    start_event = next(e for e in events if e["event_type"] == "task_start")
+    assert start_event["source"] == "task_md"
+    assert start_event["task_id"].startswith("tsk_") and start_event["context_id"].startswith("ctx_")
+    assert (served.workdir / "out" / "result.txt").read_text() == "answer: from the launch"
+    assert [e["exit_status"] for e in events if e["event_type"] == "task_end"] == ["ok"]
+
+
+def test_a_queue_capsule_runs_the_launch_task_then_serves(tmp_path: Path) -> None:
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue"})
+    with serving(capsule, tmp_path / "state", "--task", "first") as served:
+        deadline = time.monotonic() + 30
+        while not any(e["event_type"] == "task_end" for e in served.trace()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        task = served.send("second")
+        assert served.wait_state(task["id"], "completed")["status"]["response"] == "answer: second"
+        sources = [e["source"] for e in served.trace() if e["event_type"] == "task_start"]
+        assert sources == ["task_md", "a2a"]
 
 
 def test_sigterm_lets_the_running_task_end_then_exits_zero(tmp_path: Path) -> None:
@@ -187,12 +235,15 @@ def test_a_taken_internal_port_is_an_error_naming_it(tmp_path: Path) -> None:
     assert f"127.0.0.1:{port}" in proc.stderr and "already in use" in proc.stderr
 
 
-def test_the_internal_port_is_used_when_free(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["network", "capabilities"])
+def test_the_internal_port_is_used_when_free(tmp_path: Path, where: str) -> None:
+    """Upstream writes the port in a top-level `network:` block; murmurd's older place still works."""
     probe = socket.socket()
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    capsule = chaos_capsule(tmp_path, capabilities={"network": {"internal_port": port}})
+    block = {"internal_port": port} if where == "network" else {"network": {"internal_port": port}}
+    capsule = chaos_capsule(tmp_path, **{where: block})
     with serving(capsule, tmp_path / "state", "--port", "1") as served:
         assert served.url == f"http://127.0.0.1:{port}/"
 

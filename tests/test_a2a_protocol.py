@@ -153,7 +153,8 @@ def test_message_stream_frames_are_ordered_and_close_on_final(served: Served) ->
 
 def test_the_task_acceptance_none_capsule_answers_method_not_found(tmp_path: Path, artifacts) -> None:
     capsule = chaos_capsule(tmp_path)
-    with serving(capsule, tmp_path / "state", "--task-acceptance", "none") as served:
+    # `none` runs only its launch task (then exits): keep one running while A2A is refused
+    with serving(capsule, tmp_path / "state", "--task-acceptance", "none", "--task", "mode:hang", "--grace", "1") as served:
         error = served.rpc("message/send", {"message": {"messageId": "m", "role": "user", "parts": [{"text": "x"}]}})
         assert error["error"]["code"] == -32601
         assert served.rpc("tasks/get", {"id": "tsk_x"})["error"]["code"] == -32001

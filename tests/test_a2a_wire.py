@@ -70,7 +70,10 @@ def test_method_table_covers_the_three_dialects() -> None:
     v10 = {m: op for m, (d, op) in wire.METHOD_TABLE.items() if d is Dialect.V10}
     assert v10 == {"SendMessage": Operation.SEND, "SendStreamingMessage": Operation.STREAM, "GetTask": Operation.GET,
                    "CancelTask": Operation.CANCEL, "SubscribeToTask": Operation.RESUBSCRIBE,
-                   "ListTasks": Operation.LIST}
+                   "ListTasks": Operation.LIST, "GetExtendedAgentCard": Operation.EXTENDED_CARD,
+                   **{f"{verb}TaskPushNotificationConfig": Operation.PUSH_CONFIG
+                      for verb in ("Create", "Get", "List", "Delete")},
+                   "ListTaskPushNotificationConfigs": Operation.PUSH_CONFIG}
     assert {op for op in Operation if op.streaming} == {Operation.STREAM, Operation.RESUBSCRIBE, Operation.WATCH}
 
 

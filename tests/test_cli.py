@@ -52,10 +52,15 @@ def test_run_answers_the_hello_capsule_offline(tmp_path: Path) -> None:
     assert "Everything ran offline inside WebAssembly." in proc.stdout
     assert f"workdir: {tmp_path / 'wd'}" in proc.stderr
     workdir = tmp_path / "wd"
+    # --workdir is the capsule's `.`; the runtime's bookkeeping goes to .murmur/<session-id>
     assert (workdir / "task.md").read_text() == "Say hello"
     assert (workdir / "out" / "greeting.txt").read_text() == "Hello, world!\n"
-    assert (workdir / "out" / "result.txt").read_text().startswith("Hello! I echoed a message")
-    kinds = [json.loads(line)["event_type"] for line in (workdir / "trace.jsonl").read_text().splitlines()]
+    (books,) = (workdir / ".murmur").iterdir()
+    assert books.name.startswith("ses_") and f"session: {books.name}" in proc.stderr
+    assert (books / "out" / "result.txt").read_text().startswith("Hello! I echoed a message")
+    assert (books / "MURMUR.md").is_file() and (books / "tools" / "echo").is_dir()
+    assert not (workdir / "trace.jsonl").exists() and not (workdir / "tools").exists()
+    kinds = [json.loads(line)["event_type"] for line in (books / "trace.jsonl").read_text().splitlines()]
     assert kinds.count("tool_call") == 2 and kinds.count("skill_call") == 1 and kinds[-1] == "session_end"
 
 

@@ -49,8 +49,9 @@ GRANTED = {
          "capabilities": {"network": {"allow": ["hooks.example.com"]}}},
         {"name": "quiet", "version": "0.1.0", "runtime": "hook"},
         {"name": "notes", "version": "0.1.0", "runtime": "skill"},
+        {"name": "drv", "version": "0.1.0", "runtime": "driver"},
     ],
-    "inference": {"endpoint": "https://api.example.com", "model": "m"},
+    "inference": {"endpoint": "https://api.example.com", "model": "m", "driver": {"artifact": "drv"}},
 }
 
 
@@ -75,6 +76,7 @@ def test_explain_json_matches_the_expected_grant_set(tmp_path: Path) -> None:
             "narrow": {"network": ["https://api.example.com"], "filesystem": "data/sub", "shell": [],
                        "env": ["LANG"], "limits": {**ceiling_limits, "memory_bytes": 128 * MIB}},
             "plain": ceiling,
+            "drv": ceiling,
             "quiet": {"network": [], "filesystem": None, "shell": [], "env": [],
                       "limits": {**ceiling_limits, "deadline_seconds": 30}},
         },

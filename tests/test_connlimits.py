@@ -196,10 +196,27 @@ def test_serve_refuses_nonsense_limits(tmp_path: Path) -> None:
     from a2akit import ROOT
 
     for option, value in (("--header-timeout", "0"), ("--max-connections", "0"), ("--body-timeout", "nan"),
-                          ("--max-batch", "-1"), ("--retain-finished-count", "-3")):
+                          ("--max-batch", "-1"), ("--retain-finished-count", "-3"), ("--max-streams", "-1"),
+                          ("--max-streams-per-client", "0"), ("--max-response-bytes", "0"),
+                          ("--write-timeout", "0"), ("--write-timeout", "inf")):
         done = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), option, value],
                               capture_output=True, text=True, cwd=ROOT, timeout=60)
         assert done.returncode == 2 and option in done.stderr, (option, done.stderr)
+    # streams must leave ordinary requests a connection
+    done = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), "--max-connections", "4",
+                           "--max-streams", "4"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and "--max-streams 4 must be below --max-connections 4" in done.stderr, done.stderr
+
+
+def test_stream_caps_default_below_the_connection_cap() -> None:
+    from murmurd.a2a.serve import ServeOptions
+
+    assert ServeOptions().stream_caps == (128, 64)
+    assert ServeOptions(max_connections=10).stream_caps == (5, 2)
+    assert ServeOptions(max_connections=1).stream_caps == (0, 1)  # one connection: no stream may hold it
+    assert ServeOptions(max_connections=10, max_streams=9, max_streams_per_client=9).stream_caps == (9, 9)
+    with pytest.raises(ValueError, match="below max_connections"):
+        _ = ServeOptions(max_connections=4, max_streams=4).stream_caps
 
 
 @pytest.mark.parametrize("length", [b"9" * 5000, b"99999999999999999999", b"\xd9\xa1"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from murmurd.session.continuation import ContinuationState, continuation_id_from_metadata
 
 CTX = "ctx_" + "a" * 32
@@ -19,24 +21,41 @@ def test_without_a_continuation_every_turn_is_a_full_resend() -> None:
     assert not state.active
 
 
-def test_same_context_sends_only_the_unacknowledged_tail_plus_the_id() -> None:
+def test_same_context_sends_the_answer_and_what_followed_plus_the_id() -> None:
     state = ContinuationState()
     messages = conversation(1)  # the task message
-    state.messages_to_send(CTX, messages)
+    assert state.messages_to_send(CTX, messages) == (messages, None)
+    state.on_response(CTX, "resp_123", len(messages))  # it answered a request of 1 message
     messages += conversation(2)[1:]  # the assistant response is appended
-    state.on_response(CTX, "resp_123", len(messages))
-    assert (state.held_id, state.context_id, state.acknowledged) == ("resp_123", CTX, 2)
+    assert (state.held_id, state.context_id, state.acknowledged) == ("resp_123", CTX, 1)
 
     messages.append({"role": "tool", "text": "result"})
     sent, continuation_id = state.messages_to_send(CTX, messages)
-    assert sent == [{"role": "tool", "text": "result"}]
+    assert sent == [{"role": "assistant", "text": "m1"}, {"role": "tool", "text": "result"}]
     assert continuation_id == "resp_123"
 
-    # The driver acknowledges again with a new id: only what came after is sent next.
-    messages.append({"role": "assistant", "text": "next"})
+    # The driver acknowledges again with a new id: it was sent 3 messages.
     state.on_response(CTX, "resp_456", len(messages))
+    messages.append({"role": "assistant", "text": "next"})
     messages.append({"role": "user", "text": "more"})
-    assert state.messages_to_send(CTX, messages) == ([{"role": "user", "text": "more"}], "resp_456")
+    assert state.messages_to_send(CTX, messages) == (
+        [{"role": "assistant", "text": "next"}, {"role": "user", "text": "more"}], "resp_456")
+
+
+def test_a_negative_count_is_refused() -> None:
+    with pytest.raises(ValueError):
+        ContinuationState().on_response(CTX, "resp", -1)
+
+
+def test_rebase_keeps_at_most_what_the_driver_was_sent() -> None:
+    state = ContinuationState()
+    state.on_response(CTX, "resp", 3)
+    state.rebase(CTX, 4)  # the threaded history also holds the final answer
+    assert state.acknowledged == 3
+    state.rebase(CTX, 0)  # a stateless task carries none of it
+    assert state.acknowledged == 0 and state.active
+    state.rebase(OTHER, 0)
+    assert not state.active
 
 
 def test_the_returned_list_is_a_copy() -> None:

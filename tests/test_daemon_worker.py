@@ -8,6 +8,8 @@ even when something unforeseen gets past it.
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -46,18 +48,36 @@ async def _settled(daemon: CapsuleDaemon, record: TaskRecord) -> TaskRecord:
     return await asyncio.wait_for(daemon.wait_settled(record), timeout=60)
 
 
+async def _fill_disk(store: SqliteTaskStore, full: bool) -> None:
+    """SQLite's own "database or disk is full": cap the file at the pages it has now (or lift it)."""
+    def cap(db: sqlite3.Connection) -> None:
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages if full else 1_073_741_823}")
+    await store._call(cap)
+
+
 async def test_a_task_that_raises_fails_alone_and_the_next_one_runs(tmp_path: Path, host: ComponentHost) -> None:
     daemon = await _daemon(tmp_path, host)
+    store = daemon.store
+    assert isinstance(store, SqliteTaskStore)
     try:
-        # The reply lands in the task's history; a lone surrogate cannot be stored, so the task
-        # raises in the worker, and even its failed state cannot be stored.
+        # The reply lands in the task's history; the disk is full, so saving it raises in the
+        # worker, and even the failed record (history included) cannot be stored.
         asking = await daemon.submit(Submission(_message("mode:ask")))
         await _settled(daemon, asking)
         assert asking.state is TaskState.INPUT_REQUIRED
-        await daemon.submit(Submission(_message("bad \ud800 reply")))
+        await _fill_disk(store, full=True)
+        await daemon.submit(Submission(_message("r" * 300_000)))
         await _settled(daemon, asking)
         assert asking.state is TaskState.FAILED
-        assert asking.status_message.startswith("internal error: UnicodeEncodeError")
+        assert asking.status_message.startswith("internal error: OperationalError: database or disk is full")
+        # tasks/get must not report the stale input-required: a brief failed record was stored
+        stored = await daemon.get(asking.id)
+        assert stored is not asking
+        assert (stored.state, stored.status_message, stored.context_id) == (
+            TaskState.FAILED, asking.status_message, asking.context_id)
+        assert stored.history == []
+        await _fill_disk(store, full=False)
         following = await daemon.submit(Submission(_message("still here")))
         await _settled(daemon, following)
         assert following.state is TaskState.COMPLETED
@@ -65,6 +85,105 @@ async def test_a_task_that_raises_fails_alone_and_the_next_one_runs(tmp_path: Pa
         assert (await daemon.store.get(following.id)).state is TaskState.COMPLETED
         assert daemon.crashed is None
     finally:
+        await daemon.stop(grace_seconds=1)
+
+
+async def test_a_canceled_task_whose_record_cannot_be_stored_is_stored_canceled_in_brief(
+        tmp_path: Path, host: ComponentHost) -> None:
+    """A long reply and a cancel arrive together while the disk is full: the canceled record
+    (the reply in its history) is refused, and a brief canceled one is stored instead."""
+    daemon = await _daemon(tmp_path, host)
+    store = daemon.store
+    assert isinstance(store, SqliteTaskStore)
+    try:
+        asking = await daemon.submit(Submission(_message("mode:ask")))
+        await _settled(daemon, asking)
+        await _fill_disk(store, full=True)
+        await daemon.submit(Submission(_message("r" * 300_000)))
+        answered = await daemon.cancel(asking.id)  # before the worker saves the reply
+        assert answered.state is TaskState.CANCELED
+        stored = await daemon.get(asking.id)
+        assert (stored.state, stored.status_message, stored.history) == (TaskState.CANCELED, "canceled by request", [])
+        await _fill_disk(store, full=False)
+        following = await daemon.submit(Submission(_message("still here")))
+        await _settled(daemon, following)
+        assert following.state is TaskState.COMPLETED
+    finally:
+        await daemon.stop(grace_seconds=1)
+
+
+async def test_a_reply_that_is_not_valid_unicode_is_stored_escaped(tmp_path: Path, host: ComponentHost) -> None:
+    """A lone surrogate past the edge (the edge refuses it; the worker must hold anyway) is
+    stored as its JSON escape, and the task settles instead of staying input-required."""
+    daemon = await _daemon(tmp_path, host)
+    try:
+        asking = await daemon.submit(Submission(_message("mode:ask")))
+        await _settled(daemon, asking)
+        await daemon.submit(Submission(_message("bad \ud800 reply")))
+        await _settled(daemon, asking)
+        assert asking.state.terminal
+        stored = await daemon.store.get(asking.id)
+        assert stored.state is asking.state
+        assert stored.history[1].text == "bad \ud800 reply"
+    finally:
+        await daemon.stop(grace_seconds=1)
+
+
+async def test_a_model_reply_with_half_an_emoji_pair_completes_with_the_text_made_valid(
+        tmp_path: Path, host: ComponentHost) -> None:
+    daemon = await _daemon(tmp_path, host)
+    try:
+        answered = await daemon.submit(Submission(_message("mode:surrogate")))
+        await _settled(daemon, answered)
+        assert answered.state is TaskState.COMPLETED
+        assert answered.result_text == "half \ufffd here"
+        assert (await daemon.store.get(answered.id)).result_text == "half \ufffd here"
+        called = await daemon.submit(Submission(_message("mode:surrogate-tool")))
+        await _settled(daemon, called)
+        assert called.state is TaskState.COMPLETED
+        assert called.result_text.startswith("answer: ")  # echo returns its input, JSON
+        assert json.loads(called.result_text.removeprefix("answer: "))["text"] == "tool \ufffd half"
+    finally:
+        await daemon.stop(grace_seconds=1)
+
+
+async def test_a_cancel_before_the_run_takes_its_first_step_cancels_the_task(
+        tmp_path: Path, host: ComponentHost) -> None:
+    daemon = await _daemon(tmp_path, host)
+    try:
+        record = await daemon.submit(Submission(_message("hello")))
+        await asyncio.sleep(0)  # the worker picks it up; its run has not started yet
+        assert daemon._active is record
+        answered = await daemon.cancel(record.id)
+        assert answered.state is TaskState.CANCELED  # what tasks/cancel answers
+        assert (record.state, record.status_message) == (TaskState.CANCELED, "canceled by request")
+        assert (await daemon.store.get(record.id)).state is TaskState.CANCELED
+        following = await daemon.submit(Submission(_message("next")))
+        await _settled(daemon, following)
+        assert following.state is TaskState.COMPLETED
+    finally:
+        await daemon.stop(grace_seconds=1)
+
+
+async def test_a_cancel_while_the_task_is_saved_working_cancels_it(tmp_path: Path, host: ComponentHost) -> None:
+    """Another SQLite writer holds the lock, so saving WORKING waits: the cancel lands there."""
+    daemon = await _daemon(tmp_path, host)
+    other = sqlite3.connect(tmp_path / "state" / "tasks.sqlite3", isolation_level=None)
+    try:
+        record = await daemon.submit(Submission(_message("hello")))
+        other.execute("BEGIN IMMEDIATE")  # before the worker gets to run: its WORKING save waits
+        await asyncio.sleep(0.1)
+        assert daemon._active is record and record.state is TaskState.WORKING
+        asyncio.get_running_loop().call_later(0.3, other.rollback)
+        answered = await daemon.cancel(record.id)
+        assert answered.state is TaskState.CANCELED
+        assert (await daemon.store.get(record.id)).state is TaskState.CANCELED
+        assert daemon.session.services.loop.ask_for_input is None
+        following = await daemon.submit(Submission(_message("next")))
+        await _settled(daemon, following)
+        assert following.state is TaskState.COMPLETED
+    finally:
+        other.close()
         await daemon.stop(grace_seconds=1)
 
 

@@ -136,7 +136,7 @@ async def test_an_async_hook_artifact_is_a_fault_never_streamed(tmp_path: Path, 
 async def test_on_task_start_commits_seed_context_at_the_head_of_the_task(tmp_path: Path, host, arm, monkeypatch) -> None:
     config = {"on-task-start": {"arm": "seed-context", "value": [["user", "remember: tabs"], ["assistant", "noted"]]}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config, binding="on-task-start", policy="seed-context",
-                            responses=[end_turn()]), host, tmp_path)
+                            responses=[end_turn()], context={"max_tokens": 1000, "seed_budget": 0.5}), host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     head = outcome.messages[:3]
     assert [(m.role, m.text) for m in head] == [("user", "remember: tabs"), ("assistant", "noted"), ("user", "go")]
@@ -151,6 +151,7 @@ async def test_on_task_end_commits_reopen_task(tmp_path: Path, host, arm, monkey
     reopened = [e for e in trace_events(staged) if e["event_type"] == "task_reopened"]
     assert [(e["hook_name"], e["reason"]) for e in reopened] == [("committer", "also say goodbye")]
     assert outcome.exit_status == "reopen_budget_exhausted"  # the hook asks every time; max_task_reopens is 1
+    assert outcome.result_text == "goodbye"  # the last result stands
 
 
 async def test_on_compaction_commits_replace_context(tmp_path: Path, host, arm, monkeypatch) -> None:

@@ -111,7 +111,7 @@ def test_an_on_inference_artifact_reaches_an_sse_subscriber(tmp_path: Path, arti
         hooked = [data for _id, event, data in frames if event == "artifact" and data["artifact"]["tool_name"] == "artifact-hook"]
         assert len(hooked) == 1 and hooked[0]["id"] == task_id
         content = hooked[0]["artifact"]["content"]
-        assert content == {**content, "turn": 1, "decision": "end_turn"}
+        assert content == {**content, "turn": 0, "decision": "end_turn"}  # turns are zero-based, as upstream
         assert frames[-1][1] == "status" and frames[-1][2]["final"]
         # A2A 1.0: the same artifact as an artifactUpdate with a data part, named after the hook
         v10 = served.events("SendStreamingMessage", {"message": {"messageId": "m-v10", "role": "ROLE_USER",
@@ -119,7 +119,7 @@ def test_an_on_inference_artifact_reaches_an_sse_subscriber(tmp_path: Path, arti
         updates = [data["result"]["artifactUpdate"]["artifact"] for _id, _event, data in v10
                    if "artifactUpdate" in data["result"]]
         (from_hook,) = [a for a in updates if a["name"] == "artifact-hook"]
-        assert from_hook["parts"][0]["data"] == {**from_hook["parts"][0]["data"], "turn": 1, "decision": "end_turn"}
+        assert from_hook["parts"][0]["data"] == {**from_hook["parts"][0]["data"], "turn": 0, "decision": "end_turn"}
 
 
 def test_two_daemons_hooks_each_see_only_their_own_session(tmp_path: Path, artifacts) -> None:

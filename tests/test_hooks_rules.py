@@ -216,3 +216,8 @@ async def test_a_delivery_bug_never_kills_the_queue() -> None:
         await queue.put("on-inference", i)
     await queue.drain(2)
     assert seen == [1, 2]
+
+
+def test_an_artifact_holding_half_an_emoji_pair_is_made_valid() -> None:
+    verdict = judge("on-inference", Dispatch.ONCE, "artifact", '{"\\ud800k": ["a \\ud83d b", {"x": "\\udfff"}]}')
+    assert verdict == Committed("artifact", {"\ufffdk": ["a \ufffd b", {"x": "\ufffd"}]})

@@ -294,9 +294,9 @@ def test_a_guest_finds_no_scratch_output_file_to_swap(tmp_path: Path, host, arti
 
 
 @pytest.mark.parametrize(("planted", "message"), [
-    ("trace.jsonl", "cannot open the session: cannot open trace"),
-    ("logs/otel.log", "cannot open the session: cannot open logs/otel.log"),
-    ("tools", "cannot launch"),
+    (".murmur", "cannot launch"),  # where the session's bookkeeping would go
+    ("out", "cannot launch"),
+    ("checkpoints", "cannot launch"),
 ])
 def test_a_reused_workdir_holding_a_symlink_is_refused_at_launch(tmp_path: Path, planted: str, message: str) -> None:
     outside = tmp_path / "outside"

@@ -61,7 +61,9 @@ def check_stream_headers(served: Served, task_id: str) -> None:
     for body in streams:
         for value in (b"\xb2", b"9" * 4301, b"1" * 19, b"-1", b"\xd9\xa1"):
             status, kind = sse_head(served, body, value)
-            assert status == 200 and kind.startswith("text/event-stream"), (body["method"], value)
+            # A2A 1.0: a finished task has nothing to subscribe to (UnsupportedOperationError, JSON)
+            expected = "application/json" if body["method"] == "SubscribeToTask" else "text/event-stream"
+            assert status == 200 and kind.startswith(expected), (body["method"], value)
 
 
 def check_json_rpc_envelope(served: Served) -> None:

@@ -14,11 +14,13 @@ from murmurd.a2a.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
+    SERVER_LIMIT,
     TASK_NOT_CANCELABLE,
     TASK_NOT_FOUND,
     InvalidEntry,
     JsonRpcError,
     JsonRpcRequest,
+    encoded_size,
     error_response,
     handle_body,
     parse_body,
@@ -204,3 +206,39 @@ async def test_run_accepts_a_handler_returning_none() -> None:
 async def test_str_bodies_work_too() -> None:
     response = await handle_body('{"jsonrpc": "2.0", "method": "a", "id": 1}', echo)
     assert isinstance(response, dict) and response["result"]["method"] == "a"
+
+
+async def test_a_batch_answer_stops_at_the_response_cap() -> None:
+    ran: list[int] = []
+
+    async def big(request: JsonRpcRequest) -> dict[str, Any]:
+        ran.append(request.id)
+        return result_response(request.id, "x" * 1000)
+
+    entries = [{"jsonrpc": "2.0", "method": "get", "id": i} for i in range(10)]
+    entries.insert(5, {"jsonrpc": "2.0", "method": "notify"})
+    response = await handle_body(body(entries), big, max_response_bytes=3500)
+    assert isinstance(response, list) and [r["id"] for r in response] == list(range(10))
+    assert [r["result"] for r in response[:3]] == ["x" * 1000] * 3
+    assert response[3]["error"]["code"] == SERVER_LIMIT
+    assert response[3]["error"]["data"] == {"limit_response_bytes": 3500, "carried_out": True}
+    assert all(r["error"]["data"] == {"limit_response_bytes": 3500, "carried_out": False} for r in response[4:])
+    assert ran == [0, 1, 2, 3]  # nothing past the cap is run, the notification included
+    assert sum(encoded_size(r) for r in response[:3]) <= 3500
+
+
+async def test_the_first_answer_of_a_batch_is_whole_whatever_its_size() -> None:
+    async def huge(request: JsonRpcRequest) -> dict[str, Any]:
+        return result_response(request.id, "y" * 5000)
+
+    entries = [{"jsonrpc": "2.0", "method": "get", "id": i} for i in range(2)]
+    response = await handle_body(body(entries), huge, max_response_bytes=100)
+    assert isinstance(response, list)
+    assert response[0]["result"] == "y" * 5000
+    assert response[1]["error"]["data"]["carried_out"] is True
+    single = await handle_body(body(entries[0]), huge, max_response_bytes=100)  # a lone request is not capped
+    assert isinstance(single, dict) and single["result"] == "y" * 5000
+
+
+def test_an_answer_holding_a_lone_surrogate_has_a_size() -> None:
+    assert encoded_size(result_response(1, "a\ud800b")) == len(b'{"jsonrpc":"2.0","id":1,"result":"a\\ud800b"}')

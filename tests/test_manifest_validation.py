@@ -38,7 +38,16 @@ def manifest_dir(tmp_path: Path) -> Path:
 
 
 def validate(fragment: dict[str, Any], manifest_dir: Path, env: dict[str, str] | None = None):
-    return validate_manifest(merged(fragment), manifest_dir, env or {})
+    return validate_manifest(with_driver(merged(fragment)), manifest_dir, env or {})
+
+
+def with_driver(raw: dict[str, Any]) -> dict[str, Any]:
+    """An inference block needs a driver (E-INF-010): rows about other inference fields get one."""
+    inference = raw.get("inference")
+    if isinstance(inference, dict) and not {"driver", "provider", "transport"} & set(inference):
+        raw = {**raw, "inference": {**inference, "driver": {"artifact": "drv"}},
+               "artifacts": [*raw.get("artifacts", []), _driver("drv")]}
+    return raw
 
 
 def _driver(name: str = "anthropic", runtime: str = "driver") -> dict[str, Any]:
@@ -389,7 +398,8 @@ def test_prompt_file_is_read_into_the_model(manifest_dir: Path) -> None:
 class TestLoadCapsule:
     def test_reads_murmur_yaml(self, manifest_dir: Path) -> None:
         (manifest_dir / "murmur.yaml").write_text(
-            "name: demo\nversion: '1.0'\ninference:\n  system_prompt_file: prompt.md\n", encoding="utf-8")
+            "name: demo\nversion: '1.0'\nartifacts: [{name: drv, runtime: driver}]\n"
+            "inference:\n  system_prompt_file: prompt.md\n  driver: {artifact: drv}\n", encoding="utf-8")
         model, report = load_capsule(manifest_dir, env={})
         assert report.ok and model is not None
         assert report.source == str(manifest_dir / "murmur.yaml")

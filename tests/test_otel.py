@@ -30,11 +30,14 @@ class Collector:
                 request = ExportTraceServiceRequest.FromString(body)
                 for resource_spans in request.resource_spans:
                     resource = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+                    resource_keys = [a.key for a in resource_spans.resource.attributes]
                     for scope in resource_spans.scope_spans:
                         for span in scope.spans:
                             collector.spans.append({
                                 "name": span.name, "trace_id": span.trace_id.hex(), "span_id": span.span_id.hex(),
                                 "parent": span.parent_span_id.hex(), "resource": resource,
+                                "resource_keys": resource_keys, "scope": scope.scope.name,
+                                "kind": span.kind, "status": span.status.code,
                                 "attributes": {a.key: a.value for a in span.attributes},
                             })
                 self.send_response(200)
@@ -68,14 +71,27 @@ CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 
 
-async def test_session_task_and_step_spans_nest_under_the_caller(tmp_path: Path, host, collector) -> None:
+def _plain(value) -> object:
+    """An OTLP AnyValue as a Python value."""
+    return getattr(value, value.WhichOneof("value"))
+
+
+def _attrs(span: dict) -> dict:
+    return {k: _plain(v) for k, v in span["attributes"].items()}
+
+
+async def test_span_names_and_attributes_are_upstreams_exactly(tmp_path: Path, host, collector) -> None:
+    skill = tmp_path / "skills" / "tidy"
+    skill.mkdir(parents=True)
+    (skill / "skill.md").write_text("# Tidy\n")
     responses = [
         {"stop_reason": "tool_call", "content": [{"type": "tool_call", "id": "c1", "name": "echo", "input": {"text": "x"}}]},
         {"stop_reason": "tool_call", "content": [{"type": "tool_call", "id": "c2", "name": "printf", "input": {"command": "ok"}}]},
-        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]},
+        {"stop_reason": "tool_call", "content": [{"type": "tool_call", "id": "c3", "name": "tidy", "input": {}}]},
+        {"stop_reason": "end_turn", "usage": {"input_tokens": 5}, "content": [{"type": "text", "text": "done"}]},
     ]
     directory = driver_capsule(tmp_path, "scripted-driver", {"responses": responses}, name="traced",
-                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo")],
+                               extra_artifacts=[local("echo", "tool", EXAMPLES / "echo"), local("tidy", "skill", skill)],
                                capabilities={"shell": {"allow": ["printf"]}},
                                observability={"otel_endpoint": collector.url})
     staged = stage(directory, host, tmp_path)
@@ -83,18 +99,56 @@ async def test_session_task_and_step_spans_nest_under_the_caller(tmp_path: Path,
     (outcome,) = await run_tasks(staged, host, spec)
     assert outcome.exit_status == "ok"
 
+    assert {s["name"] for s in collector.spans} == {
+        "capsule.session", "capsule.inference", "capsule.tool_call", "capsule.shell"}
     (session,) = collector.named("capsule.session")
-    (task,) = collector.named("capsule.task")
-    assert session["resource"]["service.name"] == "traced" and session["resource"]["service.version"] == "0.3.0"
-    assert (task["trace_id"], task["parent"]) == (CALLER_TRACE, CALLER_SPAN)
-    inference = collector.named("capsule.inference")
-    assert len(inference) == 3 and all(s["parent"] == task["span_id"] for s in inference)
-    (tool,) = collector.named("capsule.tool_call")
+    assert session["resource"] == {"service.name": "traced", "service.version": "0.3.0"}
+    assert sorted(session["resource_keys"]) == ["service.name", "service.version"]
+    assert all(s["scope"] == "murmur-capsule-runtime" for s in collector.spans)
+    assert all(s["kind"] == 1 and s["status"] == 1 for s in collector.spans)  # INTERNAL, OK
+    # a fresh trace of its own; the caller's span is only its parent (a cross-trace link)
+    assert session["trace_id"] != CALLER_TRACE and session["parent"] == CALLER_SPAN
+    assert _attrs(session) == {"exit_status": "ok"}
+    children = [s for s in collector.spans if s is not session]
+    assert all(s["parent"] == session["span_id"] and s["trace_id"] == session["trace_id"] for s in children)
+
+    inference = sorted(collector.named("capsule.inference"), key=lambda s: _attrs(s)["turn"])
+    assert [_attrs(s)["turn"] for s in inference] == [0, 1, 2, 3]
+    first = _attrs(inference[0])
+    assert set(first) == {"turn", "input_tokens", "output_tokens", "decision", "tool_name"}
+    assert first["decision"] == "tool_call" and first["tool_name"] == "echo"
+    assert set(_attrs(inference[-1])) == {"turn", "input_tokens", "output_tokens", "decision", "usage.input_tokens"}
+    tools = {_attrs(s)["tool_name"]: _attrs(s) for s in collector.named("capsule.tool_call")}
+    assert set(tools) == {"echo", "printf", "tidy"}  # shell and skill calls get a tool span too
+    assert set(tools["echo"]) == {"tool_name", "input_bytes", "output_bytes", "duration_ms", "status"}
+    assert tools["echo"]["status"] == "ok" and tools["echo"]["input_bytes"] == len('{"text": "x"}')
+    assert set(tools["tidy"]) == {"tool_name", "output_bytes", "duration_ms", "status"}
     (shell,) = collector.named("capsule.shell")
-    assert tool["parent"] == task["span_id"] and tool["attributes"]["murmur.tool_name"].string_value == "echo"
-    assert shell["parent"] == task["span_id"] and shell["attributes"]["murmur.exit_code"].int_value == 0
+    assert _attrs(shell) == {"command": "ok", "exit_code": 0, "duration_ms": _attrs(shell)["duration_ms"]}
     events = [e["event_type"] for e in trace_events(staged)]
-    assert events.count("inference") == 3  # the trace is unchanged by tracing
+    assert events.count("inference") == 4  # the trace is unchanged by tracing
+
+
+async def test_each_task_is_its_own_trace_and_a_bad_traceparent_is_no_parent(tmp_path: Path, host, collector) -> None:
+    directory = driver_capsule(tmp_path, "scripted-driver",
+                               {"responses": [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "ok"}]}]},
+                               observability={"otel_endpoint": collector.url})
+    staged = stage(directory, host, tmp_path)
+    await run_tasks(staged, host, TaskSpec("tsk_" + "b" * 32, "one", traceparent="00-zz-not-a-traceparent"),
+                    TaskSpec("tsk_" + "c" * 32, "two"))
+    sessions = collector.named("capsule.session")
+    assert len(sessions) == 2 and sessions[0]["trace_id"] != sessions[1]["trace_id"]
+    assert all(s["parent"] == "" for s in sessions)
+
+
+def test_compaction_spans_last_one_millisecond_and_shell_exit_codes_wrap() -> None:
+    from murmurd.trace.otel import span_attributes
+
+    assert span_attributes({"event_type": "shell", "command": "x" * 300, "exit_code": -1, "duration_ms": 3}) == {
+        "command": "x" * 200, "exit_code": 4294967295, "duration_ms": 3}
+    assert span_attributes({"event_type": "compaction", "turn": 2, "tokens_before": 9, "tokens_after": 4}) == {
+        "tokens_before": 9, "tokens_after": 4}
+    assert span_attributes({"event_type": "task_start"}) == {}
 
 
 async def test_an_unreachable_collector_never_fails_the_session(tmp_path: Path, host) -> None:
@@ -107,7 +161,7 @@ async def test_an_unreachable_collector_never_fails_the_session(tmp_path: Path, 
     assert (staged.workdir.logs / "otel.log").exists()
 
 
-def test_a_peer_message_carries_the_senders_task_span(tmp_path: Path, artifacts, collector) -> None:
+def test_a_peer_message_carries_the_senders_session_span(tmp_path: Path, artifacts, collector) -> None:
     for name in ("chaos-driver", "ask"):
         artifacts.fixture(name)
     artifacts.example("echo")
@@ -119,5 +173,5 @@ def test_a_peer_message_carries_the_senders_task_span(tmp_path: Path, artifacts,
             orchestrator.wait_state(task["id"], "completed")
             assert orchestrator.stop(signal.SIGTERM) == 0  # flushes the spans
         received = [e for e in worker.trace() if e["event_type"] == "a2a_task_received"]
-    (span,) = collector.named("capsule.task")
-    assert received[-1]["traceparent_from_caller"].startswith(f"00-{span['trace_id']}-{span['span_id']}-")
+    (span,) = collector.named("capsule.session")
+    assert received[-1]["traceparent_from_caller"] == f"00-{span['trace_id']}-{span['span_id']}-01"

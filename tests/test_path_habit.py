@@ -53,10 +53,10 @@ ALLOWED: dict[str, str] = {
     "authoring/build.py: digest.update(hashlib.sha256(path.read_bytes()).digest())": "artifact sources (build)",
     "authoring/build.py: for path in sorted(root.rglob(\"*\")):": "artifact sources (build)",
     "authoring/build.py: with tempfile.TemporaryDirectory(prefix=\"murmurd-build-\") as scratch:": "the build's scratch",
-    "authoring/build.py: shutil.copyfile(store, output)": "the build cache",
     "authoring/build.py: store.parent.mkdir(parents=True, exist_ok=True)": "the build cache",
-    "authoring/build.py: shutil.copyfile(target, tmp)": "the build cache",
-    "authoring/build.py: os.replace(tmp, store)": "the build cache",
+    "authoring/build.py: shutil.copyfile(source, tmp)": "the build cache and the artifact's built .wasm",
+    "authoring/build.py: os.replace(tmp, dest)": "the build cache and the artifact's built .wasm",
+    "authoring/build.py: tmp.unlink(missing_ok=True)": "the build cache and the artifact's built .wasm",
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
     "session/shell.py: self._spool = tempfile.TemporaryFile(dir=_logs_dir(self._policy))":
         "an unnamed spool in the logs directory workdir_fs checked",

@@ -60,33 +60,67 @@ async def test_a_conversation_calls_a_wasm_tool_a_skill_and_a_shell_tool(tmp_pat
 
     events = trace_events(staged)
     kinds = [e["event_type"] for e in events]
+    # upstream: a shell command is a tool_call line and then its shell line
     assert kinds == ["session_start", "task_start", "inference", "tool_call", "inference", "skill_call",
-                     "inference", "shell", "tool_call", "inference", "task_end", "session_end"]
+                     "inference", "tool_call", "shell", "tool_call", "inference", "task_end", "session_end"]
     assert all(e["session_id"] == staged.session_id and isinstance(e["timestamp"], int) for e in events)
     start = events[0]
-    assert start["capsule_name"] == "loop-test" and start["tools_declared"] == ["scripted-driver", "echo", "tidy"]
-    assert start["system_prompt_source"] == "none" and len(start["system_prompt_sha256"]) == 64
+    assert start["capsule_name"] == "loop-test" and start["tools_declared"] == ["echo", "tidy", "printf"]
+    assert start["capabilities"] == ["shell"]
+    assert start["system_prompt_source"] == "none" and start["system_prompt_sha256"] is None
+    assert "system_prompt" not in start
+    assert (start["containment_declared"], start["containment_achieved"], start["workdir_exec"]) == (
+        "advisory", "advisory", True)
+    grants = start["effective_grants"]
+    assert grants["shell_allow"] == ["printf"] and grants["enforcement_tier"] == "none" and grants["floor_met"]
+    assert set(grants) >= {"declared_containment", "achieved_containment", "floor_met", "enforcement_tier",
+                           "filesystem_scope", "workdir_exec", "network_allow", "unix_sockets", "shell_allow",
+                           "spawn_allow", "env_allow", "interpreter_runtime_grants", "staged_runtime_grants"}
     echo_call = events[3]
     assert echo_call["tool_name"] == "echo" and echo_call["status"] == "ok" and echo_call["state_effect"] == "read"
     assert echo_call["input"] == {"text": "ping"} and echo_call["output"] == '{"text": "ping"}'
     assert events[5]["skill_name"] == "tidy" and events[5]["output_bytes"] == len(SKILL_TEXT)
-    shell = events[7]
+    shell_call, shell = events[7], events[8]
+    assert shell_call["tool_name"] == "printf" and shell_call["status"] == "ok"
+    assert shell_call["input"] == {"command": "'%s|' 'a; rm -rf /' $HOME"} and shell_call["output"] == shell_text
     assert shell["binary"].endswith("/printf") and shell["exit_code"] == 0 and shell["stdout_bytes"] > 0
-    assert events[8]["tool_name"] == "nonexistent" and events[8]["status"] == "error"
+    assert events[9]["tool_name"] == "nonexistent" and events[9]["status"] == "error"
     inference = [e for e in events if e["event_type"] == "inference"]
+    # zero-based turns; tool, skill and shell lines carry the turn that asked for them
+    assert [e["turn"] for e in inference] == [0, 1, 2, 3]
+    assert [events[i]["turn"] for i in (3, 5, 7, 8, 9)] == [0, 1, 2, 2, 2]
     assert [e["decision"] for e in inference] == ["tool_call", "tool_call", "tool_call", "end_turn"]
     assert inference[0]["tool_name"] == "echo" and inference[-1]["usage"] == {"input_tokens": 7, "cached_tokens": 3}
+    assert inference[-1]["tool_name"] is None  # always present, null when no tool was asked
     assert "usage" not in inference[0]
     task_end, session_end = events[-2], events[-1]
     assert task_end["exit_status"] == "ok" and task_end["turns"] == 4
+    # the skill call is counted apart; the shell command counts as a tool call and a shell call
     assert (task_end["tool_calls"], task_end["shell_calls"]) == (3, 1)
+    assert task_end["tool_calls"] == kinds.count("tool_call") and task_end["shell_calls"] == kinds.count("shell")
     assert task_end["input_tokens"] == sum(e["input_tokens"] for e in inference)
     assert task_end["output_tokens"] == sum(e["output_tokens"] for e in inference)
-    assert session_end["total_turns"] == task_end["turns"]
+    assert session_end["total_turns"] == task_end["turns"] == len(inference)
     assert session_end["total_tool_calls"] == task_end["tool_calls"]
     assert session_end["total_shell_calls"] == task_end["shell_calls"]
     assert session_end["total_input_tokens"] == task_end["input_tokens"]
     assert session_end["exit_status"] == "ok"
+
+
+async def test_a_failing_shell_command_is_an_error_tool_call_and_turns_restart_per_task(tmp_path, host) -> None:
+    responses = [
+        {"stop_reason": "tool_call", "content": [{"type": "tool_call", "id": "c1", "name": "false", "input": {"command": ""}}]},
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "one"}]},
+        {"stop_reason": "end_turn", "content": [{"type": "text", "text": "two"}]},
+    ]
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": responses},
+                               capabilities={"shell": {"allow": ["false"]}})
+    staged = stage(directory, host, tmp_path)
+    await run_tasks(staged, host, "a", "b")
+    events = trace_events(staged)
+    call = next(e for e in events if e["event_type"] == "tool_call")
+    assert call["tool_name"] == "false" and call["status"] == "error"
+    assert [e["turn"] for e in events if e["event_type"] == "inference"] == [0, 1, 0, 1]  # per task, from 0
 
 
 CHAOS = [
@@ -146,7 +180,8 @@ async def test_continuation_sends_only_the_tail_within_a_context(tmp_path, host)
         TaskSpec("tsk_" + "3" * 32, "third", context_id="ctx_b"),
     )
     turns = _records(first)
-    assert [t["roles"] for t in turns] == [["user"], ["tool"], ["tool"]]
+    # The driver acknowledged what it was sent: its own answer goes out again with the tool result.
+    assert [t["roles"] for t in turns] == [["user"], ["assistant", "tool"], ["assistant", "tool"]]
     assert [t["continuation_id"] for t in turns] == [None, "cont-1", "cont-2"]
     assert not any(t["has_ids"] for t in turns)
     # The same context continues from the held id: only the new user message goes out.
@@ -156,6 +191,23 @@ async def test_continuation_sends_only_the_tail_within_a_context(tmp_path, host)
     # Token accounting uses the full conversation, so it grows although the payload does not.
     inference = [e for e in trace_events(staged) if e["event_type"] == "inference"][:3]
     assert inference[0]["input_tokens"] < inference[1]["input_tokens"] < inference[2]["input_tokens"]
+
+
+@pytest.mark.parametrize(("mode", "roles"), [("hold", ["assistant", "tool"]), ("none", ["user", "assistant", "tool"])])
+async def test_after_one_bash_call_the_driver_sees_two_messages_with_continuation_three_without(
+    tmp_path, host, mode, roles
+) -> None:
+    """Upstream's continuation check: one `bash` tool call, then count what reaches the driver."""
+    directory = driver_capsule(tmp_path, "recorder-driver",
+                               {"steps": 2, "continuation": mode, "tool": "bash", "input": {"command": "echo hi"}},
+                               capabilities={"shell": {"allow": ["bash"]}})
+    staged = stage(directory, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, TaskSpec("tsk_" + "7" * 32, "run it", context_id="ctx_a"))
+    assert outcome.exit_status == "ok", outcome.error
+    second = _records(outcome)[1]
+    assert second["roles"] == roles
+    assert second["continuation_id"] == ("cont-1" if mode == "hold" else None)
+    assert "hi" in second["texts"][-1]  # the bash result itself went out
 
 
 @pytest.mark.parametrize("mode", ["empty", "none"])

@@ -166,7 +166,6 @@ def test_a_hook_contract_mismatch_fails_before_any_compile(tmp_path: Path) -> No
     capsule = _write(tmp_path / "capsule" / "murmur.yaml", {
         "name": "hooked", "version": "1.0.0",
         "artifacts": [{"name": "audit", "runtime": "hook", "source": str(hook_dir), "local_source": True}],
-        "inference": {"endpoint": "https://example.invalid", "model": "m"},
     }).parent
     fresh = ComponentHost(cache_dir=tmp_path / "cache")
     with pytest.raises(StagingError) as raised:

@@ -88,6 +88,26 @@ async def test_list_by_context_newest_first(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_state_filters_before_the_page_and_count_ignores_it(tmp_path: Path) -> None:
+    for store in await stores(tmp_path):
+        ctx = new_context_id()
+        states = [TaskState.COMPLETED, TaskState.FAILED] * 3 + [TaskState.COMPLETED]  # 4 completed, 3 failed
+        records = [full_record(ctx, state=state, at=1000 + i * 10) for i, state in enumerate(states)]
+        for record in [*records, full_record(state=TaskState.FAILED)]:  # one more failure elsewhere
+            await store.put(record)
+        failed = [r.id for r in reversed(records) if r.state is TaskState.FAILED]
+        # a full page of the filtered state, not a page cut first and filtered after
+        assert [r.id for r in await store.list(ctx, limit=2, state=TaskState.FAILED)] == failed[:2]
+        assert [r.id for r in await store.list(ctx, limit=2, offset=2, state=TaskState.FAILED)] == failed[2:]
+        assert await store.count(ctx) == 7
+        assert await store.count(ctx, TaskState.COMPLETED) == 4
+        assert await store.count(ctx, TaskState.FAILED) == 3
+        assert await store.count(state=TaskState.FAILED) == 4
+        assert await store.count() == 8
+        assert await store.count("ctx_nobody") == 0 and await store.count(ctx, TaskState.WORKING) == 0
+        await store.close()
+
+
 STATES = {
     "done": TaskState.COMPLETED, "running": TaskState.WORKING, "asking": TaskState.INPUT_REQUIRED,
     "queued": TaskState.SUBMITTED, "broken": TaskState.FAILED, "stopped": TaskState.CANCELED,

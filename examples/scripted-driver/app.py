@@ -2,9 +2,12 @@
 
 Demonstrates the `driver` world: one `murmur:tool/run` call per turn with a JSON driver
 request in and a JSON driver response out, configuration read from the environment
-(`MURMUR_INFERENCE_DRIVER_CONFIG`, a JSON object `{"responses": [...]}`), and streaming
-text and thinking through `murmur:text/chunks`. Turn n (counted by the assistant messages
-already in the request) gets `responses[n]`.
+(`MURMUR_INFERENCE_DRIVER_CONFIG`, a JSON object `{"responses": [...], "rules": [...]}`), and
+streaming text and thinking through `murmur:text/chunks`. A rule `{"when": text, "response": {...}}`
+answers any request whose system prompt or last message contains `text` (the first rule that
+matches wins): a conversation whose history was compacted, reopened or summarized by a hook
+reads the same every run. Otherwise turn n (counted by the assistant messages already in the
+request) gets `responses[n]`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ class DriverError(Exception):
     """A problem reported to the runtime as an ERROR result with this message."""
 
 
-def _load_responses() -> list[Any]:
+def _load_config() -> dict[str, Any]:
     raw = os.environ.get(CONFIG_ENV)
     if not raw:
         raise DriverError(f"scripted driver: {CONFIG_ENV} is not set")
@@ -36,14 +39,14 @@ def _load_responses() -> list[Any]:
         raise DriverError(f"scripted driver: {CONFIG_ENV} is not valid JSON: {exc}") from exc
     if not isinstance(config, dict):
         raise DriverError(f"scripted driver: {CONFIG_ENV} must be a JSON object")
-    responses = config.get("responses")
-    if not isinstance(responses, list):
+    if not isinstance(config.get("responses"), list):
         raise DriverError(f'scripted driver: {CONFIG_ENV} needs a "responses" list')
-    return responses
+    if not isinstance(config.get("rules", []), list):
+        raise DriverError(f'scripted driver: {CONFIG_ENV} "rules" must be a list')
+    return config
 
 
-def _assistant_turns(data: str | None) -> int:
-    """How many assistant messages the request already holds."""
+def _parse_request(data: str | None) -> dict[str, Any]:
     if data is None:
         raise DriverError("scripted driver: no request data")
     try:
@@ -52,10 +55,33 @@ def _assistant_turns(data: str | None) -> int:
         raise DriverError(f"scripted driver: request is not valid JSON: {exc}") from exc
     if not isinstance(request, dict):
         raise DriverError("scripted driver: request must be a JSON object")
-    messages = request.get("messages", [])
-    if not isinstance(messages, list):
+    if not isinstance(request.get("messages", []), list):
         raise DriverError('scripted driver: request "messages" must be a list')
-    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+    return request
+
+
+def _assistant_turns(request: dict[str, Any]) -> int:
+    """How many assistant messages the request already holds."""
+    return sum(1 for m in request.get("messages", []) if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+def _text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return ""
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+def _rule_response(rules: list[Any], request: dict[str, Any]) -> Any:
+    """The response of the first rule whose `when` is in the system prompt or the last message."""
+    messages = request.get("messages") or []
+    system = request.get("system") if isinstance(request.get("system"), str) else ""
+    last = _text(messages[-1]) if messages else ""
+    for rule in rules:
+        when = rule.get("when") if isinstance(rule, dict) else None
+        if isinstance(when, str) and when and (when in system or when in last):
+            return rule.get("response")
+    return None
 
 
 def _stream(response: dict[str, Any]) -> None:
@@ -83,13 +109,17 @@ def _error(summary: str) -> run.ToolResult:
 class Run(exports.Run):
     def run(self, input: run.ToolInput) -> run.ToolResult:
         try:
-            responses = _load_responses()
-            turn = _assistant_turns(input.data)
+            config = _load_config()
+            request = _parse_request(input.data)
         except DriverError as exc:
             return _error(str(exc))
-        if turn >= len(responses):
-            return _error(f"scripted driver: no response for turn {turn + 1} ({len(responses)} scripted)")
-        chosen = responses[turn]
+        responses = config["responses"]
+        turn = _assistant_turns(request)
+        chosen = _rule_response(config.get("rules", []), request)
+        if chosen is None:
+            if turn >= len(responses):
+                return _error(f"scripted driver: no response for turn {turn + 1} ({len(responses)} scripted)")
+            chosen = responses[turn]
         if not isinstance(chosen, dict):
             return _error(f"scripted driver: response {turn + 1} is not a JSON object")
         response = dict(chosen)

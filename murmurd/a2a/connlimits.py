@@ -11,7 +11,13 @@ subclass adds, per connection:
   may last as long as it likes; only reading the request is timed, so SSE streams are exempt;
 - a connection cap: a connection arriving at the cap closes the oldest connection that has no
   request in flight (idle keep-alive, or headers still trickling in); when every connection is
-  busy, the newcomer's request is answered 503 and its connection closed.
+  busy, the newcomer's request is answered 503 and its connection closed;
+- a write deadline: a response the client does not read fills the transport's write buffer,
+  which holds the whole answer in memory. When the buffer passes its high-water mark (the
+  transport pauses writing), or a connection is closed with bytes still unsent, the client has
+  `write_timeout_secs` to drain the buffer, and again each period as long as it drains at least
+  `MIN_WRITE_PROGRESS` bytes per period; otherwise the connection is aborted and the buffer
+  dropped. Streams are included: an SSE reader that stops reading is cut off the same way.
 
 A deadline that passes closes the connection (there is no one to answer: the client is not
 sending); the app sees a disconnect, which the router treats as the normal event it is.
@@ -25,6 +31,9 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+MIN_WRITE_PROGRESS = 64 * 1024
+"""Bytes a client must take off a stuck write buffer per write period to be given another."""
+
 
 @dataclass(frozen=True)
 class ConnectionLimits:
@@ -32,9 +41,10 @@ class ConnectionLimits:
     body_timeout_secs: float = 30.0
     keep_alive_secs: float = 5.0
     max_connections: int = 256
+    write_timeout_secs: float = 30.0
 
     def __post_init__(self) -> None:
-        if min(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs) <= 0:
+        if min(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs, self.write_timeout_secs) <= 0:
             raise ValueError("connection timeouts must be positive")
         if self.max_connections < 1:
             raise ValueError("max_connections must be at least 1")
@@ -51,6 +61,8 @@ class GuardedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
         self._seen_cycle: object = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._write_mark = 0  # write buffer size when the current write period began
 
     # -- the cap ---------------------------------------------------------------------------
 
@@ -75,6 +87,7 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.registry.pop(self, None)
         self._disarm()
+        self._disarm_write()
         super().connection_lost(exc)
 
     # -- the deadlines ---------------------------------------------------------------------
@@ -114,6 +127,52 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm()
         if not self.transport.is_closing():
             self.transport.close()
+        self._watch_unsent()
+
+    # -- the write deadline ----------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._arm_write()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_write()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._watch_unsent()  # uvicorn closes a non-keep-alive connection here
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._watch_unsent()
+
+    def _watch_unsent(self) -> None:
+        """A closing transport waits for its buffer to drain, however long: time that too."""
+        transport = self.transport
+        if transport.is_closing() and transport.get_write_buffer_size() > 0 and self._write_deadline is None:
+            self._arm_write()
+
+    def _arm_write(self) -> None:
+        self._write_mark = self.transport.get_write_buffer_size()
+        self._write_deadline = self.loop.call_later(self.limits.write_timeout_secs, self._write_expired)
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        unsent = self.transport.get_write_buffer_size()
+        if unsent == 0:
+            return
+        if self._write_mark - unsent >= MIN_WRITE_PROGRESS:
+            self._arm_write()  # a slow reader, but a reader
+            return
+        self._disarm()
+        self.transport.abort()  # close() would wait for the buffer to drain
 
 
 def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:

@@ -9,9 +9,11 @@ lifecycle says so. Nothing lives at module level, so one process can serve sever
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
+import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Any
@@ -40,11 +42,13 @@ from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file, task_result_file
+from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")
 
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
+CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
 
 
 class TaskNotFound(LookupError):
@@ -60,7 +64,12 @@ class HistoryUnreadable(RuntimeError):
 
 
 class NotAReply(ValueError):
-    """A message naming a task that is not waiting for input."""
+    """A message naming a task that is not waiting for input; `finished` when that task is in a
+    terminal state (A2A 1.0 and 0.3 answer that UnsupportedOperationError)."""
+
+    def __init__(self, message: str, *, finished: bool = False) -> None:
+        super().__init__(message)
+        self.finished = finished
 
 
 @dataclass(frozen=True)
@@ -151,24 +160,49 @@ class CapsuleDaemon:
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
+        self._task_md: set[str] = set()  # ids of the launch task (`--task`)
         self._current_trust = "operator"
         self._cancel_reason = "canceled by request"
         self._changed = asyncio.Condition()
+        self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def start(self) -> list[str]:
-        """Open the session, fail what a previous daemon left running, start the worker."""
+    async def start(self, task_text: str | None = None) -> list[str]:
+        """Open the session, fail what a previous daemon left running, start the worker.
+
+        As upstream's runtime does at launch: a `task_text` (the `task.md` of `--task`) runs
+        first, without waiting for A2A; `none` without one has nothing to do and stops; every
+        mode but `queue` + `after_task: sleep` runs an empty task when the idle window passes
+        without a message, then stops.
+        """
         loop = asyncio.get_running_loop()
         interrupted = await self.store.mark_interrupted()
         await self.session.open()
         self.session.services.connect(LoopServices(LoopBridge(loop), send_to_peer=self._send_to_peer))
         self._start_background(self._work(), "murmurd-session-worker")
-        if self.policy.after_task == "exit":
+        policy = self.policy
+        if task_text is not None:
+            await self._queue_task_md(task_text)
+        elif policy.task_acceptance == "none":
+            self.accepting = False
+            self.stopped.set()
+        elif not (policy.task_acceptance == "queue" and policy.after_task == "sleep"):
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
+
+    async def _queue_task_md(self, text: str) -> None:
+        """The launch task: stored like any task (tasks/get sees it), traced `source: task_md`."""
+        self._seen_task = True
+        record = TaskRecord(id=new_task_id(), context_id=new_context_id(),
+                            history=[TaskMessage(f"msg_{new_task_id()[4:]}", "user", [{"text": text}])])
+        self._task_md.add(record.id)
+        self._records[record.id] = record
+        await self._save(record, final=False)
+        self._queue.append(record)
+        self._wakeup.set()
 
     def _start_background(self, work: Any, name: str) -> None:
         task = asyncio.create_task(work, name=name)
@@ -185,9 +219,11 @@ class CapsuleDaemon:
         self.accepting = False
         self.stopped.set()
 
-    async def stop(self, grace_seconds: float = 10.0) -> None:
+    async def stop(self, grace_seconds: float = 10.0, *, close_store: bool = True) -> None:
         """Stop accepting, let the running task end (or cancel it after the grace period),
-        cancel what waits in the queue, and close the session's trace."""
+        cancel what waits in the queue, and close the session's trace. With `close_store=False`
+        the store stays open for requests still being answered (the caller closes it after
+        the HTTP server has stopped)."""
         self.accepting = False
         self.stopped.set()
         if self._active_run is not None and not self._active_run.done():
@@ -203,17 +239,39 @@ class CapsuleDaemon:
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.session.close()
         await self.peers.close()
-        await self.store.close()
+        if close_store:
+            await self.store.close()
 
     async def _idle_watch(self) -> None:
+        """Upstream's idle rule: no message within the window runs the loop once with an empty
+        task (no `task_start`/`task_end`: it is not a task anyone sent), then the daemon stops."""
         await asyncio.sleep(self.policy.idle_timeout_secs)
-        if not self._seen_task:
+        if self._seen_task:
+            return
+        self.accepting = False
+        print("[capsule-runtime] no A2A message received within timeout; running with empty task",
+              file=sys.stderr, flush=True)
+        try:
+            await self.session.run_task(TaskSpec(new_task_id(), "", context_id=new_context_id(), source="idle"))
+        finally:
             self.stopped.set()
 
     # -- the task API the router calls ----------------------------------------------------
 
     async def submit(self, submission: Submission) -> TaskRecord:
-        """Accept, queue, reject, or deliver as a reply; return the task record."""
+        """Accept, queue, reject, or deliver as a reply; return the task record.
+
+        One submission at a time: judging the lifecycle (`single`, `queue_depth`), recording the
+        task and queueing it happen under one lock, so concurrent sends cannot all pass the
+        check before any of them is queued, nor two of them claim one client-chosen id."""
+        async with self._submitting:
+            return await self._submit_locked(submission)
+
+    async def _submit_locked(self, submission: Submission) -> TaskRecord:
+        if submission.requested_id is not None and await self._known(submission.requested_id):
+            # the id a client chose is taken (a concurrent send won the race): answer as a
+            # message to that task, as a sequential send naming it would be
+            submission = dataclasses.replace(submission, task_id=submission.requested_id, requested_id=None)
         if self._waiting is not None:
             waiting, future = self._waiting
             if submission.task_id in (None, waiting.id):  # upstream: any message answers the waiting task
@@ -227,7 +285,8 @@ class CapsuleDaemon:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
                 raise TaskNotFound(submission.task_id)
-            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input")
+            raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input",
+                            finished=known.state.terminal)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -243,12 +302,16 @@ class CapsuleDaemon:
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
+        await self._save(record, final=False)
+        # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
         self._traceparents[record.id] = submission.traceparent
-        await self._save(record, final=False)
         self._queue.append(record)
         self._wakeup.set()
         return record
+
+    async def _known(self, task_id: str) -> bool:
+        return task_id in self._records or await self.store.get(task_id) is not None
 
     def _refusal(self) -> str | None:
         if not self.accepting:
@@ -282,8 +345,12 @@ class CapsuleDaemon:
             raise TaskNotFound(task_id)
         return record
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset)
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state)
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return await self.store.count(context_id, state)
 
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
@@ -295,7 +362,15 @@ class CapsuleDaemon:
             await self._finish(record, TaskState.CANCELED, "canceled by request")
         elif self._active is record:
             await self._cancel_active("canceled by request")
+            await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
         return record
+
+    async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
+        async with self._changed:
+            try:
+                await asyncio.wait_for(self._changed.wait_for(lambda: record.state.terminal), timeout)
+            except TimeoutError:
+                pass
 
     async def _cancel_active(self, reason: str) -> None:
         run = self._active_run
@@ -316,74 +391,109 @@ class CapsuleDaemon:
                 await self._wakeup.wait()
             record = self._queue.popleft()
             self._active = record
-            self._active_run = asyncio.create_task(self._run_guarded(record))
+            self._active_run = run = asyncio.create_task(self._run_guarded(record))
             try:
-                await asyncio.shield(self._active_run)
+                await asyncio.shield(run)
             except asyncio.CancelledError:
-                if not self._active_run.done():
+                if not run.done():
                     raise
             finally:
                 self._active, self._active_run = None, None
-            if self.policy.after_task == "exit" or self.session.ended is not None:
+                self._release_session()
+            if not record.state.terminal:
+                # cancelled before `_run_guarded` took its first step, so nothing in it ran
+                await asyncio.shield(self._end_unfinished(record, run))
+            launch_task = record.id in self._task_md and self.policy.task_acceptance != "queue"
+            if self.policy.after_task == "exit" or self.session.ended is not None or launch_task:
                 self.accepting = False
                 self.stopped.set()
                 return
 
+    def _release_session(self) -> None:
+        """No task owns the session any more: `request-input` has no one to ask."""
+        if self.session.services.loop is not None:
+            self.session.services.loop.ask_for_input = None
+
     async def _run_guarded(self, record: TaskRecord) -> None:
-        """Run one task; whatever it raises fails that task alone and the worker goes on."""
+        """Run one task; whatever it raises fails that task alone and the worker goes on. A
+        cancel arriving at any point (even while the task is being saved WORKING) ends it
+        CANCELED; that last save is shielded from a second cancel."""
         try:
             await self._run(record)
         except asyncio.CancelledError:
-            raise
+            if not record.state.terminal:
+                await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, self._cancel_reason))
         except Exception as exc:
             logger.exception("task %s raised inside the session worker", record.id)
-            await self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}")
+            await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
+
+    async def _end_unfinished(self, record: TaskRecord, run: asyncio.Task[None]) -> None:
+        """A run that ended leaving its task unfinished: CANCELED if it was cancelled, else FAILED."""
+        if run.cancelled():
+            await self._finish_quietly(record, TaskState.CANCELED, self._cancel_reason)
+        else:
+            await self._fail_unexpectedly(record, "internal error: the task ended without an outcome")
+
+    async def _finish_quietly(self, record: TaskRecord, state: TaskState, message: str) -> None:
+        """`_finish` for the worker's own exit paths: a store failure cannot escape into it."""
+        self._traceparents.pop(record.id, None)
+        try:
+            await self._finish(record, state, message)
+        except Exception:
+            logger.exception("task %s: the %s state could not be stored", record.id, state.value)
+            await self._store_brief(record)
 
     async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:
-        """Fail a task after an unexpected error. If even the store refuses the record, the
-        failure is still published (streams close, blocked callers return) and logged."""
+        """Fail a task after an unexpected error. If the store refuses the full record, a brief
+        one (id, context, state, message) is stored so `tasks/get` never reports a stale state;
+        the failure is published either way (streams close, blocked callers return)."""
         self._traceparents.pop(record.id, None)
         try:
             await self._finish(record, TaskState.FAILED, message)
         except Exception:
             logger.exception("task %s: the failed state could not be stored", record.id)
-            self._records.pop(record.id, None)
-            self.log.publish("status", record.id, record.status_frame(True), final=True)
-            async with self._changed:
-                self._changed.notify_all()
+            await self._store_brief(record)
+
+    async def _store_brief(self, record: TaskRecord) -> None:
+        """Store the terminal state without history, artifacts or result (what the store refused
+        is one of those); publish it and wake waiters whatever happens."""
+        brief = TaskRecord(record.id, record.context_id, record.state, record.status_message,
+                           origin=record.origin, trust=record.trust, created_at=record.created_at)
+        try:
+            await self.store.put(brief)
+        except Exception:
+            logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+        self._records.pop(record.id, None)
+        self.log.publish("status", record.id, record.status_frame(True), final=True)
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _run(self, record: TaskRecord) -> None:
-        record.state = TaskState.WORKING
-        await self._save(record, final=False)
+        self._cancel_reason = "canceled by request"
         services = self.session.services
         assert services.loop is not None
         services.loop.ask_for_input = lambda prompt: self._ask(record, prompt)
         self._current_trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
+        record.state = TaskState.WORKING
+        await self._save(record, final=False)
         try:
             history = self._load_history(record.context_id)
         except HistoryUnreadable as exc:
-            services.loop.ask_for_input = None
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         spec = TaskSpec(
-            record.id, record.history[0].text, context_id=record.context_id, source="a2a",
+            record.id, record.history[0].text, context_id=record.context_id,
+            source="task_md" if record.id in self._task_md else "a2a",
             origin=record.origin, trust=record.trust, history=history,
             traceparent=caller_traceparent,
         )
-        self._cancel_reason = "canceled by request"
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
-        try:
-            outcome = await self.session.run_task(spec, events)
-        except asyncio.CancelledError:
-            await self._finish(record, TaskState.CANCELED, self._cancel_reason)
-            return
-        finally:
-            services.loop.ask_for_input = None
+        outcome = await self.session.run_task(spec, events)
         problem = self._record_conversation(record, outcome)
-        if problem is not None and outcome.ok:
+        if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
-        if outcome.ok:
+        if outcome.delivered:
             record.result_text = outcome.result_text
             record.artifacts = [TaskArtifact("result", [{"text": outcome.result_text}],
                                              artifact_id=result_artifact_id(record.id))]
@@ -436,7 +546,8 @@ class CapsuleDaemon:
             return []
         rel = history_file(context_id)
         try:
-            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, rel, max_bytes=MAX_HISTORY_BYTES))
+            stored = json.loads(workdir_fs.read_text(self.staged.workdir.root, self.staged.workdir.book(rel),
+                                                     max_bytes=MAX_HISTORY_BYTES))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []
@@ -448,13 +559,13 @@ class CapsuleDaemon:
         Returns why a file could not be written (the task then fails), else None."""
         if self.policy.conversation != "threaded":
             return None
-        root = self.staged.workdir.root
+        root, book = self.staged.workdir.root, self.staged.workdir.book
         try:
-            text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
-            workdir_fs.write_text(root, task_result_file(record.id), text)
-            if outcome.ok:
-                history = [m.__dict__ for m in outcome.messages]
-                workdir_fs.write_text(root, history_file(record.context_id), json.dumps(history, ensure_ascii=False))
+            text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
+            workdir_fs.write_text(root, book(task_result_file(record.id)), text)
+            if outcome.delivered:
+                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
+                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None

@@ -28,6 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
+from murmurd.text import json_text
+
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
@@ -35,7 +37,10 @@ INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 TASK_NOT_FOUND = -32001
 TASK_NOT_CANCELABLE = -32002
+PUSH_NOTIFICATION_NOT_SUPPORTED = -32003
 UNSUPPORTED_OPERATION = -32004
+EXTENDED_CARD_NOT_CONFIGURED = -32007
+SERVER_LIMIT = -32000  # implementation-defined server error: a capacity limit of this server
 
 RequestId = str | int | None
 Response = dict[str, Any]
@@ -95,8 +100,31 @@ class JsonRpcError(Exception):
                    {"id": task_id, "state": state})
 
     @classmethod
+    def server_limit(cls, detail: str, data: dict[str, Any]) -> JsonRpcError:
+        """A request refused for the server's capacity, not for anything wrong in it; `data`
+        names the limit (`{"limit_streams": 128}`), so a client knows what to wait for."""
+        return cls(SERVER_LIMIT, f"Server limit reached: {detail}", data)
+
+    @classmethod
+    def response_too_large(cls, limit_bytes: int, *, carried_out: bool) -> JsonRpcError:
+        done = ("the request was carried out; ask for it alone to read its answer" if carried_out
+                else "the request was not carried out; send it again in a smaller batch")
+        return cls.server_limit(f"the batch's answers pass {limit_bytes} bytes; {done}",
+                                {"limit_response_bytes": limit_bytes, "carried_out": carried_out})
+
+    @classmethod
     def unsupported_operation(cls, detail: str) -> JsonRpcError:
         return cls(UNSUPPORTED_OPERATION, f"Unsupported operation: {detail}")
+
+    @classmethod
+    def push_notification_not_supported(cls) -> JsonRpcError:
+        return cls(PUSH_NOTIFICATION_NOT_SUPPORTED, "Push Notification is not supported: the agent card says "
+                   "pushNotifications: false")
+
+    @classmethod
+    def extended_card_not_configured(cls) -> JsonRpcError:
+        """A2A 0.3's AuthenticatedExtendedCardNotConfiguredError."""
+        return cls(EXTENDED_CARD_NOT_CONFIGURED, "Authenticated Extended Card is not configured")
 
 
 def _clip(text: str, limit: int = 200) -> str:
@@ -248,20 +276,50 @@ async def run_entry(entry: Entry, handle: Handler) -> Response | None:
     return None if entry.is_notification else response
 
 
-async def run(parsed: ParsedBody, handle: Handler) -> Response | list[Response] | None:
+async def run(parsed: ParsedBody, handle: Handler,
+              max_response_bytes: int | None = None) -> Response | list[Response] | None:
     """Run every entry in order. A single request yields its response (None for a notification);
-    a batch yields the list of non-empty responses, or None when every entry was a notification."""
-    responses = [r for r in [await run_entry(e, handle) for e in parsed.entries] if r is not None]
+    a batch yields the list of non-empty responses, or None when every entry was a notification.
+
+    A batch's answers stop at `max_response_bytes` (encoded): the entry whose answer would pass
+    it gets an error instead (it did run), and the entries after it are answered with an error
+    without being run, so a small batch cannot make a huge response. The first answer is always
+    given whole, as it would be to the request sent alone."""
     if not parsed.is_batch:
+        responses = [r for r in [await run_entry(e, handle) for e in parsed.entries] if r is not None]
         return responses[0] if responses else None
-    return responses or None
+    batch: list[Response] = []
+    size, over = 0, False
+    for entry in parsed.entries:
+        if over:
+            if not (isinstance(entry, JsonRpcRequest) and entry.is_notification):
+                batch.append(error_response(entry.id, JsonRpcError.response_too_large(max_response_bytes or 0,
+                                                                                      carried_out=False)))
+            continue
+        response = await run_entry(entry, handle)
+        if response is None:
+            continue
+        if max_response_bytes is not None:
+            cost = encoded_size(response)
+            if batch and size + cost > max_response_bytes:
+                over = True
+                response = error_response(response["id"], JsonRpcError.response_too_large(max_response_bytes,
+                                                                                          carried_out=True))
+            size += cost
+        batch.append(response)
+    return batch or None
 
 
-async def handle_body(body: bytes | str, handle: Handler,
-                      max_batch: int | None = None) -> Response | list[Response] | None:
+def encoded_size(response: Response) -> int:
+    """Bytes of the response as the server sends it (compact JSON, UTF-8)."""
+    return len(json_text(response).encode("utf-8"))
+
+
+async def handle_body(body: bytes | str, handle: Handler, max_batch: int | None = None,
+                      max_response_bytes: int | None = None) -> Response | list[Response] | None:
     """`parse_body` + `run`, with body-level errors turned into their id-null error response."""
     try:
         parsed = parse_body(body, max_batch=max_batch)
     except JsonRpcError as exc:
         return error_response(None, exc)
-    return await run(parsed, handle)
+    return await run(parsed, handle, max_response_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import socket
 import sys
@@ -67,6 +68,8 @@ class ServeOptions:
     state_dir: Path | None = None
     task_acceptance: str | None = None
     after_task: str | None = None
+    task: str | None = None  # the launch task (upstream's task.md), run before any A2A message
+    env: dict[str, str] | None = None  # None: the process environment (the CLI adds the project .env)
     grace_seconds: float = 10.0
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
@@ -76,6 +79,10 @@ class ServeOptions:
     body_timeout_secs: float = 30.0  # reading the request body only: streams are exempt
     keep_alive_secs: float = 5.0
     max_connections: int = 256
+    max_streams: int | None = None  # None: half of max_connections
+    max_streams_per_client: int | None = None  # None: half of the stream cap (at least 1)
+    max_response_bytes: int = 4 * 1024 * 1024  # a batch's answers
+    write_timeout_secs: float = 30.0  # a response left unread this long closes its connection
     retain_finished_secs: float | None = 7 * 24 * 3600.0  # None: keep finished tasks forever
     retain_finished_count: int | None = 10_000  # None: no count limit
     prune_interval_secs: float = 60.0
@@ -83,7 +90,17 @@ class ServeOptions:
     @property
     def connection_limits(self) -> ConnectionLimits:
         return ConnectionLimits(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs,
-                                self.max_connections)
+                                self.max_connections, self.write_timeout_secs)
+
+    @property
+    def stream_caps(self) -> tuple[int, int]:
+        """(streams in all, streams per client address). Streams never complete, so their
+        connections are never evictable: the cap stays below the connection cap."""
+        total = self.max_connections // 2 if self.max_streams is None else self.max_streams
+        if total >= self.max_connections:
+            raise ValueError(f"max_streams {total} must be below max_connections {self.max_connections}")
+        per_client = self.max_streams_per_client if self.max_streams_per_client is not None else max(1, total // 2)
+        return total, per_client
 
     @property
     def retention(self) -> Retention:
@@ -98,6 +115,7 @@ async def serve_capsule(
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     progress: Callable[[str], None] | None = None,
 ) -> int:
+    options.stream_caps  # inconsistent limits are refused before anything is locked or staged
     # The state directory first: a second daemon on it must fail before staging does any work.
     lock = StateDirLock.acquire(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
     try:
@@ -114,9 +132,10 @@ async def _serve_locked(
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
 ) -> int:
-    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress)
+    staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
+                                     env=os.environ if options.env is None else options.env)
     store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
-    internal = staged.manifest.capabilities.network.internal_port
+    internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
     except PortTaken:
@@ -129,12 +148,15 @@ async def _serve_locked(
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
     lock.record_holder(url=url, session=staged.session_id)
-    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch))
+    max_streams, max_streams_per_client = options.stream_caps
+    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
+                                          max_response_bytes=options.max_response_bytes, max_streams=max_streams,
+                                          max_streams_per_client=max_streams_per_client))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
 
-    interrupted = await daemon.start()
+    interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
     announce(f"murmur: url {options.host}:{port}")
@@ -153,7 +175,9 @@ async def _serve_locked(
         if not signalled.is_set():
             await asyncio.sleep(options.linger_seconds)
         pruning.cancel()  # before the store closes
-        await daemon.stop(options.grace_seconds)
+        # The store outlives the HTTP server: every request of the linger and shutdown window
+        # (a GetTask for the answer just published) is answered, never "task store is closed".
+        await daemon.stop(options.grace_seconds, close_store=False)
     finally:
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
@@ -164,6 +188,7 @@ async def _serve_locked(
         with contextlib.suppress(Exception):
             await serving
         sock.close()
+        await store.close()
     if daemon.crashed is not None:
         announce(f"murmur: the daemon stopped after an internal failure: {daemon.crashed!r}")
         return 1

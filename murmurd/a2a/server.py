@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ from murmurd.session.tools import model_tools, shell_allow
 
 log = logging.getLogger("murmurd.a2a")
 
+# The dialects that follow the A2A specification's error rules (finished tasks, push configs).
+SPEC_DIALECTS = frozenset({Dialect.V03, Dialect.V10})
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
 _TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
@@ -48,6 +50,56 @@ class ServerConfig:
     url: str
     max_body_bytes: int = 1024 * 1024
     max_batch: int = 100  # requests in one JSON-RPC batch
+    max_response_bytes: int = 4 * 1024 * 1024  # a batch's answers, encoded
+    max_streams: int = 128  # open SSE streams: keep it below the connection cap
+    max_streams_per_client: int = 64  # open SSE streams from one peer address
+
+
+class StreamSlots:
+    """Counts open SSE streams, in all and per client address. A stream's response never
+    completes, so its connection is never evictable: without a cap of their own below the
+    connection cap, streams could take every connection and leave ordinary requests a 503."""
+
+    def __init__(self, limit: int, per_client: int) -> None:
+        self.limit, self.per_client = limit, per_client
+        self._open: dict[str, int] = {}
+        self.total = 0
+
+    def take(self, client: str) -> jsonrpc.JsonRpcError | None:
+        """Take a slot for `client`, or the error refusing it (nothing taken then)."""
+        if self.total >= self.limit:
+            return jsonrpc.JsonRpcError.server_limit(f"{self.limit} streams are open; try again later",
+                                                     {"limit_streams": self.limit})
+        if self._open.get(client, 0) >= self.per_client:
+            return jsonrpc.JsonRpcError.server_limit(
+                f"this client has {self.per_client} streams open; close one first",
+                {"limit_streams_per_client": self.per_client})
+        self._open[client] = self._open.get(client, 0) + 1
+        self.total += 1
+        return None
+
+    def give_back(self, client: str) -> None:
+        left = self._open.get(client, 0) - 1
+        if left > 0:
+            self._open[client] = left
+        else:
+            self._open.pop(client, None)
+        self.total -= 1
+
+
+class _SlotStream(EventSourceResponse):
+    """An SSE response holding a stream slot until the response ends, however it ends (the
+    stream finished, the client went away, the connection was closed under it)."""
+
+    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._release()
 
 
 def caller_identity(headers: Any) -> tuple[str, str]:
@@ -118,6 +170,7 @@ class Router:
     def __init__(self, daemon: CapsuleDaemon, config: ServerConfig) -> None:
         self.daemon = daemon
         self.config = config
+        self.streams = StreamSlots(config.max_streams, config.max_streams_per_client)
 
     async def dispatch(self, request: Request) -> Response:
         body = await read_capped(request, self.config.max_body_bytes)
@@ -146,7 +199,7 @@ class Router:
                 log.exception("JSON-RPC %s failed", entry.method)
                 raise
 
-        result = await jsonrpc.run(parsed, handle)
+        result = await jsonrpc.run(parsed, handle, self.config.max_response_bytes)
         if result is None:
             return Response(status_code=204)
         return _JSONResponse(result)
@@ -173,6 +226,12 @@ class Router:
     async def _call(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Any:
         inbound.check_params(entry.params)
         dialect, operation = self._resolve(entry, request)
+        if operation is Operation.PUSH_CONFIG:
+            raise jsonrpc.JsonRpcError.push_notification_not_supported()
+        if operation is Operation.EXTENDED_CARD:
+            if dialect is Dialect.V03:
+                raise jsonrpc.JsonRpcError.extended_card_not_configured()
+            raise jsonrpc.JsonRpcError.unsupported_operation("the agent card declares no extended agent card")
         if operation is Operation.SEND:
             send = wire.parse_send_params(dialect, entry.params)
             record = await self._submit(dialect, send, request)
@@ -194,14 +253,15 @@ class Router:
             return wire.render_task(dialect, record)
         if operation is Operation.LIST:
             listing = wire.parse_list_params(dialect, entry.params)
-            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset)
-            if listing.state is not None:
-                records = [r for r in records if r.state is listing.state]
+            # the state filter applies in the store, before the page is cut; the total counts
+            # every matching task, not the page
+            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset, listing.state)
+            total = await self.daemon.count(listing.context_id, listing.state)
             more = len(records) > listing.page_size
             page = records[: listing.page_size]
             token = wire.encode_page_token(listing.offset + listing.page_size) if more else None
             return wire.render_list(dialect, page, token, page_size=listing.page_size,
-                                    total_size=listing.offset + len(records),
+                                    total_size=total,
                                     history_length=listing.history_length,
                                     include_artifacts=listing.include_artifacts)
         raise jsonrpc.JsonRpcError.method_not_found(entry.method)
@@ -227,6 +287,8 @@ class Router:
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
         except NotAReply as exc:
+            if exc.finished and dialect in SPEC_DIALECTS:  # a finished task takes no more messages
+                raise jsonrpc.JsonRpcError.unsupported_operation(str(exc)) from None
             raise jsonrpc.JsonRpcError.invalid_params(str(exc)) from None
         if self.daemon.dialect_of(record.id) is None:
             self.daemon.remember_dialect(record.id, dialect)
@@ -235,11 +297,37 @@ class Router:
     # -- streams -----------------------------------------------------------------------------
 
     async def _stream(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Response:
+        """A stream, holding one of the stream slots from before its task is submitted (a
+        refused stream creates no task) until its response ends."""
+        client = request.client.host if request.client is not None else ""
+        refusal = self.streams.take(client)
+        if refusal is not None:
+            return _JSONResponse(jsonrpc.error_response(entry.id, refusal), status_code=503,
+                                 headers={"Retry-After": "1"})
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.streams.give_back(client)
+
+        try:
+            response = await self._open_stream(entry, request, release)
+        except BaseException:
+            release()
+            raise
+        if not isinstance(response, _SlotStream):
+            release()
+        return response
+
+    async def _open_stream(self, entry: jsonrpc.JsonRpcRequest, request: Request,
+                           release: Callable[[], None]) -> Response:
         try:
             inbound.check_params(entry.params)
             dialect, operation = self._resolve(entry, request)
             if operation is Operation.WATCH:
-                return self._watch(request)
+                return self._watch(request, release)
             after = self.daemon.log.last_id
             if operation is Operation.STREAM:
                 send = wire.parse_send_params(dialect, entry.params)
@@ -247,6 +335,9 @@ class Router:
             else:
                 query = wire.parse_task_query(dialect, entry.params)
                 record = await self._get(query.task_id)
+                if record.state.terminal and dialect in SPEC_DIALECTS:
+                    raise jsonrpc.JsonRpcError.unsupported_operation(
+                        f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
                 after = _last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
             return _JSONResponse(jsonrpc.error_response(entry.id, error))
@@ -254,19 +345,19 @@ class Router:
             log.exception("JSON-RPC %s failed before its stream started", entry.method)
             return _JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
         if dialect is Dialect.UPSTREAM:
-            return self._upstream_stream(record, after)
-        return self._a2a_stream(dialect, entry.id, record, after)
+            return self._upstream_stream(record, after, release)
+        return self._a2a_stream(dialect, entry.id, record, after, release)
 
-    def _watch(self, request: Request) -> Response:
+    def _watch(self, request: Request, release: Callable[[], None]) -> Response:
         after = _last_event_id(request, default=self.daemon.log.last_id)
 
         async def frames() -> AsyncIterator[bytes]:
             async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
                 yield _encode([sse_frame(event) for event in batch])
 
-        return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+        return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
-    def _upstream_stream(self, record: TaskRecord, after: int) -> Response:
+    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None]) -> Response:
         log = self.daemon.log
 
         async def frames() -> AsyncIterator[bytes]:
@@ -276,9 +367,10 @@ class Router:
             async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
                 yield _encode([sse_frame(event) for event in batch])
 
-        return EventSourceResponse(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+        return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
-    def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int) -> Response:
+    def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
+                    release: Callable[[], None]) -> Response:
         renderer = wire.StreamRenderer(dialect)
         log = self.daemon.log
 
@@ -307,7 +399,7 @@ class Router:
                 if final:
                     return
 
-        return EventSourceResponse(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat)
+        return _SlotStream(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
 
 def _encode(frames: list[dict[str, str]]) -> bytes:

@@ -1,7 +1,7 @@
 """Durable task records, so `tasks/get` still answers after the daemon restarts.
 
 `TaskStore` is the whole storage interface: a shared store (several daemons behind one load
-balancer) replaces `SqliteTaskStore` by implementing these six methods. Records travel as
+balancer) replaces `SqliteTaskStore` by implementing these seven methods. Records travel as
 `TaskRecord.to_json()`, so every part kind and artifact survives verbatim.
 
 SQLite runs on one dedicated thread per store: the event loop never blocks on disk, and
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from murmurd.a2a.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
+from murmurd.text import json_text
 
 INTERRUPTED_MESSAGE = "interrupted: daemon restarted"
 DEFAULT_FILENAME = "tasks.sqlite3"
@@ -73,8 +74,13 @@ class TaskStore(Protocol):
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> _Records:
-        """Most recently updated first, optionally only one context."""
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> _Records:
+        """Most recently updated first, optionally only one context and one state; the filters
+        apply before `offset` and `limit`, so a filtered page is full when enough tasks match."""
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        """How many tasks match the filters, whatever the page (A2A `ListTasks.totalSize`)."""
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> _Ids:
         """At startup: every non-terminal record becomes FAILED with `message`; returns their ids.
@@ -132,7 +138,7 @@ class MemoryTaskStore:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
 
     async def put(self, record: TaskRecord) -> None:
-        self._rows[record.id] = json.dumps(record.to_json())
+        self._rows[record.id] = json_text(record.to_json())
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
@@ -149,10 +155,18 @@ class MemoryTaskStore:
         row = self._rows.get(task_id)
         return TaskRecord.from_json(json.loads(row)) if row is not None else None
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> _Records:
-        records = [r for r in self._all() if context_id is None or r.context_id == context_id]
+    def _matching(self, context_id: str | None, state: TaskState | None) -> _Records:
+        return [r for r in self._all()
+                if (context_id is None or r.context_id == context_id) and (state is None or r.state is state)]
+
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> _Records:
+        records = self._matching(context_id, state)
         records.sort(key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
         return records[offset:offset + limit]
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return len(self._matching(context_id, state))
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> _Ids:
         ids: _Ids = []
@@ -189,7 +203,7 @@ ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = exclude
 
 def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
     return (record.id, record.context_id, record.state.value, record.created_at, record.updated_at,
-            json.dumps(record.to_json(), ensure_ascii=False))
+            json_text(record.to_json()))
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -201,6 +215,19 @@ def _prepare(db: sqlite3.Connection) -> None:
     problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
     if problems != ["ok"]:
         raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+
+
+def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (both columns are indexed) and its arguments for `list` and `count`."""
+    clauses: list[str] = []
+    args: list[str] = []
+    if context_id is not None:
+        clauses.append("context_id = ?")
+        args.append(context_id)
+    if state is not None:
+        clauses.append("state = ?")
+        args.append(state.value)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
 
 
 class SqliteTaskStore:
@@ -296,12 +323,18 @@ class SqliteTaskStore:
             lambda db: db.execute("SELECT record FROM tasks WHERE id = ?", (task_id,)).fetchone())
         return TaskRecord.from_json(json.loads(row[0])) if row else None
 
-    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0) -> _Records:
-        where, args = ("WHERE context_id = ?", [context_id]) if context_id is not None else ("", [])
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> _Records:
+        where, args = _filters(context_id, state)
         sql = (f"SELECT record FROM tasks {where}"
                " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT ? OFFSET ?")
         rows = await self._call(lambda db: db.execute(sql, (*args, limit, offset)).fetchall())
         return [TaskRecord.from_json(json.loads(r[0])) for r in rows]
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        where, args = _filters(context_id, state)
+        row = await self._call(lambda db: db.execute(f"SELECT COUNT(*) FROM tasks {where}", args).fetchone())
+        return int(row[0])
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> _Ids:
         def run(db: sqlite3.Connection) -> _Ids:

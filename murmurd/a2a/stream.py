@@ -11,12 +11,13 @@ queue of memory and never slows the session worker or the other readers.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+from murmurd.text import json_text
 
 HEARTBEAT_SECONDS = 15
 """The server sends a `:heartbeat` comment this often (sse-starlette `ping`)."""
@@ -40,7 +41,7 @@ class StreamEvent:
 def sse_frame(event: StreamEvent) -> dict[str, str]:
     """The event as keyword arguments for sse-starlette's `ServerSentEvent` (gap frames carry no
     id, so a client's `Last-Event-ID` keeps pointing at the last real event)."""
-    frame = {"event": event.type, "data": json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)}
+    frame = {"event": event.type, "data": json_text(event.data)}  # always encodable, see murmurd.text
     if event.id is not None:
         frame["id"] = str(event.id)
     return frame

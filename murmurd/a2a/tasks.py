@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from murmurd import ids
+
 
 class TaskState(str, Enum):
     SUBMITTED = "submitted"
@@ -31,11 +33,13 @@ TERMINAL_STATES = frozenset({TaskState.COMPLETED, TaskState.FAILED, TaskState.CA
 
 
 def new_task_id() -> str:
-    return "tsk_" + secrets.token_hex(16)
+    """`tsk_` + UUIDv7 hex (time-ordered, as upstream mints them)."""
+    return ids.new_task_id()
 
 
 def new_context_id() -> str:
-    return "ctx_" + secrets.token_hex(16)
+    """`ctx_` + UUIDv7 hex."""
+    return ids.new_context_id()
 
 
 def now_ms() -> int:

@@ -126,6 +126,18 @@ def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress
         ticker.join()
 
 
+def _publish(source: Path, dest: Path) -> None:
+    """Copy `source` to `dest` through a private temporary name and a rename, so a reader (a
+    daemon staging the artifact, a concurrent build) sees the old file or the new one whole,
+    never a half-written component."""
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def build_artifact(
     artifact_dir: Path,
     *,
@@ -147,7 +159,7 @@ def build_artifact(
     key = build_key(artifact_dir, wit_dir, world)
     store = (builds_dir or cache_dir() / "builds") / f"{key}.wasm"
     if store.is_file():
-        shutil.copyfile(store, output)
+        _publish(store, output)
         report(f"built {manifest.name} (cached)")
         return BuildResult(manifest, output, True, time.monotonic() - started)
 
@@ -163,10 +175,8 @@ def build_artifact(
         proc = _run_with_progress(cmd, artifact_dir, manifest.name, report)
         if proc.returncode != 0 or not target.is_file():
             raise BuildError(f"{entry}: build failed:\n{_cause(proc.stderr + proc.stdout)}")
-        tmp = store.with_suffix(f".{os.getpid()}.tmp")
-        shutil.copyfile(target, tmp)
-        os.replace(tmp, store)
-    shutil.copyfile(store, output)
+        _publish(target, store)
+    _publish(store, output)
     seconds = time.monotonic() - started
     report(f"built {manifest.name} in {seconds:.1f}s -> {output}")
     return BuildResult(manifest, output, False, seconds)

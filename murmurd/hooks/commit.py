@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from murmurd.manifest.hooks import COMMITTED_ARM
+from murmurd.text import valid_json_value
 
 
 class Dispatch(str, Enum):
@@ -63,9 +64,10 @@ def judge(handler: str, dispatch: Dispatch, arm: str, value: Any = None, *, asyn
 
 
 def _artifact(value: Any) -> Committed | Fault:
-    """An `artifact` is committed only as a JSON object (what an SSE `artifact` frame carries)."""
+    """An `artifact` is committed only as a JSON object (what an SSE `artifact` frame carries);
+    its text is made valid Unicode (a `\\ud83d` escape would be a lone surrogate)."""
     try:
-        parsed = json.loads(value) if isinstance(value, str) else None
+        parsed = valid_json_value(json.loads(value)) if isinstance(value, str) else None
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):

@@ -21,6 +21,8 @@ from murmurd.hooks import events as convert
 from murmurd.hooks.commit import Committed, Dispatch, Fault, judge
 from murmurd.hooks.dispatcher import (
     CompactionEvent,
+    CompactionFailed,
+    ContextArm,
     Denial,
     HookArtifact,
     InferenceEvent,
@@ -40,7 +42,6 @@ from murmurd.hooks.queue import DRAIN_BUDGET_SECONDS, QUEUE_BOUND, HookQueue, dr
 from murmurd.hooks.recipes import read_recipe, recipe_request
 from murmurd.host import ComponentHost, SessionContext
 from murmurd.host.hook_values import HookOutput, SessionContextRecord
-from murmurd.session.messages import Message
 
 log = logging.getLogger("murmurd.hooks")
 
@@ -84,10 +85,10 @@ class HookDispatcher(LifecycleDispatcher):
     async def on_session_start(self) -> None:
         await self._dispatch("on-session-start", self.session_record)
 
-    async def on_task_start(self, event: TaskStart) -> list[Message]:
+    async def on_task_start(self, event: TaskStart) -> ContextArm | None:
         committed = await self._dispatch("on-task-start", convert.task_start(event))
         seeds = _first(committed, "seed-context")
-        return [convert.loop_message(m) for m in seeds[1]] if seeds else []
+        return _context_arm(*seeds) if seeds else None
 
     async def on_inference(self, event: InferenceEvent) -> InferenceOutputs:
         self.turn = event.turn
@@ -112,10 +113,30 @@ class HookDispatcher(LifecycleDispatcher):
         await self._dispatch("on-shell", record, dispatch)
         return None
 
-    async def on_compaction(self, event: CompactionEvent) -> list[Message] | None:
-        committed = await self._dispatch("on-compaction", convert.compaction(event))
-        replacement = _first(committed, "replace-context")
-        return [convert.loop_message(m) for m in replacement[1]] if replacement else None
+    async def on_compaction(self, event: CompactionEvent) -> ContextArm | CompactionFailed | None:
+        """Blocking hooks in manifest order until one commits `replace-context` (a later summarizer
+        would only see the history it replaces) or one fails: the runtime has no way back under
+        the window without them, so a failure is handed back rather than logged and passed over."""
+        record = convert.compaction(event)
+        found: ContextArm | None = None
+        for runner in self.runners:
+            if not runner.spec.receives("on-compaction") or not runner.spec.exports("on-compaction"):
+                continue
+            queue = self.queues.get(runner.name)
+            if queue is not None:
+                await queue.put("on-compaction", record)
+                continue
+            if found is not None:
+                continue  # async hooks still hear of it; no second summarizer runs
+            output = await runner.call("on-compaction", record)
+            if isinstance(output, CallFailed):
+                return CompactionFailed(runner.name, output.reason)
+            verdict = judge("on-compaction", Dispatch.ONCE, output.arm, output.value)
+            if isinstance(verdict, Fault):
+                self.log.discarded(runner.name, "on-compaction", verdict.arm, verdict.reason)
+            elif verdict is not None:
+                found = _context_arm(runner.name, verdict.value)
+        return found
 
     async def on_task_end(self, event: TaskEnd) -> Reopen | None:
         committed = await self._dispatch("on-task-end", convert.task_end(event))
@@ -188,6 +209,11 @@ class HookDispatcher(LifecycleDispatcher):
         if request is None:
             return None
         return await asyncio.to_thread(read_recipe, self.root, request)
+
+
+def _context_arm(hook_name: str, messages: list[Any]) -> ContextArm:
+    """A committed message list: fresh ids for the loop, the hook's own ids kept aside."""
+    return ContextArm(hook_name, [convert.loop_message(m) for m in messages], [m.id for m in messages])
 
 
 def _first(committed: list[tuple[str, Committed]], arm: str) -> tuple[str, Any] | None:

@@ -29,6 +29,26 @@ class Reopen:
 
 
 @dataclass(frozen=True)
+class ContextArm:
+    """A committed message list (`seed-context`, `replace-context`): the hook that committed it,
+    its messages as the loop keeps them (ids freshly minted) and, position for position, the ids
+    the hook set: those only tell which earlier message a hook handed back unchanged."""
+
+    hook_name: str
+    messages: list[Message]
+    hook_ids: list[str]
+
+
+@dataclass(frozen=True)
+class CompactionFailed:
+    """A bound `on-compaction` hook erred, trapped or overran: the caller decides what it ends
+    (the session at the threshold; only the summary when it was summarizing a seed)."""
+
+    hook_name: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class TaskStart:
     task_id: str
     context_id: str
@@ -77,7 +97,7 @@ class CompactionEvent:
     threshold: int  # tokens
     fraction: float = 0.98  # the threshold as a fraction of context.max_tokens (what hooks get)
     model: str | None = None  # inference.compaction.model
-    system_prompt: str | None = None  # inference.compaction.system_prompt
+    system_prompt: str | None = None  # inference.compaction.system_prompt (or its file's text)
 
 
 @dataclass(frozen=True)
@@ -117,9 +137,9 @@ class LifecycleDispatcher:
     async def on_session_start(self) -> None:
         return None
 
-    async def on_task_start(self, event: TaskStart) -> list[Message]:
-        """Messages to seed at the head of the task's context (oldest first)."""
-        return []
+    async def on_task_start(self, event: TaskStart) -> ContextArm | None:
+        """The first committed `seed-context` (messages oldest first), or None."""
+        return None
 
     async def on_inference(self, event: InferenceEvent) -> InferenceOutputs:
         return InferenceOutputs()
@@ -131,8 +151,8 @@ class LifecycleDispatcher:
     async def on_shell(self, event: ShellEvent) -> Denial | None:
         return None
 
-    async def on_compaction(self, event: CompactionEvent) -> list[Message] | None:
-        """A replacement history, or None (nothing bound, or the hooks declined)."""
+    async def on_compaction(self, event: CompactionEvent) -> ContextArm | CompactionFailed | None:
+        """A replacement history, a bound hook's failure, or None (nothing bound, or the hooks declined)."""
         return None
 
     async def on_task_end(self, event: TaskEnd) -> Reopen | None:

@@ -50,7 +50,13 @@ class _Model(BaseModel):
 class NetworkCapability(_Model):
     # `https://host[:port]`, `host` or `host:port`.
     allow: list[str] = Field(default_factory=list)
-    # The A2A port; None means OS-assigned.
+    # murmurd's older spelling of the top-level `network.internal_port` (see `CapsuleManifest`).
+    internal_port: int | None = Field(default=None, ge=1, le=65535)
+
+
+class TopNetwork(_Model):
+    """The top-level `network:` block as upstream writes it: the A2A port; None means OS-assigned."""
+
     internal_port: int | None = Field(default=None, ge=1, le=65535)
 
 
@@ -82,15 +88,38 @@ class Limits(_Model):
         return self.deadline_seconds or default_deadline_seconds(runtime)
 
 
+Containment = Literal["advisory", "scoped", "sealed"]
+
+
+class Resources(_Model):
+    """`capabilities.resources`: OS limits on shell children (None: not declared). murmurd sets
+    the four rlimits (`murmurd.session.rlimits`); the rest are warned as not implemented."""
+
+    max_processes: int | None = Field(default=None, gt=0)
+    max_open_files: int | None = Field(default=None, gt=0)
+    max_file_size_bytes: int | None = Field(default=None, gt=0)
+    cpu_seconds: int | None = Field(default=None, gt=0)
+    memory_bytes: int | None = Field(default=None, gt=0)
+    cgroup_memory_bytes: int | None = Field(default=None, gt=0)
+    cgroup_pids_max: int | None = Field(default=None, gt=0)
+    cgroup_cpu_percent: int | None = Field(default=None, gt=0)
+    cgroup_io_bytes_per_sec: int | None = Field(default=None, gt=0)
+    workdir_max_bytes: int | None = Field(default=None, gt=0)
+
+
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
+    # The containment floor the host must meet. murmurd achieves `advisory` (no Landlock, seccomp
+    # or namespaces on shell children), so validation refuses `scoped` and `sealed`.
+    containment: Containment | None = None
     network: NetworkCapability = Field(default_factory=NetworkCapability)
     filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)
     # None: no shell at all. Present: `allow` is non-empty (validated).
     shell: ShellCapability | None = None
     env: EnvCapability = Field(default_factory=EnvCapability)
     limits: Limits = Field(default_factory=Limits)
+    resources: Resources | None = None
 
 
 class LimitOverrides(_Model):
@@ -127,14 +156,25 @@ class ArtifactRef(_Model):
     # With `local_source: true`, `source` is a local path (relative to the manifest directory):
     # a .wasm file, an artifact directory, or a skill.md / directory holding one.
     source: str | None = None
-    local_source: bool = False
+    # None: upstream's default, true for a skill and false for anything else.
+    local_source: bool | None = None
     capabilities: ArtifactCapabilities | None = None
     on_overflow: OnOverflow | None = None  # hooks only
+    # May `inference.system_prompt_artifact` name it? None: upstream's default (true for a skill).
+    prompt_payload: bool | None = None
 
     @property
     def kind(self) -> Literal["tool", "driver", "hook", "skill"]:
         """The runtime with the older spelling `wasm` folded into `tool`."""
         return "tool" if self.runtime == "wasm" else self.runtime
+
+    @property
+    def is_local(self) -> bool:
+        """Read from `source` on disk, never the registry: an explicit `local_source` wins, else a
+        skill with a `source` is local (upstream's default) and anything else is not."""
+        if self.source is None:
+            return False
+        return self.local_source if self.local_source is not None else self.kind == "skill"
 
 
 # --------------------------------------------------------------------------- inference
@@ -155,13 +195,21 @@ class Compaction(_Model):
     dump_summaries: bool = False
 
 
+class ProviderRef(_Model):
+    """Upstream's older spelling of `inference.driver.artifact`; folded into `driver` at validation."""
+
+    artifact: str = Field(min_length=1)
+
+
 class Inference(_Model):
     transport: Literal["http"] = "http"
     endpoint: str | None = None
     model: str | None = None
     # Resolved: a `${VAR}` reference is already replaced by the variable's value.
     api_key: SecretStr | None = None
+    # Always set after validation (`provider.artifact` is folded in; no driver is an error).
     driver: DriverConfig | None = None
+    provider: ProviderRef | None = None
     max_turns: int = Field(default=10, gt=0)
     max_tokens: int = Field(default=8192, gt=0)
     max_task_reopens: int = Field(default=1, ge=0)
@@ -190,6 +238,8 @@ class Lifecycle(_Model):
     # None: wait forever.
     input_timeout_secs: int | None = Field(default=None, gt=0)
     conversation: Conversation = "stateless"
+    # The seed's name for the reopen budget; None: `inference.max_task_reopens` (the older name).
+    max_task_reopens: int | None = Field(default=None, ge=0)
 
 
 class Observability(_Model):
@@ -204,6 +254,7 @@ class CapsuleManifest(_Model):
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
     artifacts: list[ArtifactRef] = Field(default_factory=list)
+    network: TopNetwork = Field(default_factory=TopNetwork)
     capabilities: Capabilities = Field(default_factory=Capabilities)
     # None: a script capsule (capsule.wasm runs itself, no inference loop).
     inference: Inference | None = None
@@ -212,6 +263,20 @@ class CapsuleManifest(_Model):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     observability: Observability = Field(default_factory=Observability)
     trace: Trace = Field(default_factory=Trace)
+
+    @property
+    def max_task_reopens(self) -> int:
+        """How often `reopen-task` may re-run one task: `lifecycle.max_task_reopens` (the seed's
+        name) when set, else `inference.max_task_reopens` (upstream v0.2's), default 1."""
+        if self.lifecycle.max_task_reopens is not None:
+            return self.lifecycle.max_task_reopens
+        return self.inference.max_task_reopens if self.inference else 1
+
+    @property
+    def internal_port(self) -> int | None:
+        """The A2A port: top-level `network.internal_port` (upstream's place), else murmurd's older
+        `capabilities.network.internal_port` (validation refuses the two disagreeing)."""
+        return self.network.internal_port or self.capabilities.network.internal_port
 
     def artifact(self, name: str) -> ArtifactRef | None:
         return next((a for a in self.artifacts if a.name == name), None)

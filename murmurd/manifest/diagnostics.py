@@ -43,12 +43,15 @@ CODES: dict[str, CodeInfo] = {
     "E-MAN-009": CodeInfo("error", "a version is not a string (YAML read it as a number or date)"),
     "E-MAN-010": CodeInfo("error", "murmur.yaml is past a reading limit (nesting depth, a number's length) or holds a YAML alias"),
     "W-MAN-001": CodeInfo("warning", "unknown key; it is ignored"),
+    "W-MAN-002": CodeInfo("warning", "a field upstream murmur documents that murmurd does not implement; it is ignored"),
     # -- artifacts[] ---------------------------------------------------------------------------
     "E-ART-001": CodeInfo("error", "unknown artifact runtime"),
     "E-ART-002": CodeInfo("error", "two artifacts share a name"),
     "E-ART-003": CodeInfo("error", "a skill artifact declares capabilities (skills run no code)"),
     "E-ART-004": CodeInfo("error", "on_overflow is declared on an artifact that is not a hook"),
     "E-ART-005": CodeInfo("error", "local_source is true but no source path is given"),
+    "E-ART-007": CodeInfo("error", "source is declared but local_source is (or defaults to) false"),
+    "W-ART-001": CodeInfo("warning", "a version on a local-source artifact is not checked (upstream shows it as 'local')"),
     "E-ART-006": CodeInfo("error", "an artifact name is not a plain name (letters, digits, '_', '-'; at most 64)"),
     # -- capabilities (capsule-wide and per-artifact) ----------------------------------------
     "E-CAP-001": CodeInfo("error", "malformed network.allow entry"),
@@ -59,6 +62,8 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-006": CodeInfo("error", "shell block present with an empty allow list"),
     "E-CAP-007": CodeInfo("error", "a resource limit is zero or negative"),
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
+    "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
+    "E-CAP-010": CodeInfo("error", "capabilities.containment asks for a class murmurd cannot achieve (it achieves advisory)"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
     # -- inference -----------------------------------------------------------------------------
     "E-INF-001": CodeInfo("error", "inference.endpoint has no scheme"),
@@ -70,6 +75,10 @@ CODES: dict[str, CodeInfo] = {
     "E-INF-007": CodeInfo("error", "a system_prompt_file is missing or unreadable"),
     "E-INF-008": CodeInfo("error", "driver.artifact is not a declared runtime: driver artifact"),
     "E-INF-009": CodeInfo("error", "compaction.threshold is outside (0, 1]"),
+    "E-LIF-001": CodeInfo("error", "lifecycle.max_task_reopens and inference.max_task_reopens disagree"),
+    "E-INF-010": CodeInfo("error", "an inference block names no driver (driver.artifact or provider.artifact)"),
+    "E-INF-011": CodeInfo("error", "inference.transport: process (a CLI agent) is not supported by murmurd"),
+    "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),
     # -- a hook artifact's own contract (checked at staging) -----------------------------------
     "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
     "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),

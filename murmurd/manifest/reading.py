@@ -47,10 +47,11 @@ def read_text_file(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> str:
         raise
     except OSError as exc:
         raise UnreadableFile(path, exc.strerror or str(exc)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):  # before fdopen, which refuses a directory with its own error
+        os.close(fd)
+        raise UnreadableFile(path, f"not a regular file ({_kind(mode)})")
     with os.fdopen(fd, "rb") as handle:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnreadableFile(path, f"not a regular file ({_kind(mode)})")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise UnreadableFile(path, f"larger than {max_bytes} bytes")

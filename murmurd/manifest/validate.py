@@ -212,10 +212,24 @@ def _rule_artifacts(ctx: _Context) -> list[Diagnostic]:
         if art.get("local_source") is True and not isinstance(art.get("source"), str):
             rule = "local_source: true needs a `source` path to read the artifact from"
             found.append(diagnostic("E-ART-005", f"{path}.source", rule, art.get("source")))
+        if isinstance(art.get("source"), str) and _effective_local(art, runtime) and art.get("version") is not None:
+            rule = ("is not checked for a local source: the artifact is read from disk every run and never "
+                    "pinned in murmur.lock (upstream shows its version as 'local')")
+            found.append(diagnostic("W-ART-001", f"{path}.version", rule, art["version"]))
+        if isinstance(art.get("source"), str) and not _effective_local(art, runtime):
+            rule = (f"artifact {name!r} declares 'source:' but does not declare 'local_source: true' "
+                    f"(runtime: {runtime}); only a skill reads its source locally by default")
+            found.append(diagnostic("E-ART-007", f"{path}.local_source", rule, art.get("local_source", False)))
         caps = art.get("capabilities")
         if isinstance(caps, dict):
             found += check_capabilities(caps, f"{path}.capabilities", narrowing=True)
     return found
+
+
+def _effective_local(art: dict, runtime: Any) -> bool:
+    """Upstream's default: `local_source` is true for a skill and false otherwise; explicit wins."""
+    explicit = art.get("local_source")
+    return explicit if isinstance(explicit, bool) else runtime == "skill"
 
 
 def _artifact_runtime(path: str, runtime: Any) -> list[Diagnostic]:
@@ -231,7 +245,39 @@ def _artifact_runtime(path: str, runtime: Any) -> list[Diagnostic]:
 
 def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
     caps = ctx.section("capabilities")
-    return check_capabilities(caps, "capabilities") if caps is not None else []
+    found = check_capabilities(caps, "capabilities") if caps is not None else []
+    floor = (caps or {}).get("containment")
+    if floor in ("scoped", "sealed"):
+        rule = ("murmurd confines shell children by environment only (no Landlock, seccomp or namespaces), "
+                "so it achieves 'advisory'; a higher floor is refused rather than run unconfined")
+        found.append(diagnostic("E-CAP-010", "capabilities.containment", rule, floor))
+    return found
+
+
+def _rule_network(ctx: _Context) -> list[Diagnostic]:
+    """The top-level `network:` block (upstream's place for the A2A port)."""
+    network = ctx.section("network")
+    if network is None:
+        return []
+    found = _network_rules({"internal_port": network.get("internal_port")}, "network")
+    top = network.get("internal_port")
+    older = (_section(ctx.raw, "capabilities", "network") or {}).get("internal_port")
+    if isinstance(top, int) and isinstance(older, int) and top != older:
+        rule = (f"disagrees with capabilities.network.internal_port ({older}); set the port once, "
+                "at the top level as upstream does")
+        found.append(diagnostic("E-CAP-009", "network.internal_port", rule, top))
+    return found
+
+
+def _rule_lifecycle(ctx: _Context) -> list[Diagnostic]:
+    """The reopen budget's two names (the seed's `lifecycle.max_task_reopens`, upstream v0.2's
+    `inference.max_task_reopens`) must not disagree."""
+    seed = (ctx.section("lifecycle") or {}).get("max_task_reopens")
+    older = (ctx.section("inference") or {}).get("max_task_reopens")
+    if isinstance(seed, int) and isinstance(older, int) and seed != older:
+        rule = f"disagrees with inference.max_task_reopens ({older}); set the budget once, under lifecycle"
+        return [diagnostic("E-LIF-001", "lifecycle.max_task_reopens", rule, seed)]
+    return []
 
 
 def check_capabilities(caps: dict, prefix: str, *, narrowing: bool = False) -> list[Diagnostic]:
@@ -398,9 +444,14 @@ def _rule_inference(ctx: _Context) -> list[Diagnostic]:
     inference = ctx.section("inference")
     if inference is None:
         return []
+    if inference.get("transport") == "process":
+        rule = ("spawning a CLI agent (Claude Code, codex) instead of a WASM driver is not supported by "
+                "murmurd; declare a runtime: driver artifact and use transport: http")
+        return [diagnostic("E-INF-011", "inference.transport", rule, "process")]
     found = _endpoint_rules(inference.get("endpoint"))
     found += _single_source(inference, "inference", _PROMPT_SOURCES)
     found += _driver_rules(ctx, inference)
+    found += _prompt_artifact_rules(ctx, inference)
     compaction = _section(inference, "compaction")
     if compaction is not None:
         found += _single_source(compaction, "inference.compaction", _PROMPT_SOURCES[:2])
@@ -463,8 +514,21 @@ def _single_source(section: dict, prefix: str, keys: tuple[str, ...]) -> list[Di
     return [diagnostic("E-INF-006", f"{prefix}.{present[1]}", rule, present)]
 
 
-def _driver_rules(ctx: _Context, inference: dict) -> list[Diagnostic]:
+def driver_name(inference: dict) -> tuple[Any, str]:
+    """The driver artifact's name and the path it came from: `driver.artifact` wins over its older
+    spelling `provider.artifact`, as upstream reads them."""
     name = (_section(inference, "driver") or {}).get("artifact")
+    if name is None and (_section(inference, "provider") or {}).get("artifact") is not None:
+        return _section(inference, "provider")["artifact"], "inference.provider.artifact"  # type: ignore[index]
+    return name, "inference.driver.artifact"
+
+
+def _driver_rules(ctx: _Context, inference: dict) -> list[Diagnostic]:
+    name, path = driver_name(inference)
+    if name is None and "driver" not in inference and "provider" not in inference:
+        rule = ("an inference block needs a driver: declare a runtime: driver artifact and name it in "
+                "inference.driver.artifact (or remove the block for a script capsule)")
+        return [diagnostic("E-INF-010", "inference.driver.artifact", rule)]
     if not isinstance(name, str) or not name:
         return []
     declared = [a for _, a in ctx.artifacts() if a.get("name") == name]
@@ -475,7 +539,22 @@ def _driver_rules(ctx: _Context, inference: dict) -> list[Diagnostic]:
         rule = f"must name a runtime: driver artifact; {name!r} is declared with runtime {runtime!r}"
     else:
         rule = "must name an artifact declared in artifacts[] with runtime: driver; none has this name"
-    return [diagnostic("E-INF-008", "inference.driver.artifact", rule, name)]
+    return [diagnostic("E-INF-008", path, rule, name)]
+
+
+def _prompt_artifact_rules(ctx: _Context, inference: dict) -> list[Diagnostic]:
+    name = inference.get("system_prompt_artifact")
+    declared = [a for _, a in ctx.artifacts() if a.get("name") == name] if isinstance(name, str) else []
+    if not declared:
+        return []
+    art = declared[0]
+    payload = art.get("prompt_payload")
+    allowed = payload if isinstance(payload, bool) else art.get("runtime") == "skill"
+    if allowed:
+        return []
+    rule = ("names an artifact that is not a prompt payload; set prompt_payload: true on it "
+            "(the default only for a skill)")
+    return [diagnostic("E-INF-012", "inference.system_prompt_artifact", rule, name)]
 
 
 # --------------------------------------------------------------------------- rules: observability
@@ -492,7 +571,8 @@ def _rule_observability(ctx: _Context) -> list[Diagnostic]:
     return [diagnostic("E-MAN-008", "observability.otel_endpoint", rule, _hide_userinfo(endpoint))]
 
 
-_RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_inference, _rule_observability)
+_RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_network, _rule_inference, _rule_lifecycle,
+          _rule_observability)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -504,6 +584,9 @@ def _resolve(ctx: _Context) -> tuple[dict, list[Diagnostic]]:
     inference = _section(resolved, "inference")
     if inference is None:
         return resolved, []
+    name, path = driver_name(inference)
+    if path == "inference.provider.artifact":
+        inference["driver"] = {**(_section(inference, "driver") or {}), "artifact": name}
     found = _resolve_api_key(inference, ctx.env)
     found += _resolve_prompt_file(inference, "inference", ctx.manifest_dir)
     compaction = _section(inference, "compaction")
@@ -606,6 +689,32 @@ def render_loc(loc: Iterable[Any]) -> str:
 
 # --------------------------------------------------------------------------- unknown keys
 
+# Fields upstream murmur documents (shared/spec/upstream-manifest-cli.md) that murmurd does not
+# implement: each gets a W-MAN-002 warning naming what it does upstream, in `validate` and at
+# launch. A block murmurd does not model (`capabilities.spawn`) is one warning for the whole block.
+_CONFINEMENT = "murmurd confines shell children by environment only (no Landlock, seccomp, namespaces or cgroups)"
+UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
+    "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
+    "inference.command": "names the CLI agent of transport: process",
+    "capabilities.resources.max_processes": ("sets RLIMIT_NPROC to the uid's live count plus this; murmurd sets "
+                                             "only max_open_files, max_file_size_bytes, cpu_seconds, memory_bytes"),
+    "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_pids_max": f"sets cgroup pids.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
+    "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
+    "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
+    "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
+    "capabilities.network.unix_sockets": f"gates AF_UNIX sockets in shell children; {_CONFINEMENT}, so they are never refused",
+    "capabilities.filesystem.workdir_exec": (f"gates executing files written in the workdir; {_CONFINEMENT}, "
+                                             "so workdir files are always executable"),
+    "capabilities.shell.interpreter_runtime": f"widens a binary's Landlock scope; {_CONFINEMENT}",
+    "capabilities.shell.staged_runtime": f"binds a pinned host tree into a sealed root; {_CONFINEMENT}",
+    "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
+    "artifacts[].capabilities.resources": f"is inert on an artifact; {_CONFINEMENT}",
+    "artifacts[].capabilities.spawn": "lets a component spawn native subprocesses; murmurd has no spawn interface",
+    "observability.eval": "configures the murmur-hook-eval scorers (MURMUR_EVAL_CONFIG); murmurd does not hand it to hooks",
+}
+
 
 def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Diagnostic]:
     """A warning for every key of `raw` (recursively) that `model` does not declare."""
@@ -614,6 +723,11 @@ def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Di
     for key, value in raw.items():
         path = _join(prefix, key)
         field = fields.get(key) if isinstance(key, str) else None
+        upstream = upstream_field(path)
+        if upstream is not None:  # upstream's field, known or not to the models: named, never W-MAN-001
+            found.append(diagnostic("W-MAN-002", path, f"{upstream}; murmurd ignores it", rendered=render_value(value)))
+            if field is None:
+                continue
         if field is None:
             found.append(_unknown_key(path, key, prefix, list(fields)))
             continue
@@ -627,6 +741,11 @@ def unknown_keys(model: type[BaseModel], raw: dict, prefix: str = "") -> list[Di
         elif not many and isinstance(value, dict):
             found += unknown_keys(nested, value, path)
     return found
+
+
+def upstream_field(path: str) -> str | None:
+    """What an upstream-documented field murmurd does not implement does upstream, or None."""
+    return UPSTREAM_UNIMPLEMENTED.get(re.sub(r"\[\d+\]", "[]", path))
 
 
 def _unknown_key(path: str, key: Any, prefix: str, known: list[str]) -> Diagnostic:

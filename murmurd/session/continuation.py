@@ -3,7 +3,10 @@
 By default every turn resends the full conversation. A driver that returns a non-empty
 `continuation_id` in its result metadata is holding the conversation provider-side; while
 the runtime holds that id, the next turn of the *same* context sends only the messages
-appended since the driver acknowledged state, plus the id. A different context, an
+appended since the driver acknowledged state, plus the id. The driver acknowledges the messages
+it was *sent*: the assistant message it returned is not among them, so the next incremental
+request carries that message plus the tool results appended after it (upstream's continuation
+driver sees 2 messages after one tool call where a full resend carries 3). A different context, an
 omitted or empty id, or a committed `replace-context` (compaction) means a full resend.
 
 A `None` context id never continues: without a context there is no proof the next turn
@@ -58,24 +61,26 @@ class ContinuationState:
         self,
         context_id: str | None,
         metadata_continuation_id: str | None,
-        message_count_after_response: int,
+        messages_sent: int,
     ) -> None:
-        """Record a driver response: a non-empty id is held, acknowledging every message so far
-        (the assistant response just appended included); an absent or empty id drops any held id."""
+        """Record a driver response to a request built from the first `messages_sent` messages of
+        the conversation: a non-empty id is held, acknowledging exactly those (never the response
+        itself); an absent or empty id drops any held id."""
         if metadata_continuation_id:
-            if message_count_after_response < 0:
-                raise ValueError(f"message count must be >= 0, got {message_count_after_response}")
+            if messages_sent < 0:
+                raise ValueError(f"message count must be >= 0, got {messages_sent}")
             self.held_id = metadata_continuation_id
             self.context_id = context_id
-            self.acknowledged = message_count_after_response
+            self.acknowledged = messages_sent
         else:
             self.drop()
 
     def rebase(self, context_id: str | None, known_messages: int) -> None:
         """A new task starts in `context_id` with `known_messages` of earlier conversation ahead of
-        its own: within the held context, the driver already holds exactly those."""
+        its own. Within the held context the driver holds at most what it was sent of that history
+        (its last answer is not among it), and nothing of a history the task does not carry."""
         if self.held_id is not None and context_id is not None and context_id == self.context_id:
-            self.acknowledged = known_messages
+            self.acknowledged = min(self.acknowledged, known_messages)
         elif self.held_id is not None:
             self.drop()
 

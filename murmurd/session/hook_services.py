@@ -46,8 +46,9 @@ class ActiveTask:
 
 @dataclass
 class HookSessionState:
-    """What the session shares with its hooks' imports. `spend_refused` is set when a hook's
-    completion was refused at the spend ceiling (the compaction rule of issue 10 reads it)."""
+    """What the session shares with its hooks' imports. `spend_refused` is set, and
+    `spend_refusals` counted, when a hook's completion was refused at the spend ceiling: an
+    `on-compaction` failure that follows one ends the session `spend_ceiling_reached`."""
 
     staged: StagedCapsule
     host: ComponentHost
@@ -56,6 +57,7 @@ class HookSessionState:
     turn: Callable[[], int]
     active: ActiveTask | None = None
     spend_refused: bool = False
+    spend_refusals: int = 0
     loop: asyncio.AbstractEventLoop | None = None  # the session's; counters change only there
 
     def on_loop(self, change: Callable[[], None]) -> None:
@@ -100,7 +102,8 @@ class HookServices(SessionContext):
         if not self.state.threaded or active is None or not active.context_id:
             return []
         try:
-            stored = json.loads(workdir_fs.read_text(self.state.staged.workdir.root, history_file(active.context_id),
+            workdir = self.state.staged.workdir
+            stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id)),
                                                      max_bytes=MAX_HISTORY_BYTES))
             messages = [Message(**m) for m in stored]
         except FileNotFoundError:
@@ -156,6 +159,7 @@ class HookServices(SessionContext):
         totals = self.state.totals
         if ceiling is not None and totals.input_tokens + totals.output_tokens >= ceiling:
             self.state.spend_refused = True
+            self.state.spend_refusals += 1
             raise ImportFailed(f"runtime/inference: refused, the session token ceiling ({ceiling}) is reached")
 
     def _account(self, input_tokens: int, output_tokens: int) -> None:

@@ -13,12 +13,12 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.hooks.dispatcher import (
-    CompactionEvent,
     Denial,
     InferenceEvent,
     LifecycleDispatcher,
@@ -27,6 +27,7 @@ from murmurd.hooks.dispatcher import (
 )
 from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.cache_key import prompt_cache_key
+from murmurd.session.compaction import Compactor, settings_for
 from murmurd.session.continuation import ContinuationState, continuation_id_from_metadata
 from murmurd.session.counters import Counters
 from murmurd.session.driver_protocol import (
@@ -38,7 +39,7 @@ from murmurd.session.driver_protocol import (
 )
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed, raise_if_aborted
-from murmurd.session.messages import Message, pairing_problem, tool_message
+from murmurd.session.messages import Message, tool_message
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ShellShape, ToolOutcome, ToolRunner
 from murmurd.session.usage import normalize_usage
@@ -61,8 +62,6 @@ class DriverSetup:
     max_tokens: int
     max_turns: int
     max_session_tokens: int | None
-    context_max_tokens: int | None
-    compaction_threshold: float
 
 
 @dataclass(frozen=True)
@@ -99,6 +98,7 @@ class AgentLoop:
         dispatcher: LifecycleDispatcher,
         totals: Counters,
         continuation: ContinuationState,
+        spend_refusals: Callable[[], int] = lambda: 0,
     ) -> None:
         self.staged = staged
         self.host = host
@@ -108,6 +108,8 @@ class AgentLoop:
         self.dispatcher = dispatcher
         self.totals = totals
         self.continuation = continuation
+        self.compactor = Compactor(settings_for(staged.manifest), dispatcher, trace, continuation,
+                                   staged.workdir, self._note, spend_refusals)
         self._tools_json = json.dumps([t.to_driver() for t in setup.tools], ensure_ascii=False)
 
     # -- one attempt -----------------------------------------------------------------------
@@ -115,13 +117,14 @@ class AgentLoop:
     async def run(self, state: LoopState, events: TaskEvents) -> str:
         """Run turns until the driver ends the task; return the result text or raise TaskFailed."""
         cache_key = prompt_cache_key(self.staged.manifest.name, self.staged.manifest.version, state.context_id)
+        attempt_turns = 0  # upstream's `turn`: zero-based, restarting with each attempt
         while True:
             if state.counters.turns >= self.setup.max_turns:
                 raise TaskFailed(f"max_turns ({self.setup.max_turns}) reached", "max_turns_reached")
             self._check_spend()
             state.counters.turns += 1
             self.totals.turns += 1
-            turn = state.counters.turns
+            turn, attempt_turns = attempt_turns, attempt_turns + 1
             inference = await self._infer(state, cache_key, events)
             response, input_tokens, output_tokens = inference.response, inference.input_tokens, inference.output_tokens
             decision = "tool_call" if response.stop_reason == "tool_call" else (
@@ -142,14 +145,16 @@ class AgentLoop:
 
             if response.stop_reason == "error":
                 raise TaskFailed(f"driver error: {response.error or 'no message'}")
-            state.messages.append(Message("assistant", response.content))
+            # The driver acknowledged what it was sent, not what it answered: the next incremental
+            # request carries its assistant message and the tool results after it.
             self.continuation.on_response(state.context_id, inference.continuation_id, len(state.messages))
+            state.messages.append(Message("assistant", response.content))
             if response.stop_reason == "tool_call":
                 await self._run_tools(state, response, turn, events)
-                await self._maybe_compact(state, turn)
+                await self._maybe_compact(state, turn, cache_key)
                 continue
             events.turn_finished(inference.streamed, response.text)
-            await self._maybe_compact(state, turn)
+            await self._maybe_compact(state, turn, cache_key)
             return response.text
 
     @staticmethod
@@ -161,8 +166,7 @@ class AgentLoop:
 
     async def _infer(self, state: LoopState, cache_key: str, events: TaskEvents) -> Inference:
         setup = self.setup
-        full = build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
-                             messages=state.messages, tools=setup.tools, prompt_cache_key=cache_key)
+        full = self._full_request(state.messages, cache_key)
         # Counting a long conversation takes milliseconds: keep it off the event loop.
         input_tokens = await asyncio.to_thread(count_tokens, json.dumps(full))
         to_send, held = self.continuation.messages_to_send(state.context_id, state.messages)
@@ -202,6 +206,12 @@ class AgentLoop:
         duration_ms = int((time.monotonic() - started) * 1000)
         return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id, duration_ms)
 
+    def _full_request(self, messages: list[Message], cache_key: str) -> dict[str, Any]:
+        """The request with the whole conversation: what every token count is taken on."""
+        setup = self.setup
+        return build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
+                             messages=messages, tools=setup.tools, prompt_cache_key=cache_key)
+
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         self.totals.input_tokens += input_tokens
         self.totals.output_tokens += output_tokens
@@ -228,20 +238,27 @@ class AgentLoop:
                 events.tool_result(name, text)
                 continue
             outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk)
+            if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
+                self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
+                self._count_tool_call(state)
             self._trace(outcome.event_type, turn=turn, **outcome.trace)
             if outcome.event_type == "shell":
                 state.counters.shell_calls += 1
                 self.totals.shell_calls += 1
                 await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
             else:
-                state.counters.tool_calls += 1
-                self.totals.tool_calls += 1
+                if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
+                    self._count_tool_call(state)
                 await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
                     "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
                     "duration_ms": outcome.trace.get("duration_ms", 0),
                 }))
             state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
             events.tool_result(name, outcome.text)
+
+    def _count_tool_call(self, state: LoopState) -> None:
+        state.counters.tool_calls += 1
+        self.totals.tool_calls += 1
 
     async def _decide(self, kind: str | None, name: str, tool_input: Any, shape: ShellShape | None,
                       turn: int) -> Denial | None:
@@ -257,40 +274,21 @@ class AgentLoop:
 
     # -- compaction --------------------------------------------------------------------------
 
-    async def _maybe_compact(self, state: LoopState, turn: int) -> None:
-        window = self.setup.context_max_tokens
-        if window is None:
+    async def _maybe_compact(self, state: LoopState, turn: int, cache_key: str) -> None:
+        """Counted on the full request the next turn would send (the payload a held continuation
+        shrinks is never what the threshold sees)."""
+        if self.compactor.settings.threshold is None:
             return
-        threshold = int(window * self.setup.compaction_threshold)
-        context_text = json.dumps([m.to_driver() for m in state.messages]) + self.setup.system
-        tokens = await asyncio.to_thread(count_tokens, context_text)
-        if tokens < threshold:
-            return
-        compaction = self.staged.manifest.inference.compaction if self.staged.manifest.inference else None
-        replacement = await self.dispatcher.on_compaction(CompactionEvent(
-            list(state.messages), tokens, threshold, self.setup.compaction_threshold,
-            compaction.model if compaction else None, compaction.system_prompt if compaction else None,
-        ))
-        if replacement is None:
-            self._note(f"turn {turn}: context at {tokens} tokens reached the compaction threshold "
-                       f"{threshold}; no compaction hook committed a replacement, continuing\n")
-            return
-        problem = pairing_problem(replacement)
-        if problem is not None:
-            self._note(f"turn {turn}: compaction replacement rejected whole: {problem}\n")
-            return
-        state.messages[:] = replacement
-        self.continuation.drop()
-        after = await asyncio.to_thread(count_tokens, json.dumps([m.to_driver() for m in state.messages]))
-        try:
-            self.trace.write("compaction", turn=turn, tokens_before=tokens, tokens_after=after)
-        except TraceWriteError as exc:  # the one event whose loss does not end the session
-            self._note(f"turn {turn}: compaction trace event not written: {exc}\n")
+        recount = lambda messages: count_tokens(json.dumps(self._full_request(messages, cache_key)))  # noqa: E731
+        tokens = await asyncio.to_thread(recount, state.messages)
+        if self.compactor.due(tokens):
+            await self.compactor.compact(state.messages, turn, tokens, recount)
 
     def _note(self, line: str) -> None:
         """A line in `logs/bootstrap.log`; a refused log (a planted symlink) costs the note, not the task."""
         try:
-            workdir_fs.append_text(self.staged.workdir.root, log_file("bootstrap.log"), line)
+            workdir = self.staged.workdir
+            workdir_fs.append_text(workdir.root, workdir.book(log_file("bootstrap.log")), line)
         except OSError as exc:
             log.warning("logs/bootstrap.log not written: %s", exc)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import secrets
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from murmurd import ids
 from murmurd.host import ComponentHost
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
@@ -46,7 +47,7 @@ class RunResult:
 
 
 def new_task_id() -> str:
-    return "tsk_" + secrets.token_hex(16)
+    return ids.new_task_id()
 
 
 async def run_once(
@@ -57,15 +58,26 @@ async def run_once(
     workdir: Path | None = None,
     progress: Callable[[str], None] | None = None,
     events: TaskEvents | None = None,
+    env: Mapping[str, str] | None = None,
+    system_prompt: str | None = None,
+    on_staged: Callable[[StagedCapsule], None] | None = None,
 ) -> RunResult:
-    """Stage, then run `task_text` as the one task of a fresh session (the session writes `task.md`)."""
+    """Stage, then run `task_text` as the one task of a fresh session (the session writes `task.md`).
+
+    Like `mur run --task`, the task gets fresh task and context ids, so two runs of one capsule
+    send different `prompt_cache_key`s. `system_prompt` is `--system-prompt` (None: not given).
+    """
     staged = await asyncio.to_thread(
-        stage_capsule, capsule_dir, host=host, workdir=workdir, progress=progress
+        stage_capsule, capsule_dir, host=host, workdir=workdir, progress=progress,
+        env=os.environ if env is None else env,
     )
-    session = Session(staged, host)
+    if on_staged is not None:
+        on_staged(staged)
+    session = Session(staged, host, cli_system_prompt=system_prompt)
     await session.open()
     try:
-        outcome = await session.run_task(TaskSpec(new_task_id(), task_text, source="task_md"), events)
+        spec = TaskSpec(new_task_id(), task_text, context_id=ids.new_context_id(), source="task_md")
+        outcome = await session.run_task(spec, events)
     finally:
         await session.close()
     return RunResult(staged, outcome)

@@ -16,11 +16,13 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.hooks.dispatch import DispatchSettings, HookDispatcher
-from murmurd.hooks.dispatcher import LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
+from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
 from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
+from murmurd.session import seeding
+from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
@@ -32,6 +34,7 @@ from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionS
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
+from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
@@ -50,6 +53,11 @@ class TaskSpec:
     traceparent: str | None = None  # the caller's W3C traceparent, if any
 
     @property
+    def announced(self) -> bool:
+        """The idle run (upstream: no message within the window) writes no task_start/task_end."""
+        return self.source != "idle"
+
+    @property
     def message_parts_bytes(self) -> int:
         return len(self.text.encode())
 
@@ -65,13 +73,21 @@ class TaskOutcome:
     reopen_count: int = 0
     duration_ms: int = 0
     messages: list[Message] = field(default_factory=list)
+    # This task's seed-context messages: context for this task only, never stored as history.
+    seeded_ids: frozenset[str] = frozenset()
 
     @property
     def ok(self) -> bool:
         return self.exit_status == "ok"
 
+    @property
+    def delivered(self) -> bool:
+        """The task ends with a result: it succeeded, or a hook still asked to reopen it once the
+        reopen budget was spent (its last result stands)."""
+        return self.exit_status in ("ok", "reopen_budget_exhausted")
 
-def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
+
+def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact: bool = False) -> DriverSetup | None:
     inference = staged.manifest.inference
     if inference is None:
         return None
@@ -82,18 +98,15 @@ def driver_setup(staged: StagedCapsule, system: str) -> DriverSetup | None:
         "MURMUR_INFERENCE_MODEL": inference.model or "",
         "MURMUR_INFERENCE_DRIVER_CONFIG": json.dumps(config),
     }
-    context = staged.manifest.context
     return DriverSetup(
         name=inference.driver.artifact if inference.driver else "",
         env=env,
         system=system,
-        tools=model_tools(staged),
+        tools=model_tools(staged, release_prompt_artifact=release_prompt_artifact),
         model=inference.model,
         max_tokens=inference.max_tokens,
         max_turns=inference.max_turns,
         max_session_tokens=inference.max_session_tokens,
-        context_max_tokens=context.max_tokens if context else None,
-        compaction_threshold=inference.compaction.threshold,
     )
 
 
@@ -114,7 +127,7 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
         return SessionSpans.disabled()
     manifest = staged.manifest
     try:
-        log = workdir_fs.open_append_text(staged.workdir.root, log_file("otel.log"))
+        log = workdir_fs.open_append_text(staged.workdir.root, staged.workdir.book(log_file("otel.log")))
     except OSError as exc:
         raise TraceWriteError(f"cannot open logs/otel.log: {exc}") from None
     return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
@@ -128,6 +141,7 @@ class Session:
         *,
         dispatcher: LifecycleDispatcher | None = None,
         services: CapsuleServices | None = None,
+        cli_system_prompt: str | None = None,
         hook_settings: DispatchSettings | None = None,
     ) -> None:
         self.staged = staged
@@ -135,13 +149,18 @@ class Session:
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
-        self.trace = TraceWriter(staged.workdir.root, TRACE, staged.session_id, mirror=self.spans.mirror)
+        self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
+                                 mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.last_exit_status = "ok"
         self._started = time.monotonic()
-        self._prompt = manifest_prompt(staged)
+        # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
+        # and gives a bound `system_prompt_artifact` back to the model's inventory.
+        cli = cli_system_prompt is not None
+        self._prompt_source = "cli" if cli else None
+        self._prompt = ((cli_system_prompt or "").strip() or None) if cli else manifest_prompt(staged)
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
-        self._setup = driver_setup(staged, self._system)
+        self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
         self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
@@ -160,7 +179,8 @@ class Session:
             (manifest.inference.model or "") if manifest.inference else "", self._capabilities(),
         )
         return HookDispatcher(
-            self.host, specs, root=self.staged.workdir.root, log_sink=HookLog(self.staged.workdir.root, self.trace),
+            self.host, specs, root=self.staged.workdir.root,
+            log_sink=HookLog(self.staged.workdir.runtime, self.trace),  # beside the hook's own log
             context_for=lambda name: HookServices(self.hooks, name, setup.env if setup else {},
                                                   setup.name if setup else None),
             session_record=record, settings=settings,
@@ -174,17 +194,25 @@ class Session:
         self.hooks.loop = asyncio.get_running_loop()
         self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
+        grants = effective_grants(manifest, self.staged.grants)
         self.trace.write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
             model=manifest.inference.model if manifest.inference else None,
             max_turns=manifest.inference.max_turns if manifest.inference else None,
-            capabilities=self._capabilities(),
-            tools_declared=[a.name for a in manifest.artifacts],
-            system_prompt_source="manifest" if self._prompt else "none",
-            system_prompt_sha256=hashlib.sha256(self._system.encode()).hexdigest(),
-            effective_grants=self.staged.grants.to_json(),
+            # upstream's categories granted anything, and the tools the model is offered
+            capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
+                                         ("shell", grants["shell_allow"])) if v],
+            tools_declared=[t.name for t in self._setup.tools] if self._setup else [],
+            containment_declared=grants["declared_containment"],
+            containment_achieved=grants["achieved_containment"],
+            workdir_exec=grants["workdir_exec"],
+            system_prompt_source=self._prompt_source or ("manifest" if self._prompt else "none"),
+            # the resolved prompt alone, before the [Capsule] block; null when there is none
+            system_prompt_sha256=hashlib.sha256(self._prompt.encode()).hexdigest() if self._prompt else None,
+            system_prompt=self._prompt if manifest.trace.include_tool_output else None,
+            effective_grants=grants,
         )
         await self.dispatcher.on_session_start()
 
@@ -201,10 +229,11 @@ class Session:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
             self._write_file(TASK, spec.text)
             self.spans.task_started(spec.task_id, spec.traceparent)
-            self._write(
-                "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
-                message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
-            )
+            if spec.announced:
+                self._write(
+                    "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
+                    message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
+                )
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
             else:
@@ -222,14 +251,16 @@ class Session:
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
         self._write_result(outcome)
-        self._task_end(outcome)
+        if spec.announced:
+            self._task_end(outcome)
         self.spans.task_ended(outcome.exit_status)
         if self.hooks.active is not None:
             self.hooks.active.result = outcome.result_text
         if not state.end_dispatched:
             await self.dispatcher.on_task_end(TaskEnd(spec.task_id, outcome.exit_status))
         self.hooks.active = None
-        self.last_exit_status = outcome.exit_status
+        # A spent reopen budget is a task_end status only; the session itself went fine.
+        self.last_exit_status = "ok" if outcome.delivered else outcome.exit_status
         if cancelled:
             raise asyncio.CancelledError
         return outcome
@@ -241,16 +272,36 @@ class Session:
         context = self.staged.manifest.context
         window = context.max_tokens if context and context.max_tokens else 0
         budget = int(window * (context.seed_budget or 0)) if context else 0
-        seeded = await self.dispatcher.on_task_start(TaskStart(
+        arm = await self.dispatcher.on_task_start(TaskStart(
             spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget,
             await self._prior_tokens(spec),
         ))
-        if seeded:
-            state.messages[:0] = seeded
+        seeded = await self._seed(spec.task_id, arm, budget, context.seed_budget if context else None)
+        state.messages[:0] = seeded
+        outcome.seeded_ids = frozenset(m.id for m in seeded)
         loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
-                         self.totals, self._continuation)
-        self._continuation.rebase(state.context_id or None, len(spec.history) + len(seeded or []))
-        max_reopens = self.staged.manifest.inference.max_task_reopens if self.staged.manifest.inference else 0
+                         self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
+        if seeded:  # the head of the context changed: the driver's held state no longer matches
+            self._continuation.drop()
+        else:
+            self._continuation.rebase(state.context_id or None, len(spec.history))
+        await self._attempts(spec, state, outcome, events, loop)
+
+    async def _seed(self, task_id: str, arm: ContextArm | None, budget: int, fraction: float | None) -> list[Message]:
+        """The seed placed at the head of the task (see `seeding`), and its `context_seed` event."""
+        if arm is None:
+            return []
+        seeded = await seeding.measure(arm, budget, self.dispatcher, compaction_settings(self.staged.manifest),
+                                       fraction or 0.0)
+        self._write("context_seed", **seeding.event_fields(task_id, arm, budget, seeded))
+        return seeded.messages
+
+    async def _attempts(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents,
+                        loop: AgentLoop) -> None:
+        """The agent loop, run again with the feedback of each `reopen-task` while the budget lasts
+        (`max_turns` counts across every attempt). A hook still asking once the budget is spent
+        ends the task `reopen_budget_exhausted` with its last result."""
+        max_reopens = self.staged.manifest.max_task_reopens
         while True:
             outcome.result_text = await loop.run(state, events)
             if self.hooks.active is not None:
@@ -260,12 +311,16 @@ class Session:
             if reopen is None:
                 return
             if outcome.reopen_count >= max_reopens:
-                raise TaskFailed(f"hook {reopen.hook_name} asked to reopen the task; "
-                                 f"max_task_reopens ({max_reopens}) is spent", "reopen_budget_exhausted")
+                self._write("reopen_budget_exhausted", task_id=spec.task_id, hook_name=reopen.hook_name,
+                            reason=reopen.feedback, reopen_count=outcome.reopen_count, max_task_reopens=max_reopens)
+                outcome.exit_status = "reopen_budget_exhausted"
+                outcome.error = (f"hook {reopen.hook_name} still asked to reopen the task; max_task_reopens "
+                                 f"({max_reopens}) is spent, the last result stands")
+                return
             outcome.reopen_count += 1
             state.end_dispatched = False
             self._write("task_reopened", task_id=spec.task_id, hook_name=reopen.hook_name,
-                             reason=reopen.feedback, reopen_number=outcome.reopen_count)
+                        reason=reopen.feedback, reopen_number=outcome.reopen_count)
             state.messages.append(user_message(reopen.feedback, source_id=f"hook:{reopen.hook_name}"))
 
     async def _prior_tokens(self, spec: TaskSpec) -> int:
@@ -314,15 +369,14 @@ class Session:
     def _write_result(self, outcome: TaskOutcome) -> None:
         """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
-        text = outcome.result_text if outcome.ok else f"error: {outcome.error}"
+        text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
-            workdir_fs.write_text(self.staged.workdir.root, RESULT, text)
+            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
-            outcome.error = problem if outcome.ok else f"{outcome.error} (and {problem})"
+            outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
             outcome.exit_status = "failed"
             return
-        outcome.result_text = text if outcome.ok else outcome.result_text
 
     def _task_end(self, outcome: TaskOutcome) -> None:
         counters = outcome.counters

@@ -54,7 +54,7 @@ from typing import IO, Protocol
 
 from murmurd import workdir_fs
 from murmurd.manifest.credentials import looks_like_credential
-from murmurd.session import shell_watchdog
+from murmurd.session import rlimits, shell_watchdog
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
@@ -106,6 +106,7 @@ class ShellPolicy:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     max_stream_bytes: int = MAX_STREAM_BYTES
     max_log_stream_bytes: int = MAX_LOG_STREAM_BYTES
+    rlimits: tuple[rlimits.Limit, ...] = ()  # `capabilities.resources`, set in the child before exec
 
     def __post_init__(self) -> None:
         workdir = Path(self.workdir)
@@ -164,6 +165,7 @@ class ShellOutcome:
     stdout_bytes: int  # full size of each stream, not the cut size
     stderr_bytes: int
     timed_out: bool = False
+    resource_limit: str | None = None  # the `capabilities.resources` field whose limit killed it
 
 
 # --------------------------------------------------------------------------- commands
@@ -331,7 +333,7 @@ def run_prepared(
             shell=False,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=functools.partial(shell_watchdog.die_with_parent, os.getpid()),
+            preexec_fn=functools.partial(_in_child, os.getpid(), policy.rlimits),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
@@ -363,6 +365,7 @@ def run_prepared(
             stdout_bytes=out.total,
             stderr_bytes=err.total,
             timed_out=timed_out,
+            resource_limit=None if timed_out else rlimits.limit_that_killed(returncode, policy.rlimits),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: I/O failure running {invocation.binary!r}: {exc}") from None
@@ -371,6 +374,12 @@ def run_prepared(
         shell_watchdog.unregister(proc.pid)
         out.close()
         err.close()
+
+
+def _in_child(parent_pid: int, limits: tuple[rlimits.Limit, ...]) -> None:
+    """`preexec_fn`: die with murmurd, then take the capsule's resource limits."""
+    shell_watchdog.die_with_parent(parent_pid)
+    rlimits.apply_limits(limits)
 
 
 def _pump(

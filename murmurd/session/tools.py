@@ -18,6 +18,7 @@ from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import raise_if_aborted
+from murmurd.session.rlimits import declared_limits
 from murmurd.session.shell import (
     ShellFailed,
     ShellOutcome,
@@ -56,10 +57,11 @@ class ShellShape:
     script: str | None  # the `-c` body for a shell interpreter
 
 
-def model_tools(staged: StagedCapsule) -> list[ToolSpec]:
-    """Every tool the model may call: WASM tools, skills (but the system-prompt skill), shell.
-    Hooks and drivers are never among them."""
-    prompt_skill = staged.manifest.inference.system_prompt_artifact if staged.manifest.inference else None
+def model_tools(staged: StagedCapsule, *, release_prompt_artifact: bool = False) -> list[ToolSpec]:
+    """Every tool the model may call: WASM tools, skills (but the system-prompt skill, unless
+    `--system-prompt` released it for this run), shell. Hooks and drivers are never among them."""
+    inference = staged.manifest.inference
+    prompt_skill = inference.system_prompt_artifact if inference and not release_prompt_artifact else None
     specs: list[ToolSpec] = []
     for artifact in staged.artifacts.values():
         own = artifact.resolved.manifest
@@ -79,7 +81,9 @@ def shell_allow(staged: StagedCapsule) -> list[str]:
 
 
 def shell_policy(staged: StagedCapsule) -> ShellPolicy:
-    return ShellPolicy.from_capability(staged.manifest.capabilities.shell, staged.workdir.root)
+    capabilities = staged.manifest.capabilities
+    return ShellPolicy.from_capability(capabilities.shell, staged.workdir.root,
+                                       rlimits=declared_limits(capabilities.resources))
 
 
 def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, str]:
@@ -132,6 +136,19 @@ class ToolRunner:
             return None
         return ShellShape(invocation.binary_path, display_command(args, script), invocation.argv, script)
 
+    def shell_tool_call(self, name: str, tool_input: Any, outcome: ToolOutcome) -> dict[str, Any]:
+        """The `tool_call` fields upstream writes for a shell command, ahead of its `shell` line:
+        `error` when it could not run or exited non-zero."""
+        failed = outcome.is_error or outcome.trace.get("exit_code") != 0
+        fields: dict[str, Any] = {
+            "tool_name": name, "input": tool_input, "input_bytes": len(json.dumps(tool_input).encode()),
+            "output_bytes": len(outcome.text.encode()), "duration_ms": outcome.trace.get("duration_ms", 0),
+            "status": "error" if failed else "ok",
+        }
+        if self.include_output:
+            fields["output"] = outcome.text
+        return fields
+
     async def run(self, name: str, tool_input: Any, on_chunk: Any = None, on_thinking: Any = None) -> ToolOutcome:
         kind = self.kind_of(name)
         started = time.monotonic()
@@ -158,6 +175,7 @@ class ToolRunner:
         return ToolOutcome(format_shell_result(command, outcome), False, "shell", {
             "binary": outcome.binary_path, "command": display_command(args), "exit_code": outcome.exit_code,
             "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
+            "resource_limit": outcome.resource_limit,
         }, shell=outcome)
 
     def _skill(self, name: str, started: float) -> ToolOutcome:

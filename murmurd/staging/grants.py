@@ -235,3 +235,58 @@ def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
         if entry_host.lower() == host and (not entry_port_text or entry_port_text == str(port)):
             return True
     return False
+
+
+# murmurd confines shell children by environment only: upstream's "Environment-only" tier.
+ACHIEVED_CONTAINMENT = "advisory"
+ENFORCEMENT_TIER = "none"
+CONTAINMENT_CLASSES = ("advisory", "scoped", "sealed")  # weakest first
+
+
+def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str:
+    """The strongest of the manifest's `capabilities.containment` and `--containment` (a flag
+    can only raise the floor); `advisory` when neither says anything."""
+    declared = [c for c in (manifest.capabilities.containment, flag) if c is not None]
+    return max(declared, key=CONTAINMENT_CLASSES.index, default="advisory")
+
+
+def shortfall(floor: str) -> str | None:
+    """Why murmurd cannot meet `floor`, or None when it can."""
+    if CONTAINMENT_CLASSES.index(floor) <= CONTAINMENT_CLASSES.index(ACHIEVED_CONTAINMENT):
+        return None
+    return (f"the floor is {floor!r} but murmurd achieves {ACHIEVED_CONTAINMENT!r}: shell children are confined "
+            "by their environment only (no Landlock, seccomp or namespaces)")
+
+
+def effective_grants(manifest: CapsuleManifest, grants: GrantSet, floor: str | None = None) -> dict[str, Any]:
+    """`session_start.effective_grants` in upstream's shape (what `mur run --explain-scope --json`
+    prints), then murmurd's additions: `limits`, per-`components` grants and staging `warnings`.
+
+    `workdir_exec` and `unix_sockets` report what holds, not what was asked: murmurd withholds
+    neither (the manifest fields are warned as unimplemented)."""
+    caps = manifest.capabilities
+    declared = floor or containment_floor(manifest)
+    reason = shortfall(declared)
+    head: dict[str, Any] = {
+        "declared_containment": declared,
+        "achieved_containment": ACHIEVED_CONTAINMENT,
+        "floor_met": reason is None,
+    }
+    if reason is not None:
+        head["shortfall_reason"] = reason
+    return {
+        **head,
+        "enforcement_tier": ENFORCEMENT_TIER,
+        "filesystem_scope": caps.filesystem.scope,
+        "workdir_exec": True,
+        "network_allow": list(caps.network.allow),
+        "unix_sockets": True,
+        "shell_allow": list(caps.shell.allow) if caps.shell else [],
+        "spawn_allow": [],
+        "env_allow": list(caps.env.allow),
+        "interpreter_runtime_grants": [],
+        "staged_runtime_grants": [],
+        "limits": vars(grants.capsule.limits).copy(),
+        "components": {name: g.to_json() for name, g in sorted(grants.components.items())},
+        "warnings": list(grants.warnings),
+    }

@@ -19,7 +19,7 @@ def install_pins(capsule_dir: Path, registry: Registry, env: Mapping[str, str] =
         raise StagingError([d.to_text() for d in report.errors], report)
     lock = load_lock(capsule_dir) or LockFile()
     for ref in manifest.artifacts:
-        if not ref.local_source:
+        if not ref.is_local:
             lock.upsert(registry.resolve(ref.name, ref.version))
     save_lock(capsule_dir, lock)
     return lock

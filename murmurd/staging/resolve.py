@@ -83,7 +83,7 @@ def resolve_artifact(
     progress: Progress | None = None,
 ) -> ResolvedArtifact:
     """Resolve one declared artifact and verify it against its lock pin (registry artifacts only)."""
-    if ref.local_source:
+    if ref.is_local:
         artifact = resolve_local(ref, manifest_dir, progress)
         _check_declared(ref, artifact)
         return artifact

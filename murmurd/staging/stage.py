@@ -31,7 +31,14 @@ from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
 from murmurd.staging.resolve import resolve_artifact
 from murmurd.staging.workdir import (
-    INVENTORY, MAX_SKILL_BYTES, Workdir, default_workdir, log_file, new_session_id, tool_file,
+    INVENTORY,
+    MAX_SKILL_BYTES,
+    Workdir,
+    default_workdir,
+    log_file,
+    new_session_id,
+    operator_workdir,
+    tool_file,
 )
 
 Progress = Callable[[str], None]
@@ -87,7 +94,7 @@ class StagedCapsule:
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
         artifact = self.artifacts[name]
-        return workdir_fs.read_text(self.workdir.root, tool_file(name, artifact.resolved.installed_name),
+        return workdir_fs.read_text(self.workdir.root, self.workdir.book(tool_file(name, artifact.resolved.installed_name)),
                                     max_bytes=MAX_SKILL_BYTES)
 
     def grant_for(self, name: str | None) -> Grant:
@@ -107,7 +114,7 @@ class StagedCapsule:
         return CallGrant(
             env=env,
             preopen=self.workdir.path(grant.filesystem) if grant.filesystem is not None else None,
-            log_path=self.workdir.path(log_file(log_name)) if log_name else None,
+            log_path=self.workdir.path(self.workdir.book(log_file(log_name))) if log_name else None,
             # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
             network=bool(grant.network),
             limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
@@ -132,8 +139,8 @@ def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(workdir.root, tool_file(resolved.name, "murmur.yaml"), dump_yaml(own))
-    workdir_fs.copy_into(resolved.payload, workdir.root, tool_file(resolved.name, resolved.installed_name))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")), dump_yaml(own))
+    workdir_fs.copy_into(resolved.payload, workdir.root, workdir.book(tool_file(resolved.name, resolved.installed_name)))
     return workdir.tool_dir(resolved.name)
 
 
@@ -152,7 +159,7 @@ def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None
         or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
         "input_schema": SHELL_TOOL_SCHEMA,
     }
-    workdir_fs.write_text(workdir.root, tool_file(binary, "murmur.yaml"), dump_yaml(synthetic))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")), dump_yaml(synthetic))
 
 
 def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
@@ -160,7 +167,7 @@ def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: li
     specs = load_hooks(staged)
     if not specs:
         return
-    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.root)):
+    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.runtime)):
         _write_shell_manifest(staged.workdir, manifest.binary, manifest.description, manifest.version)
         if manifest.description:
             staged.shell_descriptions[manifest.binary] = manifest.description
@@ -187,9 +194,20 @@ def _lay_out(
         for a in installed.values()
     ]
     workdir_fs.write_text(
-        layout.root, INVENTORY, render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
+        layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
     )
     return installed, grants
+
+
+def _log_warnings(layout: Workdir, report: Report) -> None:
+    """The manifest's warnings in `logs/bootstrap.log`, beside what the operator saw on stderr."""
+    if not report.warnings:
+        return
+    text = "".join(f"warning: {w.to_text()}\n" for w in report.warnings)
+    try:
+        workdir_fs.append_text(layout.root, layout.book(log_file("bootstrap.log")), text)
+    except OSError:
+        pass  # the warnings were already printed; a refused log costs only this copy
 
 
 def stage_capsule(
@@ -207,6 +225,8 @@ def stage_capsule(
     manifest, report = load_capsule(capsule_dir, env)
     if manifest is None:
         raise StagingError([d.to_text() for d in report.errors], report)
+    for warning in report.warnings:  # never silently dropped: every launch repeats them
+        report_progress(f"warning: {warning.to_text()}")
     registry = registry or FileRegistry(default_registry_root())
 
     try:
@@ -268,11 +288,12 @@ def stage_capsule(
         save_lock(capsule_dir, lock)
 
     session_id = new_session_id()
-    layout = Workdir(Path(workdir).resolve()) if workdir is not None else default_workdir(capsule_dir, session_id)
+    layout = operator_workdir(workdir, session_id) if workdir is not None else default_workdir(capsule_dir, session_id)
     try:
         installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
         raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
+    _log_warnings(layout, report)
     staged = StagedCapsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )

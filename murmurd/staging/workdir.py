@@ -8,18 +8,20 @@ through `workdir_fs.storage_name`, an artifact or log name only through `compone
 from __future__ import annotations
 
 import errno
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from murmurd import workdir_fs
+from murmurd import ids, workdir_fs
 from murmurd.workdir_fs import UnsafePathError
 
 SESSION_PREFIX = "ses_"
-_SUBDIRS = ("out", "logs", "tools", "contexts", "checkpoints", ".capsule-home")
+RUNTIME_DIR = ".murmur"  # `--workdir DIR`: runtime bookkeeping under DIR/.murmur/<session-id>
+_ACCESSIBLE_SUBDIRS = ("out", "logs", "checkpoints", ".capsule-home")
+_RUNTIME_SUBDIRS = ("out", "logs", "tools", "contexts")
 
 TASK = "task.md"
 RESULT = "out/result.txt"
+COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.dump_summaries
 TRACE = "trace.jsonl"
 INVENTORY = "MURMUR.md"
 
@@ -32,8 +34,8 @@ MAX_HISTORY_BYTES = 16 * 1024 * 1024  # a threaded context's history.json, which
 
 
 def new_session_id() -> str:
-    """`ses_` + 32 lowercase hex digits."""
-    return SESSION_PREFIX + secrets.token_hex(16)
+    """`ses_` + a UUIDv7 as 32 lowercase hex digits: later sessions sort after earlier ones."""
+    return ids.new_session_id()
 
 
 def component(name: str) -> str:
@@ -64,9 +66,25 @@ def history_file(context_id: str) -> str:
 @dataclass(frozen=True)
 class Workdir:
     """One session's workdir. The root is the capsule's `.`; `path` is the one way to a file's
-    absolute path (for display and for wasmtime), `workdir_fs` the one way to open it."""
+    absolute path (for display and for wasmtime), `workdir_fs` the one way to open it.
+
+    Upstream's two places: the *accessible* workdir (the root: `task.md`, `.capsule-home`,
+    `logs/shell-*`, `checkpoints/`) and the runtime's bookkeeping (`MURMUR.md`, `trace.jsonl`,
+    `out/`, the other `logs/`, `tools/`, `contexts/`), at `runtime_rel` beneath the root. By
+    default both are the root; `murmurd run --workdir DIR` puts bookkeeping in
+    `DIR/.murmur/<session-id>`. `book(rel)` names a bookkeeping file beneath the root."""
 
     root: Path
+    runtime_rel: str = ""
+
+    def book(self, rel: str) -> str:
+        """The root-relative name of bookkeeping file `rel` (`trace.jsonl` -> `.murmur/<id>/trace.jsonl`)."""
+        return f"{self.runtime_rel}/{rel}" if self.runtime_rel else rel
+
+    @property
+    def runtime(self) -> Path:
+        """Where the runtime's bookkeeping lives (the root unless `--workdir` split them)."""
+        return self.path(self.runtime_rel or ".")
 
     def path(self, rel: str) -> Path:
         """`rel` beneath the root (`.` and `./` name the root); `..`, absolute and NUL are refused."""
@@ -76,19 +94,19 @@ class Workdir:
 
     @property
     def tools(self) -> Path:
-        return self.path("tools")
+        return self.path(self.book("tools"))
 
     @property
     def logs(self) -> Path:
-        return self.path("logs")
+        return self.path(self.book("logs"))
 
     @property
     def out(self) -> Path:
-        return self.path("out")
+        return self.path(self.book("out"))
 
     @property
     def contexts(self) -> Path:
-        return self.path("contexts")
+        return self.path(self.book("contexts"))
 
     @property
     def home(self) -> Path:
@@ -96,11 +114,11 @@ class Workdir:
 
     @property
     def trace(self) -> Path:
-        return self.path(TRACE)
+        return self.path(self.book(TRACE))
 
     @property
     def inventory(self) -> Path:
-        return self.path(INVENTORY)
+        return self.path(self.book(INVENTORY))
 
     @property
     def task(self) -> Path:
@@ -108,17 +126,24 @@ class Workdir:
 
     @property
     def result(self) -> Path:
-        return self.path(RESULT)
+        return self.path(self.book(RESULT))
 
     def tool_dir(self, name: str) -> Path:
-        return self.path(f"tools/{component(name)}")
+        return self.path(self.book(f"tools/{component(name)}"))
 
     def create(self) -> None:
         """The root (with its parents: an operator's path) and the layout's directories."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for sub in _SUBDIRS:
+        for sub in _ACCESSIBLE_SUBDIRS:
             workdir_fs.make_dirs(self.root, sub)
+        for sub in _RUNTIME_SUBDIRS:
+            workdir_fs.make_dirs(self.root, self.book(sub))
 
 
 def default_workdir(manifest_dir: Path, session_id: str) -> Workdir:
     return Workdir(manifest_dir / "workdir" / session_id)
+
+
+def operator_workdir(directory: Path, session_id: str) -> Workdir:
+    """`--workdir DIR`: DIR is the capsule's `.`; bookkeeping goes to `DIR/.murmur/<session-id>`."""
+    return Workdir(Path(directory).resolve(), f"{RUNTIME_DIR}/{component(session_id)}")

@@ -25,6 +25,16 @@ class TraceWriteError(RuntimeError):
     pass
 
 
+# Fields upstream always writes, as `null` when there is no value (observability fact sheet §2);
+# every other field is left out when it has none.
+ALWAYS_PRESENT: dict[str, frozenset[str]] = {
+    "session_start": frozenset({"system_prompt_sha256"}),
+    "inference": frozenset({"tool_name"}),
+    "a2a_task_received": frozenset({"traceparent_from_caller"}),
+    "a2a_send": frozenset({"traceparent"}),
+}
+
+
 class TraceWriter:
     def __init__(
         self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None
@@ -41,7 +51,8 @@ class TraceWriter:
 
     def write(self, event_type: str, **fields: Any) -> dict[str, Any]:
         event = {"event_type": event_type, "session_id": self.session_id, "timestamp": int(time.time() * 1000)}
-        event.update({k: v for k, v in fields.items() if v is not None})
+        keep = ALWAYS_PRESENT.get(event_type, frozenset())
+        event.update({k: v for k, v in fields.items() if v is not None or k in keep})
         line = json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
         with self._lock:
             if self._file is None:

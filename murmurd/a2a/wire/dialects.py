@@ -43,6 +43,8 @@ class Operation(str, Enum):
     RESUBSCRIBE = "resubscribe"
     WATCH = "watch"
     LIST = "list"
+    PUSH_CONFIG = "push-config"  # push-notification config methods: never supported (card says so)
+    EXTENDED_CARD = "extended-card"  # the card declares no extended card
 
     @property
     def streaming(self) -> bool:
@@ -68,6 +70,21 @@ METHOD_TABLE: Mapping[str, tuple[Dialect, Operation]] = {
     "CancelTask": (Dialect.V10, Operation.CANCEL),
     "SubscribeToTask": (Dialect.V10, Operation.RESUBSCRIBE),
     "ListTasks": (Dialect.V10, Operation.LIST),
+    "CreateTaskPushNotificationConfig": (Dialect.V10, Operation.PUSH_CONFIG),
+    "GetTaskPushNotificationConfig": (Dialect.V10, Operation.PUSH_CONFIG),
+    "ListTaskPushNotificationConfigs": (Dialect.V10, Operation.PUSH_CONFIG),
+    "ListTaskPushNotificationConfig": (Dialect.V10, Operation.PUSH_CONFIG),  # the gRPC method's spelling
+    "DeleteTaskPushNotificationConfig": (Dialect.V10, Operation.PUSH_CONFIG),
+    "GetExtendedAgentCard": (Dialect.V10, Operation.EXTENDED_CARD),
+    # A2A 0.3 (only a2a-sdk's compat transport and other 0.3 clients send these)
+    "tasks/pushNotificationConfig/set": (Dialect.V03, Operation.PUSH_CONFIG),
+    "tasks/pushNotificationConfig/get": (Dialect.V03, Operation.PUSH_CONFIG),
+    "tasks/pushNotificationConfig/list": (Dialect.V03, Operation.PUSH_CONFIG),
+    "tasks/pushNotificationConfig/delete": (Dialect.V03, Operation.PUSH_CONFIG),
+    "agent/getAuthenticatedExtendedCard": (Dialect.V03, Operation.EXTENDED_CARD),
+    # A2A 0.1 / 0.2
+    "tasks/pushNotification/set": (Dialect.V02, Operation.PUSH_CONFIG),
+    "tasks/pushNotification/get": (Dialect.V02, Operation.PUSH_CONFIG),
 }
 
 _SHARED_03 = frozenset({"message/send", "message/stream", "tasks/get", "tasks/cancel", "tasks/resubscribe"})

@@ -35,7 +35,6 @@ from murmurd.a2a.wire.common import (
     TaskView,
     WireModel,
     check_id,
-    new_message_id,
     parse_rfc3339_ms,
     require_id,
     result_artifact_id,
@@ -234,7 +233,7 @@ def parse_send(params: Any) -> SendRequest:
     task_id = check_id(m.task_id, "message.taskId")
     raw_parts = [dict(part) for part in params["message"]["parts"]]
     message = TaskMessage(
-        message_id=check_id(m.message_id, "message.messageId") or new_message_id(), role=_role(m.role),
+        message_id=require_id(m.message_id, "message.messageId"), role=_role(m.role),  # required in 1.0
         parts=raw_parts, context_id=context_id, task_id=task_id, metadata=m.metadata,
     )
     configuration = p.configuration or Configuration()
