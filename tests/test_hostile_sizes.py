@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from a2akit import serving
 from conftest import EXAMPLES, FIXTURES
 from loopkit import capsule_dir, driver_capsule, local, stage
+from murmurd.manifest.writing import dump_yaml
 from murmurd.host.capped_copy import KEPT_TAIL, LOG_BYTES_PER_STREAM, copy_stretch, read_tail
 from murmurd.session.session import Session, TaskSpec
 
@@ -257,7 +257,7 @@ def test_the_daemon_reads_no_huge_history_or_scratch_file_and_keeps_serving(tmp_
                       "driver": {"artifact": "scripted-driver", "config": {"responses": responses}}},
         "lifecycle": {"after_task": "sleep", "conversation": "threaded"},
     }
-    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (capsule / "murmur.yaml").write_text(dump_yaml(manifest))
     with serving(capsule, tmp_path / "state") as served:
         first = served.send("one", contextId="ctx_a")  # no history yet: nothing to bloat
         assert served.wait_state(first["id"], "completed", "failed")["status"]["state"] == "completed"
