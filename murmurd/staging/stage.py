@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from murmurd import workdir_fs
 from murmurd.contract import Role
 from murmurd.hooks.faults import HookLog
