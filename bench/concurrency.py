@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import statistics
@@ -43,7 +44,6 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "fixtures" / "http-driver"
@@ -89,7 +89,7 @@ def capsule(root: Path, endpoint: str) -> Path:
         "inference": {"endpoint": endpoint + "/v1", "model": "stand-in", "driver": {"artifact": "http-driver"}},
         "lifecycle": {"task_acceptance": "queue", "queue_depth": 4096, "after_task": "sleep"},
     }
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "murmur.yaml").write_text(json.dumps(manifest, indent=2))  # JSON is YAML, without aliases
     return directory
 
 

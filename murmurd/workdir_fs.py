@@ -72,8 +72,9 @@ class NotRegularFile(OSError):
 class FileTooLarge(OSError):
     """A read found more than the caller's `max_bytes`; `size` is what was seen (at least)."""
 
-    def __init__(self, path: str, size: int, limit: int) -> None:
-        super().__init__(errno.EFBIG, f"{path!r} is {size} bytes, over the {limit}-byte limit")
+    def __init__(self, path: str, size: int, limit: int, *, at_least: bool = False) -> None:
+        seen = f"at least {size}" if at_least else str(size)
+        super().__init__(errno.EFBIG, f"{path!r} is {seen} bytes, over the {limit}-byte limit")
         self.path, self.size, self.limit = path, size, limit
 
     def __str__(self) -> str:
@@ -177,38 +178,43 @@ def _require_regular(fd: int, here: str) -> os.stat_result:
 # --------------------------------------------------------------------------- reading
 
 
-def read_bytes(root: Path, rel: RelPath, *, max_bytes: int | None = None) -> bytes:
-    """The bytes of the regular file `rel` beneath `root` (at most `max_bytes`, else `FileTooLarge`)."""
+def read_bytes(root: Path, rel: RelPath, *, max_bytes: int) -> bytes:
+    """The bytes of the regular file `rel` beneath `root`; `FileTooLarge` past `max_bytes`.
+
+    The limit is required: a guest with a filesystem grant can truncate any workdir file to
+    terabytes (sparse: free on disk until someone reads it). It is checked on the open
+    descriptor before reading and again by the read itself (at most `max_bytes + 1` bytes),
+    since the file can grow between the two."""
     parts = split_relative(rel)
     here = "/".join(parts)
     with _parent(root, parts, create=False) as parent:
         fd = _open_leaf(parent, parts[-1], _READ, here)
     info = _require_regular(fd, here)
     try:
-        if max_bytes is not None and info.st_size > max_bytes:
+        if info.st_size > max_bytes:
             raise FileTooLarge(here, info.st_size, max_bytes)
-        data = _read_at_most(fd, (max_bytes + 1) if max_bytes is not None else None)
+        data = _read_at_most(fd, max_bytes + 1)
     finally:
         os.close(fd)
-    if max_bytes is not None and len(data) > max_bytes:
-        raise FileTooLarge(here, max(len(data), info.st_size), max_bytes)
+    if len(data) > max_bytes:
+        raise FileTooLarge(here, len(data), max_bytes, at_least=True)
     return data
 
 
-def read_text(root: Path, rel: RelPath, *, errors: str = "strict") -> str:
-    return read_bytes(root, rel).decode("utf-8", errors=errors)
+def read_text(root: Path, rel: RelPath, *, max_bytes: int, errors: str = "strict") -> str:
+    """`read_bytes` decoded as UTF-8."""
+    return read_bytes(root, rel, max_bytes=max_bytes).decode("utf-8", errors=errors)
 
 
-def _read_at_most(fd: int, limit: int | None) -> bytes:
+def _read_at_most(fd: int, limit: int) -> bytes:
     chunks: list[bytes] = []
     remaining = limit
-    while remaining is None or remaining > 0:
-        chunk = os.read(fd, _CHUNK if remaining is None else min(remaining, _CHUNK))
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, _CHUNK))
         if not chunk:
             break
         chunks.append(chunk)
-        if remaining is not None:
-            remaining -= len(chunk)
+        remaining -= len(chunk)
     return b"".join(chunks)
 
 
@@ -321,21 +327,32 @@ def unlink_at(dir_fd: int, name: str) -> None:
         pass
 
 
-def new_scratch(dir_fd: int, prefix: str) -> tuple[int, str]:
-    """A new empty file in the directory `dir_fd`: its read-write descriptor and its name."""
-    for _ in range(100):
-        name = f"{prefix}{secrets.token_hex(8)}.tmp"
+def anonymous_file(dir_fd: int, *, unnamed: bool = True) -> int:
+    """A new empty read-write file on the file system of the directory `dir_fd`, with no name
+    in it: nothing a guest lists or opens by name can reach it. `O_TMPFILE` where the file
+    system has it (`unnamed`); otherwise a random name, unlinked at once."""
+    if unnamed and hasattr(os, "O_TMPFILE"):
         try:
-            return os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd), name
+            return os.open(".", os.O_TMPFILE | os.O_RDWR | _CLOEXEC, 0o600, dir_fd=dir_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    for _ in range(100):
+        name = f".murmurd-{secrets.token_hex(12)}.tmp"
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd)
         except FileExistsError:
             continue
+        unlink_at(dir_fd, name)
+        return fd
     raise FileExistsError(errno.EEXIST, "no free scratch name")  # pragma: no cover
 
 
-def read_fd(fd: int) -> bytes:
-    """Everything in the file `fd` from its start (a descriptor the runtime kept, not a name)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    return _read_at_most(fd, None)
+def fd_path(fd: int) -> str:
+    """A path that opens the very object `fd` is open on, for an API that only takes names
+    (wasmtime's preopen and stdio files): what the runtime checked is what gets opened, and a
+    symlink swapped in after the check changes nothing. Needs Linux's `/proc`."""
+    return f"/proc/self/fd/{fd}"
 
 
 def check_directory(root: Path, rel: RelPath) -> Path:

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import yaml
 from httpx_sse import connect_sse
 
 from conftest import EXAMPLES, FIXTURES
+from murmurd.manifest.writing import dump_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def chaos_capsule(root: Path, name: str = "chaos", *, lifecycle: dict | None = N
         "lifecycle": {"after_task": "sleep", **(lifecycle or {})},
         **extra,
     }
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
     return directory
 
 
@@ -51,7 +51,7 @@ def script_capsule(root: Path, name: str, capsule_wasm: Path, **extra: Any) -> P
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)
     manifest = {"name": name, "version": "1.0.0", "lifecycle": {"after_task": "sleep"}, **extra}
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
     (directory / "capsule.wasm").write_bytes(capsule_wasm.read_bytes())
     return directory
 

@@ -7,12 +7,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from conftest import EXAMPLES
 from loopkit import driver_capsule, local
 from murmurd.hooks.dispatch import DispatchSettings
 from murmurd.host import ComponentHost
+from murmurd.manifest.writing import dump_yaml
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule
@@ -29,7 +29,7 @@ def hook_variant(root: Path, name: str, wasm: Path, *, binding: str | None = Non
                                 "commit_policy": policy}
     if binding is not None:
         manifest["binding"] = binding
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest, sort_keys=True))
     shutil.copyfile(wasm, directory / f"{name}.wasm")
     return directory
 

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from conftest import EXAMPLES, FIXTURES
 from murmurd.host import ComponentHost
+from murmurd.manifest.writing import dump_yaml
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagedCapsule, stage_capsule
@@ -23,7 +23,7 @@ def local(name: str, runtime: str, source: Path, **extra: Any) -> dict[str, Any]
 def capsule_dir(root: Path, manifest: dict[str, Any], capsule_wasm: Path | None = None) -> Path:
     directory = root / manifest["name"]
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
     if capsule_wasm is not None:
         shutil.copyfile(capsule_wasm, directory / "capsule.wasm")
     return directory

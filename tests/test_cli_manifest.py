@@ -119,7 +119,17 @@ HOSTILE_MANIFESTS = {
     "alias-bomb": ("a: &a [x, x, x, x, x, x, x, x, x]\n"
                    + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 40)}]\n" for i in range(8))
                    + "name: x\nversion: '1'\n",
-                   "E-MAN-010", "more than 256 aliases"),
+                   "E-MAN-010", "holds a YAML alias (*a) at line 2, column 8; aliases are not allowed"),
+    # 80 aliases (few) that expand to 10^9 nodes once loaded, where the config is serialized
+    "billion-laughs-under-a-count": (
+        "name: laughs\nversion: 1.0.0\nx-anchors:\n  l0: &l0 [" + ", ".join(["lol"] * 10) + "]\n"
+        + "".join(f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 9))
+        + "inference:\n  endpoint: http://127.0.0.1:9\n  model: m\n  driver:\n    artifact: d\n"
+        + "    config: {responses: *l8}\n",
+        "E-MAN-010", "holds a YAML alias (*l0) at line 5, column 12"),
+    "one-alias": ("name: x\nversion: '1'\ninference:\n  endpoint: &e http://127.0.0.1:9\n"
+                  "  model: m\nobservability:\n  otel_endpoint: *e\n",
+                  "E-MAN-010", "holds a YAML alias (*e) at line 7, column 18"),
     "larger-than-a-mebibyte": ("name: x\nversion: '1'\n# " + "x" * (1024 * 1024) + "\n",
                                "E-MAN-001", "larger than 1048576 bytes"),
 }
@@ -162,3 +172,13 @@ def test_a_prompt_file_that_is_a_fifo_is_named(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     codes = {d["code"]: d for d in json.loads(proc.stdout)["diagnostics"]}
     assert "not a regular file (a FIFO)" in codes["E-INF-007"]["message"]
+
+
+def test_run_refuses_an_alias_bomb_before_anything_expands_it(tmp_path: Path) -> None:
+    """`validate` used to pass the 80-alias file and `run` then serialized 10^9 nodes (OOM)."""
+    text, _code, words = HOSTILE_MANIFESTS["billion-laughs-under-a-count"]
+    (tmp_path / "murmur.yaml").write_text(text)
+    proc = _murmurd("run", str(tmp_path), "--task", "hi")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "E-MAN-010" in proc.stderr and words in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["murmur.yaml"]  # no workdir was laid out

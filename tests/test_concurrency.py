@@ -20,6 +20,7 @@ from a2akit import ROOT, Served, chaos_capsule, serving
 from conftest import EXAMPLES
 from hookkit import end_turn, tool_call
 from loopkit import driver_capsule
+from murmurd.manifest.writing import dump_yaml
 
 
 @pytest.fixture(autouse=True)
@@ -231,7 +232,7 @@ def _hooked_queue_capsule(tmp_path: Path, artifacts) -> Path:
     manifest = yaml.safe_load((directory / "murmur.yaml").read_text())
     manifest["artifacts"].append({"name": "debug-hook", "runtime": "hook", "source": str(EXAMPLES / "debug-hook"),
                                   "local_source": True})
-    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
     return directory
 
 

@@ -276,20 +276,21 @@ def test_unreadable_history_or_context_dir_fails_that_task_only(tmp_path: Path) 
     _assert_untouched(outside)
 
 
-def test_a_guest_that_swaps_its_scratch_output_for_a_symlink_leaks_nothing(tmp_path: Path, host, artifacts) -> None:
+def test_a_guest_finds_no_scratch_output_file_to_swap(tmp_path: Path, host, artifacts) -> None:
+    """wasmtime's stdout/stderr files have no name (reached as /proc/self/fd/<n>): a guest
+    globbing the log directory, where they used to be named, finds nothing to swap."""
     from murmurd.host import CallGrant, ToolInput
 
-    _outside(tmp_path)
+    outside = _outside(tmp_path)
     root = tmp_path / "workdir"
     (root / "logs").mkdir(parents=True)
     plant = host.load(artifacts.fixture("plant-link"), name="plant-link")
-    swap = [["logs/.std*", "../../outside/secret.txt"]]  # wasmtime's stdout/stderr files, by name
+    swap = [["logs/.*", "../../outside/secret.txt"], ["logs/*", "../../outside/secret.txt"]]
     grant = CallGrant(root=root, preopen=root, log_path=root / "logs" / "tool-plant-link.log")
     result = host.call_tool_sync(plant, ToolInput(data=json.dumps(swap)), grant=grant)
-    assert result.data.startswith("planted logs/.std")  # the guest did swap them
-    log = (root / "logs" / "tool-plant-link.log").read_text()
-    assert "planting logs/.std" in log and SECRET not in log
-    assert os.listdir(root / "logs") == ["tool-plant-link.log"]
+    assert result.data == "planted "  # nothing matched
+    assert os.listdir(root / "logs") == []  # the guest wrote nothing, so no log either
+    _assert_untouched(outside)
 
 
 @pytest.mark.parametrize(("planted", "message"), [

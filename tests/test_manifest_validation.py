@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.manifest.diagnostics import CODES, Diagnostic, Report
@@ -451,3 +452,14 @@ class TestReport:
         for code, info in CODES.items():
             assert code[0] == {"error": "E", "warning": "W"}[info.severity]
             assert info.summary
+
+
+def test_yaml_the_runtime_writes_has_no_alias_its_reader_would_refuse() -> None:
+    from murmurd.manifest.reading import YamlRefused, load_yaml
+    from murmurd.manifest.writing import dump_yaml
+
+    shared = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "é"}]}
+    data = {"responses": [shared, shared], "again": shared["content"]}
+    with pytest.raises(YamlRefused, match=r"holds a YAML alias \(\*id00\d\) at line \d+"):
+        load_yaml(yaml.safe_dump(data))  # what PyYAML writes by default
+    assert "*" not in dump_yaml(data) and load_yaml(dump_yaml(data)) == data

@@ -5,7 +5,9 @@ following a symlink), and `murmurd/staging/workdir.py` the one that turns names 
 workdir-relative paths (`storage_name` for ids from the wire, `component` for artifact and log
 names). Any other file-system call in `murmurd/` must be on `ALLOWED` with the reason it is not
 a workdir path; any other code spelling a workdir path (`workdir.out / ...`, `f"out/..."`)
-fails here.
+fails here. wasmtime opens what it is handed by name (a preopen, the stdio files), following
+symlinks: it is only ever handed `workdir_fs.fd_path(<descriptor>)`, the object the runtime
+already opened and checked.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ WORKDIR_PATH = re.compile(
     r"|\bf?[\"'](?:out|logs|contexts|tools|checkpoints)/"
     r"|[\"'](?:task\.md|trace\.jsonl|MURMUR\.md)[\"']"
 )
+
+# A path handed to wasmtime, which opens it by name (and follows symlinks) itself.
+WASMTIME_BY_NAME = re.compile(
+    r"\.preopen_dir\(|\.(?:stdin|stdout|stderr)_file\s*=|\b(?:Component|Module)\.(?:from_file|deserialize_file)\("
+)
+CHECKED_DESCRIPTOR = re.compile(r"(?:preopen_dir\(|_file\s*=\s*)workdir_fs\.fd_path\(")
 
 # "file: the matching line, stripped" -> why it is not a path beneath a workdir.
 ALLOWED: dict[str, str] = {
@@ -63,7 +71,7 @@ ALLOWED: dict[str, str] = {
     "host/cache.py: path.parent.mkdir(parents=True, exist_ok=True)": "the compile cache",
     "host/cache.py: tmp.write_bytes(_MAGIC + hashlib.sha256(payload).digest() + payload)": "the compile cache",
     "host/cache.py: os.replace(tmp, path)": "the compile cache",
-    "staging/lock.py: tmp.write_text(yaml.safe_dump(lock.model_dump(), sort_keys=False), encoding=\"utf-8\")":
+    "staging/lock.py: tmp.write_text(dump_yaml(lock.model_dump()), encoding=\"utf-8\")":
         "the capsule's murmur.lock",
     "staging/lock.py: os.replace(tmp, path)": "the capsule's murmur.lock",
     "staging/artifacts.py: with open(path, \"rb\") as handle:": "hashing an artifact's source payload",
@@ -107,6 +115,13 @@ def test_only_the_layout_spells_workdir_paths() -> None:
     assert hits == [], "build workdir paths through murmurd.staging.workdir:\n" + "\n".join(hits)
 
 
+def test_wasmtime_opens_by_name_only_what_the_runtime_already_opened() -> None:
+    hits = _hits(WASMTIME_BY_NAME)
+    assert len(hits) == 3, hits  # the preopen, stdout, stderr (host/wasi.py)
+    by_name = [hit for hit in hits if not CHECKED_DESCRIPTOR.search(hit)]
+    assert by_name == [], "hand wasmtime workdir_fs.fd_path(<descriptor>), not a name:\n" + "\n".join(by_name)
+
+
 def test_the_grep_sees_what_it_forbids() -> None:
     """The patterns are live: each forbidden spelling below is caught."""
     for line in ('open(path, "a")', "self.staged.workdir.result.write_text(text)", "os.open(name, flags)",
@@ -117,3 +132,8 @@ def test_the_grep_sees_what_it_forbids() -> None:
     for line in ('self.staged.workdir.contexts / context_id / "history.json"', 'out = f"out/result_{record.id}.txt"',
                  'root / "task.md"'):
         assert WORKDIR_PATH.search(line), line
+    for line in ("config.preopen_dir(str(preopen), \".\")", "config.stderr_file = str(path)",
+                 "config.stdout_file=name", "Component.from_file(engine, path)"):
+        assert WASMTIME_BY_NAME.search(line) and not CHECKED_DESCRIPTOR.search(line), line
+    for line in ("config.preopen_dir(workdir_fs.fd_path(fd), \".\")", "config.stderr_file = workdir_fs.fd_path(fd)"):
+        assert WASMTIME_BY_NAME.search(line) and CHECKED_DESCRIPTOR.search(line), line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,9 @@ def root(tmp_path: Path) -> Path:
     return workdir
 
 
+CAP = 1024  # enough for every small file these tests read
+
+
 def _outside(root: Path) -> Path:
     return root.parent / "outside"
 
@@ -29,11 +33,11 @@ def test_files_round_trip(root: Path) -> None:
     workdir_fs.write_text(root, "out/deep/a.txt", "two")
     workdir_fs.append_text(root, "logs/x.log", "a\n")
     workdir_fs.append_bytes(root, "logs/x.log", b"b\n")
-    assert workdir_fs.read_text(root, "out/deep/a.txt") == "two"
-    assert workdir_fs.read_bytes(root, "./logs//x.log") == b"a\nb\n"
+    assert workdir_fs.read_text(root, "out/deep/a.txt", max_bytes=CAP) == "two"
+    assert workdir_fs.read_bytes(root, "./logs//x.log", max_bytes=CAP) == b"a\nb\n"
     assert sorted(os.listdir(root / "out" / "deep")) == ["a.txt"]  # no temporary file left
     workdir_fs.write_text(root, "out/wire.txt", "lone \ud800 surrogate")
-    assert workdir_fs.read_text(root, "out/wire.txt") == "lone ? surrogate"
+    assert workdir_fs.read_text(root, "out/wire.txt", max_bytes=CAP) == "lone ? surrogate"
     workdir_fs.unlink(root, "out/deep/a.txt")
     workdir_fs.unlink(root, "out/deep/a.txt")  # already gone: fine
     assert not (root / "out" / "deep" / "a.txt").exists()
@@ -42,7 +46,7 @@ def test_files_round_trip(root: Path) -> None:
 def test_a_symlinked_file_is_never_read_or_appended_to(root: Path) -> None:
     os.symlink("../../outside/target.txt", root / "out" / "link.txt")
     with pytest.raises(UnsafePathError, match="'out/link.txt': is a symlink"):
-        workdir_fs.read_text(root, "out/link.txt")
+        workdir_fs.read_text(root, "out/link.txt", max_bytes=CAP)
     with pytest.raises(UnsafePathError, match="'out/link.txt': is a symlink"):
         workdir_fs.append_text(root, "out/link.txt", "appended")
     assert (_outside(root) / "target.txt").read_text() == "outside\n"
@@ -61,7 +65,7 @@ def test_a_symlinked_directory_on_the_way_is_refused(root: Path, operation: str)
     os.symlink("../outside", root / "logs")
     (_outside(root) / "x.log").write_text("outside\n")
     act = {
-        "read": lambda: workdir_fs.read_bytes(root, "logs/x.log"),
+        "read": lambda: workdir_fs.read_bytes(root, "logs/x.log", max_bytes=CAP),
         "write": lambda: workdir_fs.write_text(root, "logs/x.log", "in"),
         "append": lambda: workdir_fs.append_text(root, "logs/x.log", "in"),
         "make_dirs": lambda: workdir_fs.make_dirs(root, "logs/sub"),
@@ -82,20 +86,20 @@ def test_a_file_where_a_directory_belongs_is_refused(root: Path) -> None:
 
 def test_missing_files_and_other_kinds(root: Path) -> None:
     with pytest.raises(FileNotFoundError, match="'out/none.txt'"):
-        workdir_fs.read_bytes(root, "out/none.txt")
+        workdir_fs.read_bytes(root, "out/none.txt", max_bytes=CAP)
     with pytest.raises(FileNotFoundError, match="'nodir'"):
-        workdir_fs.read_bytes(root, "nodir/x")
+        workdir_fs.read_bytes(root, "nodir/x", max_bytes=CAP)
     with pytest.raises(NotRegularFile, match="'out' is not a regular file"):
-        workdir_fs.read_bytes(root, "out")
+        workdir_fs.read_bytes(root, "out", max_bytes=CAP)
     os.mkfifo(root / "out" / "pipe")
     with pytest.raises(NotRegularFile):  # opened non-blocking: a FIFO never stalls the runtime
-        workdir_fs.read_bytes(root, "out/pipe")
+        workdir_fs.read_bytes(root, "out/pipe", max_bytes=CAP)
     with pytest.raises(OSError):  # no reader: ENXIO, not a hang
         workdir_fs.append_text(root, "out/pipe", "x")
     with pytest.raises(FileExistsError):
         workdir_fs.create_new(root, "out")
     with pytest.raises(OSError, match="cannot be opened"):
-        workdir_fs.read_bytes(root / "missing-root", "x")
+        workdir_fs.read_bytes(root / "missing-root", "x", max_bytes=CAP)
 
 
 def test_reads_are_capped(root: Path) -> None:
@@ -103,6 +107,57 @@ def test_reads_are_capped(root: Path) -> None:
     assert workdir_fs.read_bytes(root, "big.txt", max_bytes=10) == b"x" * 10
     with pytest.raises(FileTooLarge, match="10 bytes, over the 9-byte limit"):
         workdir_fs.read_bytes(root, "big.txt", max_bytes=9)
+
+
+def test_a_sparse_file_of_gigabytes_is_refused_without_reading_it(root: Path) -> None:
+    """What a guest does to a file it can reach: truncate it huge (free on disk until read)."""
+    with open(root / "out" / "result.txt", "wb") as handle:
+        handle.truncate(3 * 1024**3)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FileTooLarge, match="'out/result.txt' is 3221225472 bytes, over the 1024-byte limit"):
+            workdir_fs.read_text(root, "out/result.txt", max_bytes=CAP)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1024 * 1024
+
+
+def test_a_file_larger_than_its_descriptor_says_is_still_cut_at_the_limit() -> None:
+    """procfs files report size 0 and read as more: the read itself stops at the limit (a file
+    that grows after the size check is caught the same way)."""
+    status = Path("/proc/self/status")
+    assert status.stat().st_size == 0 and len(status.read_bytes()) > 64
+    with pytest.raises(FileTooLarge, match="'status' is at least 65 bytes, over the 64-byte limit"):
+        workdir_fs.read_bytes(Path("/proc/self"), "status", max_bytes=64)
+
+
+@pytest.mark.parametrize("unnamed", [True, False], ids=["o_tmpfile", "named-then-unlinked"])
+def test_an_anonymous_file_has_no_name_a_guest_could_open(root: Path, unnamed: bool) -> None:
+    before = sorted(os.listdir(root / "out"))
+    directory = workdir_fs.open_directory(root, "out")
+    try:
+        fd = workdir_fs.anonymous_file(directory, unnamed=unnamed)
+    finally:
+        os.close(directory)
+    try:
+        assert sorted(os.listdir(root / "out")) == before
+        with open(workdir_fs.fd_path(fd), "wb") as writer:  # what wasmtime does with the path
+            writer.write(b"written through the path")
+        assert os.pread(fd, 100, 0) == b"written through the path"
+    finally:
+        os.close(fd)
+
+
+def test_an_fd_path_opens_what_was_checked_even_after_a_swap(root: Path) -> None:
+    fd = workdir_fs.open_directory(root, "data/sub")
+    try:
+        os.rename(root / "data", root / "moved")
+        os.symlink("../outside", root / "data")  # the name now leads outside
+        (root / "moved" / "sub" / "inside.txt").write_text("inside")
+        assert os.listdir(workdir_fs.fd_path(fd)) == ["inside.txt"]
+    finally:
+        os.close(fd)
 
 
 @pytest.mark.parametrize(("rel", "rule"), [

@@ -47,7 +47,7 @@ from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import history_file, task_result_file
+from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file, task_result_file
 from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")
@@ -638,7 +638,7 @@ class CapsuleDaemon:
         rel = history_file(context_id)
         home = self.staged.history_workdir
         try:
-            stored = json.loads(workdir_fs.read_text(home.root, home.book(rel)))
+            stored = json.loads(workdir_fs.read_text(home.root, home.book(rel), max_bytes=MAX_HISTORY_BYTES))
             return [Message(**m) for m in stored]
         except FileNotFoundError:
             return []

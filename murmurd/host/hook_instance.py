@@ -182,7 +182,6 @@ class HookInstance:
                 memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=limits.instances
             )
             store.set_wasi(wasi_config(grant, output, loaded.name))
-            output.unlink_scratch()
             if loaded.http_version is not None:
                 store.set_wasi_http()
             linker = self.host.linker_for(loaded, grant.network)

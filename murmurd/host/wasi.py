@@ -6,7 +6,9 @@ at most one preopened directory, mounted as the guest's `.`.
 
 When the grant names a trusted `root` (the session workdir), the preopen and the log lie
 beneath it and are reached through `murmurd.workdir_fs`: a symlink a guest planted on the way
-(`logs/tool-x.log` -> `../../../etc/x`) is refused, never followed.
+(`logs/tool-x.log` -> `../../../etc/x`) is refused, never followed. wasmtime opens files and
+directories only by name, so it is handed `/proc/self/fd/<n>` of the descriptor the runtime
+checked: what was checked is what wasmtime opens.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from wasmtime import WasiConfig
 
 from murmurd import workdir_fs
+from murmurd.host.capped_copy import copy_stretch, read_tail
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
 
 _TAIL_BYTES = 4096
@@ -45,24 +48,28 @@ class CallGrant:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`
         return self.log_path.parent, self.log_path.name
 
-    def checked_preopen(self) -> Path | None:
-        """The preopen, after checking no component below `root` is a symlink (wasmtime opens it by name)."""
-        if self.preopen is None or self.root is None:
-            return self.preopen
-        rel = self.preopen.relative_to(self.root).as_posix()
-        return self.root if rel == "." else workdir_fs.check_directory(self.root, rel)
+    def open_preopen(self) -> int | None:
+        """A descriptor of the preopen (the caller closes it), reached below `root` one
+        component at a time with no symlink followed; without a `root` (an operator's own
+        directory) the preopen is its own trusted root."""
+        if self.preopen is None:
+            return None
+        if self.root is None:
+            return workdir_fs.open_directory(self.preopen, ".")
+        return workdir_fs.open_directory(self.root, self.preopen.relative_to(self.root).as_posix())
 
 
 class CallOutput:
     """Where a call's stdout and stderr go, and the tail of its stderr once it is over.
 
     wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
-    I/O threads, which would otherwise be called back during interpreter shutdown). The scratch
-    files live beside the log; the runtime keeps its own descriptors to them, so a guest that
-    swaps one for a symlink during the call changes nothing the runtime reads. After the call,
-    `collect` appends them to the caller's log (stdout, then stderr) and keeps the last bytes of
-    stderr, which tell a failed allocation from any other trap. A store that outlives one call
-    (a hook's) calls `drain` after each call instead, and `collect` once the store is closed.
+    I/O threads, which would otherwise be called back during interpreter shutdown). The files
+    are unnamed (`workdir_fs.anonymous_file`, on the log's file system) and reach wasmtime as
+    `/proc/self/fd/<n>`, so no guest can open, truncate or swap them by name. After the call,
+    `collect` appends what they hold to the caller's log (stdout, then stderr), at most
+    `capped_copy.LOG_BYTES_PER_STREAM` of each, and keeps the last bytes of stderr, which tell a
+    failed allocation from any other trap. A store that outlives one call (a hook's) calls
+    `drain` after each call instead, and `collect` once the store is closed.
     """
 
     def __init__(self, grant: CallGrant) -> None:
@@ -71,45 +78,54 @@ class CallOutput:
         if self.location is not None:
             root, rel = self.location
             parent = rel.rpartition("/")[0] or "."
-            directory = root if parent == "." else workdir_fs.under(root, parent)
         else:
             root, parent = Path(tempfile.gettempdir()), "."
-            directory = root
-        self._dir_fd = workdir_fs.open_directory(root, parent)
-        self._stderr = self._scratch(directory, ".stderr-")
-        self._stdout = self._scratch(directory, ".stdout-") if self.location is not None else None
+        self._stdout: int | None = None
+        dir_fd = workdir_fs.open_directory(root, parent)
+        try:
+            self._stderr = workdir_fs.anonymous_file(dir_fd)
+            try:
+                if self.location is not None:
+                    self._stdout = workdir_fs.anonymous_file(dir_fd)
+            except OSError:
+                os.close(self._stderr)
+                raise
+        finally:
+            os.close(dir_fd)
         self.stderr_tail = b""
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
-        self._offsets: dict[int, int] = {}  # descriptor -> bytes already read
+        self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
         self._collected = False
 
-    def _scratch(self, directory: Path, prefix: str) -> tuple[int, str, Path]:
-        fd, name = workdir_fs.new_scratch(self._dir_fd, prefix)
-        return fd, name, directory / name
-
     def configure(self, config: WasiConfig) -> None:
-        config.stderr_file = str(self._stderr[2])
+        """Point the guest's stderr (and stdout, when logged) at the unnamed files; wasmtime
+        opens them here, through the runtime's own descriptors."""
+        config.stderr_file = workdir_fs.fd_path(self._stderr)
         if self._stdout is not None:
-            config.stdout_file = str(self._stdout[2])
+            config.stdout_file = workdir_fs.fd_path(self._stdout)
 
     def drain(self) -> None:
-        """Append what the guest wrote since the last drain to the log (stdout, then stderr), and
-        keep the tail of that stretch of stderr. For a store that outlives one call (a hook's)."""
-        stdout = self._read_new(self._stdout)
-        stderr = self._read_new(self._stderr)
-        self.stderr_tail = stderr[-_TAIL_BYTES:]
-        if self.location is not None and (stdout or stderr):
-            try:
-                workdir_fs.append_bytes(*self.location, stdout + stderr)
-            except OSError as exc:
-                self.log_refused = exc
+        """Append what the guest wrote since the last drain to the log (stdout, then stderr, each
+        capped), and keep the tail of that stretch of stderr. For a store that outlives one call."""
+        stretches = [(label, fd, *self._new_stretch(fd))
+                     for label, fd in (("stdout", self._stdout), ("stderr", self._stderr)) if fd is not None]
+        try:
+            _label, fd, start, end = stretches[-1]
+            self.stderr_tail = read_tail(fd, start, end, _TAIL_BYTES)
+            if self.location is not None and any(end > start for _l, _f, start, end in stretches):
+                with workdir_fs.open_append(*self.location) as sink:
+                    for label, fd, start, end in stretches:
+                        copy_stretch(fd, start, end, sink.fileno(), label)
+        except OSError as exc:
+            self.log_refused = exc
 
-    def unlink_scratch(self) -> None:
-        """Remove the scratch files' names once wasmtime holds them open; the runtime keeps
-        reading through its own descriptors. For a long-lived store: no name is left behind."""
-        for scratch in (self._stdout, self._stderr):
-            if scratch is not None:
-                workdir_fs.unlink_at(self._dir_fd, scratch[1])
+    def _new_stretch(self, fd: int) -> tuple[int, int]:
+        """The byte range of `fd` written since the last drain (its size taken once, now);
+        the next drain starts at its end."""
+        end = os.fstat(fd).st_size
+        start = min(self._offsets.get(fd, 0), end)
+        self._offsets[fd] = end
+        return start, end
 
     def collect(self) -> None:
         """Call once the store is gone (its files closed). Idempotent."""
@@ -119,33 +135,9 @@ class CallOutput:
         try:
             self.drain()
         finally:
-            for scratch in (self._stdout, self._stderr):
-                self._release(scratch)
-            os.close(self._dir_fd)
-
-    def _read_new(self, scratch: tuple[int, str, Path] | None) -> bytes:
-        """The bytes appended to a scratch file since the last read, through the runtime's own descriptor."""
-        if scratch is None:
-            return b""
-        fd = scratch[0]
-        chunks: list[bytes] = []
-        try:
-            while chunk := os.pread(fd, 1 << 16, self._offsets.get(fd, 0)):
-                chunks.append(chunk)
-                self._offsets[fd] = self._offsets.get(fd, 0) + len(chunk)
-        except OSError:
-            pass
-        return b"".join(chunks)
-
-    def _release(self, scratch: tuple[int, str, Path] | None) -> None:
-        if scratch is None:
-            return
-        fd, name, _path = scratch
-        os.close(fd)
-        try:
-            workdir_fs.unlink_at(self._dir_fd, name)  # a link the guest put there is removed, not followed
-        except OSError:
-            pass
+            for fd in (self._stdout, self._stderr):
+                if fd is not None:
+                    os.close(fd)
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
@@ -153,7 +145,10 @@ def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfi
     config.argv = [program]
     config.env = [(key, value) for key, value in grant.env.items()]
     output.configure(config)
-    preopen = grant.checked_preopen()
+    preopen = grant.open_preopen()
     if preopen is not None:
-        config.preopen_dir(str(preopen), ".")
+        try:
+            config.preopen_dir(workdir_fs.fd_path(preopen), ".")  # wasmtime opens it here
+        finally:
+            os.close(preopen)
     return config

@@ -41,7 +41,7 @@ CODES: dict[str, CodeInfo] = {
     "E-MAN-007": CodeInfo("error", "a field is not one of its allowed values"),
     "E-MAN-008": CodeInfo("error", "observability.otel_endpoint is not an http(s) URL"),
     "E-MAN-009": CodeInfo("error", "a version is not a string (YAML read it as a number or date)"),
-    "E-MAN-010": CodeInfo("error", "murmur.yaml is past a reading limit (nesting depth, aliases, a number's length)"),
+    "E-MAN-010": CodeInfo("error", "murmur.yaml is past a reading limit (nesting depth, a number's length) or holds a YAML alias"),
     "W-MAN-001": CodeInfo("warning", "unknown key; it is ignored"),
     "W-MAN-002": CodeInfo("warning", "a field upstream murmur documents that murmurd does not implement; it is ignored"),
     # -- artifacts[] ---------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from murmurd.session.messages import Message
 from murmurd.session.tokens import count_tokens
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import history_file
+from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 
@@ -103,7 +103,8 @@ class HookServices(SessionContext):
             return []
         try:
             workdir = self.state.staged.history_workdir
-            stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id))))
+            stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id)),
+                                                     max_bytes=MAX_HISTORY_BYTES))
             messages = [Message(**m) for m in stored]
         except FileNotFoundError:
             return []

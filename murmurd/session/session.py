@@ -36,7 +36,7 @@ from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import RESULT, TASK, TRACE, log_file
+from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
@@ -346,7 +346,7 @@ class Session:
         except HostError as exc:
             raise TaskFailed(str(exc)) from None
         try:
-            return workdir_fs.read_text(root, RESULT, errors="replace")
+            return workdir_fs.read_text(root, RESULT, max_bytes=MAX_RESULT_BYTES, errors="replace")
         except FileNotFoundError:
             return ""
         except OSError as exc:

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from murmurd.manifest.reading import YamlRefused, load_yaml, read_text_file
+from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolvedArtifact
 
 LOCK_FILE = "murmur.lock"
@@ -53,7 +54,7 @@ def load_lock(manifest_dir: Path) -> LockFile | None:
 def save_lock(manifest_dir: Path, lock: LockFile) -> None:
     path = manifest_dir / LOCK_FILE
     tmp = path.with_name(f".{LOCK_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(lock.model_dump(), sort_keys=False), encoding="utf-8")
+    tmp.write_text(dump_yaml(lock.model_dump()), encoding="utf-8")
     os.replace(tmp, path)
 
 

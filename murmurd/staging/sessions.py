@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import yaml
-
 from murmurd import workdir_fs
+from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.stage import InstalledArtifact, StagedCapsule, _write_shell_manifest
 from murmurd.staging.workdir import INVENTORY, Workdir, new_session_id, tool_file
@@ -55,8 +54,7 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
 def _install(layout: Workdir, name: str, artifact: InstalledArtifact) -> None:
     """`tools/<name>/murmur.yaml`, and the payload itself for a skill (text the session reads)."""
     own = artifact.resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(layout.root, layout.book(tool_file(name, "murmur.yaml")),
-                          yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.write_text(layout.root, layout.book(tool_file(name, "murmur.yaml")), dump_yaml(own))
     if artifact.component is None:
         workdir_fs.copy_into(artifact.resolved.payload, layout.root,
                              layout.book(tool_file(name, artifact.resolved.installed_name)))

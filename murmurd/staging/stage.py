@@ -12,8 +12,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from murmurd import workdir_fs
 from murmurd.contract import Role
 from murmurd.hooks.faults import HookLog
@@ -24,6 +22,7 @@ from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
+from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
@@ -32,6 +31,7 @@ from murmurd.staging.registry import FileRegistry, Registry, default_registry_ro
 from murmurd.staging.resolve import resolve_artifact
 from murmurd.staging.workdir import (
     INVENTORY,
+    MAX_SKILL_BYTES,
     Workdir,
     default_workdir,
     log_file,
@@ -101,7 +101,8 @@ class StagedCapsule:
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
         artifact = self.artifacts[name]
-        return workdir_fs.read_text(self.workdir.root, self.workdir.book(tool_file(name, artifact.resolved.installed_name)))
+        return workdir_fs.read_text(self.workdir.root, self.workdir.book(tool_file(name, artifact.resolved.installed_name)),
+                                    max_bytes=MAX_SKILL_BYTES)
 
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
@@ -132,11 +133,20 @@ def _compile(host: ComponentHost, artifact: ResolvedArtifact, progress: Progress
     return host.load(artifact.payload, name=artifact.name, expected=KIND_ROLES[artifact.kind], progress=progress)
 
 
+def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
+    """A skill the runtime could not read back (it reads at most `MAX_SKILL_BYTES`) is refused now,
+    not at its first call."""
+    size = artifact.payload.stat().st_size
+    if size <= MAX_SKILL_BYTES:
+        return []
+    return [f"artifact {artifact.name}: {artifact.payload.name} is {size} bytes; a skill holds at most "
+            f"{MAX_SKILL_BYTES} bytes"]
+
+
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     """Copy an artifact's manifest and payload under `tools/<name>/`."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")),
-                          yaml.safe_dump(own, sort_keys=False))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")), dump_yaml(own))
     workdir_fs.copy_into(resolved.payload, workdir.root, workdir.book(tool_file(resolved.name, resolved.installed_name)))
     return workdir.tool_dir(resolved.name)
 
@@ -156,8 +166,7 @@ def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None
         or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
         "input_schema": SHELL_TOOL_SCHEMA,
     }
-    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")),
-                          yaml.safe_dump(synthetic, sort_keys=False))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")), dump_yaml(synthetic))
 
 
 def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
@@ -251,6 +260,7 @@ def stage_capsule(
     components: dict[str, LoadedComponent] = {}
     for artifact in resolved:
         if artifact.kind == "skill":
+            problems += _oversized_skill(artifact)
             continue
         try:
             components[artifact.name] = _compile(host, artifact, report_progress)

@@ -25,6 +25,13 @@ COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.
 TRACE = "trace.jsonl"
 INVENTORY = "MURMUR.md"
 
+# How much of a file a guest can reach the runtime reads back (`workdir_fs` requires a limit:
+# a tool may truncate any file it can reach to terabytes, sparse and free until read). Past
+# the limit the read fails that call or task alone, naming the file and the limit.
+MAX_RESULT_BYTES = 10 * 1024 * 1024  # a script capsule's out/result.txt: as much as a data-path result
+MAX_SKILL_BYTES = 1024 * 1024  # a skill's text: as much as a manifest's prompt file
+MAX_HISTORY_BYTES = 16 * 1024 * 1024  # a threaded context's history.json, which grows with the context
+
 
 def new_session_id() -> str:
     """`ses_` + a UUIDv7 as 32 lowercase hex digits: later sessions sort after earlier ones."""
