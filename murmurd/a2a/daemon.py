@@ -294,6 +294,9 @@ class CapsuleDaemon:
             await asyncio.wait(runs, timeout=grace_seconds)
         await asyncio.gather(*(self._cancel_run(run, "canceled: daemon shutting down")
                                for run in list(self._running.values())))
+        while self._unfinished:  # canceled before their first step: the scheduler is not there to end them
+            record, run = self._unfinished.pop(0)
+            await self._end_unfinished(record, run)
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
