@@ -32,7 +32,7 @@ from murmurd.hooks.dispatcher import (
     SessionEnd,
     ShellEvent,
     TaskEnd,
-    TaskStart,
+    TaskStartEvent,
     ToolEvent,
 )
 from murmurd.hooks.faults import HookLog
@@ -85,14 +85,14 @@ class HookDispatcher(LifecycleDispatcher):
     async def on_session_start(self) -> None:
         await self._dispatch("on-session-start", self.session_record)
 
-    async def on_task_start(self, event: TaskStart) -> ContextArm | None:
-        committed = await self._dispatch("on-task-start", convert.task_start(event))
+    async def on_task_start(self, event: TaskStartEvent) -> ContextArm | None:
+        committed = await self._dispatch("on-task-start", event)
         seeds = _first(committed, "seed-context")
         return _context_arm(*seeds) if seeds else None
 
     async def on_inference(self, event: InferenceEvent) -> InferenceOutputs:
         self.turn = event.turn
-        committed = await self._dispatch("on-inference", convert.inference(event))
+        committed = await self._dispatch("on-inference", event)
         return InferenceOutputs([HookArtifact(name, v.value) for name, v in committed if v.arm == "artifact"])
 
     async def on_tool_call(self, event: ToolEvent) -> Denial | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmurd.host.hook_values import InferenceEvent, TaskStartEvent
 from murmurd.session.counters import Counters
 from murmurd.session.messages import Message
 
@@ -46,29 +47,6 @@ class CompactionFailed:
 
     hook_name: str
     reason: str
-
-
-@dataclass(frozen=True)
-class TaskStart:
-    task_id: str
-    context_id: str
-    source: str
-    input_bytes: int
-    context_window: int
-    budget_tokens: int
-    prior_tokens: int
-
-
-@dataclass(frozen=True)
-class InferenceEvent:
-    turn: int
-    input_tokens: int
-    output_tokens: int
-    decision: str
-    tool_name: str | None = None
-    prompt: str | None = None  # the conversation sent, as driver JSON
-    output: str | None = None  # the response's text
-    tools: str | None = None  # the offered tools, as a JSON string
 
 
 @dataclass(frozen=True)
@@ -137,7 +115,7 @@ class LifecycleDispatcher:
     async def on_session_start(self) -> None:
         return None
 
-    async def on_task_start(self, event: TaskStart) -> ContextArm | None:
+    async def on_task_start(self, event: TaskStartEvent) -> ContextArm | None:
         """The first committed `seed-context` (messages oldest first), or None."""
         return None
 

@@ -1,7 +1,8 @@
 """From what the loop announces to what a hook receives: the WIT event records (pure).
 
-The loop reports lifecycle points with the dispatcher's own dataclasses (`hooks.dispatcher`);
-these functions turn them into `murmur:hook/lifecycle` records, filling every field the seed's
+The loop reports most lifecycle points with the dispatcher's own dataclasses (`hooks.dispatcher`;
+`on-task-start` and `on-inference` it reports with the WIT records themselves, which carry
+nothing else); these functions turn them into `murmur:hook/lifecycle` records, filling every field the seed's
 field notes ask for. The one field that needs I/O, a shell call's `recipe`, is read by the
 caller (`recipes.read_recipe`) and passed in.
 """
@@ -26,16 +27,6 @@ def loop_message(message: wit.HookMessage) -> Message:
     `source-id` kept verbatim."""
     return Message(message.role, [{"type": "text", "text": message.content}], id=new_message_id(),
                    source_id=message.source_id)
-
-
-def task_start(event: seam.TaskStart) -> wit.TaskStartEvent:
-    return wit.TaskStartEvent(event.task_id, event.context_id, event.source, event.input_bytes,
-                              event.context_window, event.budget_tokens, event.prior_tokens)
-
-
-def inference(event: seam.InferenceEvent) -> wit.InferenceEvent:
-    return wit.InferenceEvent(event.turn, event.input_tokens, event.output_tokens, event.decision,
-                              event.tool_name, event.prompt, event.output, event.tools)
 
 
 def tool(event: seam.ToolEvent) -> wit.ToolEvent:

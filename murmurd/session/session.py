@@ -16,7 +16,7 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.hooks.dispatch import DispatchSettings, HookDispatcher
-from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, SessionEnd, TaskEnd, TaskStart
+from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, SessionEnd, TaskEnd, TaskStartEvent
 from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
@@ -272,7 +272,7 @@ class Session:
         context = self.staged.manifest.context
         window = context.max_tokens if context and context.max_tokens else 0
         budget = int(window * (context.seed_budget or 0)) if context else 0
-        arm = await self.dispatcher.on_task_start(TaskStart(
+        arm = await self.dispatcher.on_task_start(TaskStartEvent(
             spec.task_id, state.context_id, spec.source, spec.message_parts_bytes, window, budget,
             await self._prior_tokens(spec),
         ))
