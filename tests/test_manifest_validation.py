@@ -311,6 +311,14 @@ def test_credential_shaped_env_allow_is_a_warning(manifest_dir: Path) -> None:
     assert [(d.code, d.path) for d in report.warnings] == [("W-CAP-001", "capabilities.env.allow[1]")]
 
 
+def test_a_concurrency_bound_without_queue_is_a_warning(manifest_dir: Path) -> None:
+    model, report = validate({"lifecycle": {"max_concurrent_tasks": 8}}, manifest_dir)
+    assert model is not None and model.lifecycle.max_concurrent_tasks == 8
+    assert [(d.code, d.path) for d in report.warnings] == [("W-LIF-001", "lifecycle.max_concurrent_tasks")]
+    _, queued = validate({"lifecycle": {"task_acceptance": "queue", "max_concurrent_tasks": 8}}, manifest_dir)
+    assert queued.warnings == []
+
+
 class TestSecret:
     ENV = {"MURMUR_TEST_KEY": SECRET}
 

@@ -76,6 +76,7 @@ CODES: dict[str, CodeInfo] = {
     "E-INF-008": CodeInfo("error", "driver.artifact is not a declared runtime: driver artifact"),
     "E-INF-009": CodeInfo("error", "compaction.threshold is outside (0, 1]"),
     "E-LIF-001": CodeInfo("error", "lifecycle.max_task_reopens and inference.max_task_reopens disagree"),
+    "W-LIF-001": CodeInfo("warning", "lifecycle.max_concurrent_tasks with a task_acceptance other than queue; one task runs at a time"),
     "E-INF-010": CodeInfo("error", "an inference block names no driver (driver.artifact or provider.artifact)"),
     "E-INF-011": CodeInfo("error", "inference.transport: process (a CLI agent) is not supported by murmurd"),
     "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),

@@ -271,13 +271,20 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
 
 def _rule_lifecycle(ctx: _Context) -> list[Diagnostic]:
     """The reopen budget's two names (the seed's `lifecycle.max_task_reopens`, upstream v0.2's
-    `inference.max_task_reopens`) must not disagree."""
-    seed = (ctx.section("lifecycle") or {}).get("max_task_reopens")
+    `inference.max_task_reopens`) must not disagree; a concurrency bound applies to `queue` only."""
+    lifecycle = ctx.section("lifecycle") or {}
+    found: list[Diagnostic] = []
+    seed = lifecycle.get("max_task_reopens")
     older = (ctx.section("inference") or {}).get("max_task_reopens")
     if isinstance(seed, int) and isinstance(older, int) and seed != older:
         rule = f"disagrees with inference.max_task_reopens ({older}); set the budget once, under lifecycle"
-        return [diagnostic("E-LIF-001", "lifecycle.max_task_reopens", rule, seed)]
-    return []
+        found.append(diagnostic("E-LIF-001", "lifecycle.max_task_reopens", rule, seed))
+    bound = lifecycle.get("max_concurrent_tasks")
+    acceptance = lifecycle.get("task_acceptance", "single")
+    if isinstance(bound, int) and bound > 1 and acceptance != "queue":
+        rule = f"applies to task_acceptance: queue; with {acceptance} one task runs at a time"
+        found.append(diagnostic("W-LIF-001", "lifecycle.max_concurrent_tasks", rule, bound))
+    return found
 
 
 def check_capabilities(caps: dict, prefix: str, *, narrowing: bool = False) -> list[Diagnostic]:
