@@ -29,7 +29,8 @@ def stream_call(
     consume: Callable[[Iterator[Event]], T],
 ) -> T:
     payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    headers = {**headers, "content-type": "application/json", "accept": "text/event-stream"}
+    headers = {**headers, "content-type": "application/json", "accept": "text/event-stream",
+               "content-length": str(len(payload))}
     started = clock.now()
     attempt = 0
     while True:

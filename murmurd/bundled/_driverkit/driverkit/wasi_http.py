@@ -111,7 +111,7 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout_seconds: float)
     try:
         future = outgoing_handler.handle(request, options)
     except Err as exc:
-        raise TransportError(f"request refused: {case_name(exc.value)}", retryable=False) from None
+        raise TransportError(f"request refused: {_explained(case_name(exc.value))}", retryable=False) from None
     _write_body(outgoing_body, body)
     with future:
         with future.subscribe() as pollable:
@@ -122,8 +122,14 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout_seconds: float)
     inner = outcome.value
     if isinstance(inner, Err):
         name = case_name(inner.value)
-        raise TransportError(f"no response: {name}", retryable=not name.startswith(_NOT_RETRIED))
+        raise TransportError(f"no response: {_explained(name)}", retryable=not name.startswith(_NOT_RETRIED))
     return Response(inner.value)
+
+
+def _explained(case: str) -> str:
+    if case.startswith("HTTP-request-denied"):
+        return f"{case}: the capsule's capabilities.network.allow must name the inference endpoint"
+    return case
 
 
 def _options(timeout_seconds: float) -> types.RequestOptions:
