@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from conftest import EXAMPLES
 from loopkit import capsule_dir, local, trace_events
@@ -57,7 +58,8 @@ def driver_capsule(root: Path, driver: str, endpoint: str | None, config: dict[s
     if endpoint is not None:
         manifest["inference"]["endpoint"] = endpoint
     if network and endpoint is not None:
-        manifest["capabilities"] = {"network": {"allow": [endpoint]}}
+        origin = urlsplit(endpoint)
+        manifest["capabilities"] = {"network": {"allow": [f"{origin.scheme}://{origin.netloc}"]}}
     return capsule_dir(root, manifest)
 
 

@@ -238,3 +238,109 @@ def anthropic_error(code: int, kind: str, message: str, headers: dict[str, str] 
 def _halves(text: str) -> list[str]:
     cut = max(1, len(text) // 2)
     return [p for p in (text[:cut], text[cut:]) if p]
+
+
+# --------------------------------------------------------------------------- OpenAI Chat Completions
+
+
+def chat_standin() -> Any:
+    from openai.types.chat.completion_create_params import CompletionCreateParamsStreaming
+
+    return serving("/v1/chat/completions", strict_validator(CompletionCreateParamsStreaming))
+
+
+def chat_stream(*, text: str = "", tool_calls: list[dict[str, Any]] = (), finish_reason: str = "stop",
+                usage: dict[str, Any] | None = None, reasoning: str = "", done: bool = True) -> Stream:
+    """A Chat Completions chunk stream: the role, reasoning (as vLLM streams `reasoning_content`),
+    text and each tool call's arguments over two chunks, the finish, then a usage chunk."""
+    from openai.types.chat import ChatCompletionChunk
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> str:
+        data = {"id": "chatcmpl-standin", "object": "chat.completion.chunk", "created": 1700000000,
+                "model": "standin-model", "choices": choices, **extra}
+        return ChatCompletionChunk.model_validate(data).model_dump_json(exclude_unset=True)
+
+    def delta(d: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
+        return [{"index": 0, "delta": d, "finish_reason": finish}]
+
+    wire = [chunk(delta({"role": "assistant", "content": ""}))]
+    wire += [chunk(delta({"reasoning_content": t})) for t in _halves(reasoning)] if reasoning else []
+    wire += [chunk(delta({"content": t})) for t in _halves(text)] if text else []
+    for index, call in enumerate(tool_calls):
+        wire.append(chunk(delta({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                                 "function": {"name": call["name"], "arguments": ""}}]})))
+        wire += [chunk(delta({"tool_calls": [{"index": index, "function": {"arguments": t}}]}))
+                 for t in _halves(json.dumps(call["input"]))]
+    wire.append(chunk(delta({}, finish_reason)))
+    if usage is not None:
+        wire.append(chunk([], usage=usage))
+    if done:
+        wire.append("[DONE]")
+    return Stream([(None, data) for data in wire])
+
+
+def openai_error(code: int, message: str, kind: str, headers: dict[str, str] | None = None) -> Status:
+    from openai.types import ErrorObject
+
+    error = ErrorObject.model_validate({"message": message, "type": kind, "param": None, "code": None})
+    return Status(code, {"error": error.model_dump(mode="json", exclude_unset=True)}, headers or {})
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+
+
+def responses_standin() -> Any:
+    from openai.types.responses.response_create_params import ResponseCreateParamsStreaming
+
+    return serving("/v1/responses", strict_validator(ResponseCreateParamsStreaming))
+
+
+def responses_stream(response_id: str, *, text: str = "", tool_calls: list[dict[str, Any]] = (),
+                     usage: dict[str, Any] | None = None, reasoning: str = "", status: str = "completed",
+                     incomplete_reason: str | None = None) -> Stream:
+    """A Responses API event stream: created, reasoning summary and text deltas, function-call
+    argument deltas, then the terminal event carrying the whole response (output and usage)."""
+    from openai.types.responses import ResponseStreamEvent
+
+    adapter = TypeAdapter(ResponseStreamEvent)
+    output: list[dict[str, Any]] = []
+    if text:
+        output.append({"type": "message", "id": "msg_standin", "role": "assistant", "status": "completed",
+                       "content": [{"type": "output_text", "text": text, "annotations": []}]})
+    output += [{"type": "function_call", "id": f"fc_{c['id']}", "call_id": c["id"], "name": c["name"],
+                "arguments": json.dumps(c["input"]), "status": "completed"} for c in tool_calls]
+
+    def response(state: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+        body = {"id": response_id, "object": "response", "created_at": 1700000000, "model": "standin-model",
+                "output": items, "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "status": state,
+                "error": None, "incomplete_details": None}
+        if state == "incomplete":
+            body["incomplete_details"] = {"reason": incomplete_reason}
+        if usage is not None and state != "in_progress":
+            body["usage"] = usage
+        return body
+
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": response("in_progress", [])}]
+    events += [{"type": "response.reasoning_summary_text.delta", "item_id": "rs_1", "output_index": 0,
+                "summary_index": 0, "delta": t} for t in _halves(reasoning)] if reasoning else []
+    events += [{"type": "response.output_text.delta", "item_id": "msg_standin", "output_index": 0,
+                "content_index": 0, "delta": t, "logprobs": []} for t in _halves(text)] if text else []
+    for index, call in enumerate(tool_calls):
+        events += [{"type": "response.function_call_arguments.delta", "item_id": f"fc_{call['id']}",
+                    "output_index": index + 1, "delta": t} for t in _halves(json.dumps(call["input"]))]
+    terminal = {"completed": "response.completed", "incomplete": "response.incomplete", "failed": "response.failed"}
+    events.append({"type": terminal[status], "response": response(status, output)})
+    wire = []
+    for number, event in enumerate(events):
+        event["sequence_number"] = number
+        wire.append((event["type"], sdk_event(adapter, event)))
+    return Stream(wire)
+
+
+def responses_usage(input_tokens: int, output_tokens: int, cached: int) -> dict[str, Any]:
+    from openai.types.responses import ResponseUsage
+
+    usage = {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens,
+             "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": 0},
+             "output_tokens_details": {"reasoning_tokens": 0}}
+    return ResponseUsage.model_validate(usage).model_dump(mode="json", exclude_unset=True)

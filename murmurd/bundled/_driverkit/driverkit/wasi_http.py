@@ -112,6 +112,8 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout_seconds: float)
         future = outgoing_handler.handle(request, options)
     except Err as exc:
         raise TransportError(f"request refused: {_explained(case_name(exc.value))}", retryable=False) from None
+    # A connection that failed also fails the body write; the response future then names why,
+    # and a server that answered early (413, say) is heard rather than the broken write.
     _write_body(outgoing_body, body)
     with future:
         with future.subscribe() as pollable:
@@ -123,7 +125,7 @@ def post(url: str, headers: dict[str, str], body: bytes, timeout_seconds: float)
     if isinstance(inner, Err):
         name = case_name(inner.value)
         raise TransportError(f"no response: {_explained(name)}", retryable=not name.startswith(_NOT_RETRIED))
-    return Response(inner.value)
+    return Response(inner.value)  # a server that answered before reading it all still says why
 
 
 def _explained(case: str) -> str:
@@ -146,13 +148,15 @@ def _options(timeout_seconds: float) -> types.RequestOptions:
 
 
 def _write_body(outgoing_body: types.OutgoingBody, body: bytes) -> None:
+    """Send the body and finish it. A failure is left to the response future to explain."""
     try:
         with outgoing_body.write() as stream:
             for start in range(0, len(body), _WRITE_MAX):
                 stream.blocking_write_and_flush(body[start : start + _WRITE_MAX])
-    except Err as exc:
-        raise TransportError(f"connection failed while sending the request: {_stream_error(exc.value)}") from None
+    except Err:
+        outgoing_body.__exit__(None, None, None)
+        return
     try:
         types.OutgoingBody.finish(outgoing_body, None)
-    except Err as exc:
-        raise TransportError(f"request body not accepted: {case_name(exc.value)}") from None
+    except Err:
+        pass
