@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import http.server
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +42,19 @@ class Status:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Reply = Stream | Status
+@dataclass(frozen=True)
+class Reset:
+    """Read the request, then reset the connection (RST) without a response."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Read the request, then send nothing for `seconds`."""
+
+    seconds: float
+
+
+Reply = Stream | Status | Reset | Stall
 
 
 @dataclass
@@ -129,6 +143,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("content-length") or 0))
 
     def _send(self, reply: Reply) -> None:
+        if isinstance(reply, Reset):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+            return
+        if isinstance(reply, Stall):
+            time.sleep(reply.seconds)
+            self.close_connection = True
+            return
         if isinstance(reply, Status):
             payload = (reply.body if isinstance(reply.body, str) else json.dumps(reply.body)).encode()
             self.send_response(reply.code)

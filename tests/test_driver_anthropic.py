@@ -8,7 +8,7 @@ import pytest
 
 from driverkit_session import API_KEY, driver_capsule, run, stage, usage_rows
 from murmurd.session.driver_protocol import capsule_block
-from standins import Stream, anthropic_error, anthropic_standin, anthropic_stream
+from standins import Reset, Stall, Stream, anthropic_error, anthropic_standin, anthropic_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +180,25 @@ async def test_without_a_network_grant_the_call_is_refused_with_the_fix(tmp_path
     assert outcome.exit_status == "failed"
     assert "HTTP-request-denied" in (outcome.error or "") and "network.allow" in (outcome.error or "")
     assert api.requests == []
+
+
+async def test_a_reset_connection_is_retried(tmp_path: Path, host) -> None:
+    with anthropic_standin() as api:
+        api.replies = [Reset(), anthropic_stream([{"type": "text", "text": "made it"}], "end_turn", {"input_tokens": 7})]
+        config = {"retry_base_delay_seconds": 0.1}
+        staged = stage(driver_capsule(tmp_path, DRIVER, api.url, config), host, tmp_path)
+        (outcome,), _ = await run(staged, host, "hello")
+    assert outcome.exit_status == "ok", outcome.error
+    assert outcome.result_text == "made it" and len(api.requests) == 2
+
+
+async def test_a_silent_provider_times_out_within_read_timeout_seconds(tmp_path: Path, host) -> None:
+    with anthropic_standin() as api:
+        api.replies = [Stall(3)]
+        config = {"read_timeout_seconds": 0.5, "max_retries": 0}
+        staged = stage(driver_capsule(tmp_path, DRIVER, api.url, config), host, tmp_path)
+        (outcome,), _ = await run(staged, host, "hello")
+    elapsed = outcome.duration_ms / 1000
+    assert outcome.exit_status == "failed"
+    assert "gave up after 1 attempts (0 retries): no response: connection-read-timeout" in (outcome.error or "")
+    assert elapsed < 2.5

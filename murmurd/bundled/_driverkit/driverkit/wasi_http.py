@@ -17,8 +17,9 @@ from driverkit.errors import TransportError
 
 _WRITE_MAX = 4096  # `blocking-write-and-flush` takes at most 4096 bytes per call
 _READ_MAX = 65536
-# A refused grant or a URL the host cannot route never gets better by trying again.
-_NOT_RETRIED = ("HTTP-request-denied", "HTTP-request-URI-invalid", "DNS-error", "HTTP-protocol-error")
+# A refused grant or a URL the host cannot route never gets better by trying again. (A reset
+# connection reads as `HTTP-protocol-error` from wasmtime, so that one is retried.)
+_NOT_RETRIED = ("HTTP-request-denied", "HTTP-request-URI-invalid", "DNS-error")
 _ACRONYMS = {"http": "HTTP", "dns": "DNS", "tls": "TLS", "ip": "IP", "uri": "URI"}
 
 
