@@ -1,7 +1,7 @@
 """Provider stand-ins on loopback: real HTTP servers speaking the Anthropic and OpenAI wire formats.
 
 Every request body is validated against the official SDK's own request type (a `TypedDict` read by
-pydantic, with unknown top-level fields refused, as the Anthropic API refuses them), and every
+pydantic, with unknown fields refused at any depth, as the Anthropic API refuses them), and every
 streamed event is built as a dict, validated into the SDK's own stream-event model and serialised
 from it, so a stand-in cannot drift from the API the SDK describes. A request that fails
 validation is answered 400 with the API's error shape and recorded in `problems`.
@@ -9,17 +9,21 @@ validation is answered 400 with the API's error shape and recorded in `problems`
 
 from __future__ import annotations
 
+import collections.abc
 import http.server
 import json
 import socket
 import struct
 import threading
 import time
+import types
+import typing
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import typing_extensions
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 
@@ -188,7 +192,8 @@ def serving(path: str, validate: Callable[[dict[str, Any]], None]) -> Iterator[S
 
 
 def strict_validator(params_type: Any) -> Callable[[dict[str, Any]], None]:
-    """Validate a body against an SDK params TypedDict, refusing top-level fields it does not define."""
+    """Validate a body against an SDK params TypedDict: pydantic checks types and required fields,
+    and `unknown_fields` refuses any field, at any depth, that the type does not define."""
 
     class Strict(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -196,8 +201,61 @@ def strict_validator(params_type: Any) -> Callable[[dict[str, Any]], None]:
 
     def validate(body: dict[str, Any]) -> None:
         Strict(body=body)
+        unknown = unknown_fields(body, params_type, "body")
+        if unknown:
+            raise ValueError(f"fields the API does not define: {', '.join(unknown)}")
 
     return validate
+
+
+_WRAPPERS = {typing.Required, typing.NotRequired, typing.Annotated, typing_extensions.Required,
+             typing_extensions.NotRequired, typing_extensions.Annotated, typing_extensions.ReadOnly}
+_SEQUENCES = {list, collections.abc.Iterable, collections.abc.Sequence}
+
+
+def unknown_fields(value: Any, tp: Any, path: str) -> list[str]:
+    """The paths of dict keys no TypedDict along `tp` defines. In a union the best-fitting member
+    counts (a block's `type` literal picks it), and a free-form `Dict[str, object]` member (a
+    JSON Schema, say) accepts anything."""
+    while typing.get_origin(tp) in _WRAPPERS:
+        tp = typing.get_args(tp)[0]
+    if typing_extensions.is_typeddict(tp):
+        if not isinstance(value, dict):
+            return []
+        hints = typing.get_type_hints(tp, include_extras=True)
+        found = [f"{path}.{key}" for key in value if key not in hints]
+        for key, item in value.items():
+            if key in hints:
+                found += unknown_fields(item, hints[key], f"{path}.{key}")
+        return found
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        fits = [unknown_fields(value, member, path) for member in typing.get_args(tp) if _fits(value, member)]
+        return min(fits, key=len) if fits else []
+    if origin in _SEQUENCES and isinstance(value, list):
+        (item_type,) = typing.get_args(tp) or (Any,)
+        return [p for i, item in enumerate(value) for p in unknown_fields(item, item_type, f"{path}[{i}]")]
+    return []
+
+
+def _fits(value: Any, tp: Any) -> bool:
+    while typing.get_origin(tp) in _WRAPPERS:
+        tp = typing.get_args(tp)[0]
+    if typing_extensions.is_typeddict(tp):
+        if not isinstance(value, dict):
+            return False
+        kind = typing.get_type_hints(tp, include_extras=True).get("type")
+        while typing.get_origin(kind) in _WRAPPERS:
+            kind = typing.get_args(kind)[0]
+        return "type" not in value or typing.get_origin(kind) is not typing.Literal or value["type"] in typing.get_args(kind)
+    origin = typing.get_origin(tp)
+    if origin in (dict, collections.abc.Mapping) or tp is dict:
+        return isinstance(value, dict)
+    if origin in _SEQUENCES:
+        return isinstance(value, list)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, member) for member in typing.get_args(tp))
+    return not isinstance(value, (dict, list))
 
 
 def sdk_event(adapter: TypeAdapter, data: dict[str, Any]) -> str:
