@@ -202,3 +202,22 @@ async def test_a_silent_provider_times_out_within_read_timeout_seconds(tmp_path:
     assert outcome.exit_status == "failed"
     assert "gave up after 1 attempts (0 retries): no response: connection-read-timeout" in (outcome.error or "")
     assert elapsed < 2.5
+
+
+def test_murmurd_run_streams_the_answer_with_the_key_from_dotenv(tmp_path: Path) -> None:
+    """The user's path: a capsule directory, the key in `.env`, `murmurd run` as a subprocess."""
+    import os
+    import subprocess
+    import sys
+
+    with anthropic_standin() as api:
+        api.replies = [anthropic_stream([{"type": "text", "text": "Hello from the stand-in."}], "end_turn",
+                                        {"input_tokens": 7})]
+        capsule = driver_capsule(tmp_path, DRIVER, api.url, {})
+        (capsule / ".env").write_text(f"STANDIN_API_KEY={API_KEY}\n")
+        env = {k: v for k, v in os.environ.items() if k != "STANDIN_API_KEY"}
+        proc = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "say hello"],
+                              capture_output=True, text=True, timeout=300, cwd=capsule, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "Hello from the stand-in." in proc.stdout
+    assert api.problems == [] and api.requests[0].headers["x-api-key"] == API_KEY
