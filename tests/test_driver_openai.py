@@ -327,3 +327,27 @@ async def test_responses_unknown_previous_response_fails_with_the_providers_mess
     assert outcome.exit_status == "failed"
     assert "HTTP 400: invalid_request_error: Previous response with id 'resp_1' not found." in (outcome.error or "")
     assert api.requests[1].body["previous_response_id"] == "resp_1"
+
+
+async def test_responses_continue_into_the_next_task_of_the_same_context(tmp_path: Path, host) -> None:
+    """A threaded second task: the runtime sends the held id and the tail; the wire carries only the new text."""
+    from driverkit_session import Chunks
+    from murmurd.session.session import Session, TaskSpec
+
+    with responses_standin() as api:
+        api.replies = [responses_stream("resp_1", text="First answer."),
+                       responses_stream("resp_2", text="Second answer.")]
+        staged = stage(driver_capsule(tmp_path, DRIVER, api.url, RESPONSES), host, tmp_path)
+        session = Session(staged, host)
+        await session.open()
+        try:
+            first = await session.run_task(TaskSpec("tsk_1", "first question", context_id=CONTEXT), Chunks())
+            second = await session.run_task(TaskSpec("tsk_2", "second question", context_id=CONTEXT,
+                                                      history=first.messages), Chunks())
+        finally:
+            await session.close()
+    assert (first.result_text, second.result_text) == ("First answer.", "Second answer.")
+    assert api.problems == []
+    body = api.requests[1].body
+    assert body["previous_response_id"] == "resp_1"
+    assert body["input"] == [{"role": "user", "content": [{"type": "input_text", "text": "second question"}]}]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-import openai_tools as shared
+import openai_common as shared
 from driverkit.errors import ProviderError, StreamError
 from driverkit.sse import Event
 from driverkit.usage import report

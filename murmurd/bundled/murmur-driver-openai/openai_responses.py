@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import openai_tools as shared
+import openai_common as shared
 from driverkit.errors import ProviderError, StreamError
 from driverkit.sse import Event
 from driverkit.usage import report
