@@ -85,7 +85,8 @@ class Assembler:
             self.blocks[index] = {"type": "tool_call", "id": block.get("id"), "name": block.get("name"), "input": {}}
             self.partial_json[index] = []
         elif kind == "thinking":
-            self.blocks[index] = {"type": "thinking", "thinking": block.get("thinking") or "", "signature": block.get("signature") or ""}
+            self.blocks[index] = {"type": "thinking", "thinking": block.get("thinking") or "",
+                                  "signature": block.get("signature") or ""}
         elif kind == "redacted_thinking":
             self.blocks[index] = {"type": "redacted_thinking", "data": block.get("data") or ""}
         else:  # a block this driver does not use (server tools): kept out of the answer

@@ -94,7 +94,8 @@ class Assembler:
         chunk = shared.parse_event(event.data, "chunk")
         if "error" in chunk:  # servers report a failure mid-stream as an error object
             error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
-            raise ProviderError(None, f"stream error {error.get('type') or error.get('code') or 'error'}: {error.get('message')}")
+            kind = error.get("type") or error.get("code") or "error"
+            raise ProviderError(None, f"stream error {kind}: {error.get('message')}")
         if chunk.get("usage"):
             self.usage = chunk["usage"]
         for choice in chunk.get("choices") or []:

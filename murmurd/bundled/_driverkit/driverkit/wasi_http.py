@@ -52,7 +52,8 @@ class Response:
                         except Err as exc:
                             if isinstance(exc.value, streams.StreamError_Closed):
                                 return
-                            raise TransportError(f"connection failed while reading the response: {_stream_error(exc.value)}") from None
+                            reason = _stream_error(exc.value)
+                            raise TransportError(f"connection failed while reading the response: {reason}") from None
                         if data:
                             yield data
         finally:
