@@ -143,8 +143,10 @@ def build_artifact(
     *,
     progress: Progress | None = None,
     builds_dir: Path | None = None,
+    output: Path | None = None,
 ) -> BuildResult:
-    """Build `artifact_dir` into `<artifact_dir>/<name>.wasm`, through the build cache."""
+    """Build `artifact_dir` into `output` (default `<artifact_dir>/<name>.wasm`), through the build
+    cache. A read-only source (a bundled artifact in site-packages) names an `output` elsewhere."""
     report = progress or (lambda _msg: None)
     artifact_dir = artifact_dir.resolve()
     manifest_path = artifact_dir / "murmur.yaml"
@@ -153,7 +155,8 @@ def build_artifact(
     if not entry.is_file():
         raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")
     wit_dir, world = world_for(manifest, artifact_dir)
-    output = artifact_dir / f"{manifest.name}.wasm"
+    output = output or artifact_dir / f"{manifest.name}.wasm"
+    output.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     key = build_key(artifact_dir, wit_dir, world)

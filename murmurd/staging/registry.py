@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from murmurd.manifest.artifact import ArtifactManifestError, load_artifact_manifest
-from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact, find_skill_file, sha256_file
 
 INDEX = "index.json"
 
@@ -59,7 +59,7 @@ class FileRegistry:
     def resolve(self, name: str, version: str | None) -> ResolvedArtifact:
         versions = self.versions(name)
         if not versions:
-            raise ResolveError(f"artifact {name!r}: not in registry {self.root}")
+            raise ArtifactNotFound(f"artifact {name!r}: not in registry {self.root}")
         chosen = version or versions[-1]
         entry = self._index()["artifacts"][name].get(chosen)
         if entry is None:

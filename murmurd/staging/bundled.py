@@ -1,0 +1,73 @@
+"""murmurd's bundled artifacts: Python artifact directories shipped as package data.
+
+`murmurd/bundled/<name>/` holds `murmur.yaml`, `app.py` and a README. A name a capsule declares
+with no source and that the registry does not hold resolves here. The component is built at
+first use through the content-addressed build cache (one build per machine, a progress line
+while it runs) into the cache, never into the package directory, which may be read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from murmurd import __version__
+from murmurd.authoring.build import BuildError, build_artifact
+from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
+from murmurd.paths import cache_dir
+from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
+
+Progress = Callable[[str], None]
+BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled"
+
+
+@dataclass(frozen=True)
+class BundledArtifact:
+    manifest: ArtifactManifest
+    directory: Path
+
+    @property
+    def kind(self) -> str:
+        return "tool" if self.manifest.runtime == "wasm" else self.manifest.runtime
+
+
+def bundled_artifacts(root: Path = BUNDLED_ROOT) -> list[BundledArtifact]:
+    """Every bundled artifact, by name. A directory whose manifest is broken is a packaging bug: raise."""
+    found = []
+    for directory in sorted(p for p in root.iterdir() if (p / "murmur.yaml").is_file()) if root.is_dir() else []:
+        try:
+            manifest = load_artifact_manifest(directory / "murmur.yaml")
+        except ArtifactManifestError as exc:
+            raise ResolveError(f"bundled artifact {directory.name}: {exc}") from exc
+        if manifest.name != directory.name:
+            raise ResolveError(f"bundled artifact {directory.name}: its manifest names it {manifest.name!r}")
+        found.append(BundledArtifact(manifest, directory))
+    return found
+
+
+def find_bundled(name: str, root: Path = BUNDLED_ROOT) -> BundledArtifact | None:
+    return next((a for a in bundled_artifacts(root) if a.manifest.name == name), None)
+
+
+def bundled_output(artifact: BundledArtifact) -> Path:
+    """Where the built component is kept: the cache, by name and version."""
+    manifest = artifact.manifest
+    return cache_dir() / "bundled" / manifest.name / manifest.version / f"{manifest.name}.wasm"
+
+
+def resolve_bundled(artifact: BundledArtifact, version: str | None, progress: Progress | None = None) -> ResolvedArtifact:
+    """Build (usually a cache hit) and describe `artifact`; a version other than the bundled one is refused."""
+    manifest = artifact.manifest
+    if version is not None and version != manifest.version:
+        raise ResolveError(
+            f"artifact {manifest.name}: version {version} asked for, but murmurd {__version__} bundles "
+            f"{manifest.name} {manifest.version} (declare {manifest.version}, leave the version out, "
+            f"or publish {version} to the registry)"
+        )
+    try:
+        payload = build_artifact(artifact.directory, progress=progress, output=bundled_output(artifact)).output
+    except BuildError as exc:
+        raise ResolveError(f"bundled artifact {manifest.name}: {exc}") from exc
+    return ResolvedArtifact(manifest.name, manifest.version, artifact.kind, manifest, payload, sha256_file(payload),
+                            False, f"bundled:murmurd {__version__}")
