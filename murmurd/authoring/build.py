@@ -126,6 +126,17 @@ def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress
         ticker.join()
 
 
+def _snapshot(artifact_dir: Path, dest: Path) -> Path:
+    """Copy the files the build key covers into `dest`, symlinks followed: the component is built
+    from exactly what its key hashed (an example whose `app.py` links to a bundled artifact's
+    builds, which componentize-py would not do from the link itself)."""
+    for path in _source_files(artifact_dir):
+        copy = dest / path.relative_to(artifact_dir)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    return dest
+
+
 def _publish(source: Path, dest: Path) -> None:
     """Copy `source` to `dest` through a private temporary name and a rename, so a reader (a
     daemon staging the artifact, a concurrent build) sees the old file or the new one whole,
@@ -170,10 +181,11 @@ def build_artifact(
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="murmurd-build-") as scratch:
         target = Path(scratch) / "out.wasm"
+        sources = _snapshot(artifact_dir, Path(scratch) / "src")
         cmd = [
             sys.executable, "-c", "import componentize_py, sys; sys.exit(componentize_py.script())",
             "-q", "-d", str(wit_dir), "-w", world,
-            "componentize", "-p", str(artifact_dir), ENTRY_MODULE, "-o", str(target),
+            "componentize", "-p", str(sources), ENTRY_MODULE, "-o", str(target),
         ]
         proc = _run_with_progress(cmd, artifact_dir, manifest.name, report)
         if proc.returncode != 0 or not target.is_file():

@@ -57,6 +57,10 @@ def summarize(event: lifecycle.CompactionEvent, front: list[lifecycle.Message]) 
     return inference.run_inference(request).text.strip()
 
 
+def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
+    return NONE
+
+
 class Lifecycle(exports.Lifecycle):
     def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
         start = tail_start(event.messages)
@@ -71,26 +75,6 @@ class Lifecycle(exports.Lifecycle):
         summary = lifecycle.Message("user", SUMMARY_PREFIX + text, "", "murmur-hook-compact:summary")
         return lifecycle.HookOutput_ReplaceContext([summary, *tail])
 
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_shell(self, event: lifecycle.ShellEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
-        return NONE
+    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
+    on_stage = on_session_start = on_inference = on_tool_call = _silent
+    on_shell = on_task_start = on_task_end = on_session_end = _silent

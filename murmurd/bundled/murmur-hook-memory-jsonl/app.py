@@ -80,6 +80,10 @@ def _task_text(call: Any) -> str | None:
         return None
 
 
+def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
+    return NONE
+
+
 class Lifecycle(exports.Lifecycle):
     def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
         global _task
@@ -101,23 +105,5 @@ class Lifecycle(exports.Lifecycle):
                  "exit_status": event.exit_status})
         return NONE
 
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_shell(self, event: lifecycle.ShellEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
-        return NONE
+    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
+    on_stage = on_session_start = on_inference = on_tool_call = on_shell = on_compaction = on_session_end = _silent

@@ -23,7 +23,9 @@ INLINE_BYTES = 32 * 1024
 RESULT_FILE = ".murmur-editor/result.txt"
 MAX_SEARCH_HITS = 500
 MAX_LIST_ENTRIES = 2000
-SKIPPED = (".git", ".murmur", ".murmur-editor", "__pycache__", "node_modules")
+SKIPPED_DIRS = ("__pycache__", "node_modules")  # and every directory whose name starts with "."
+# The session trace records every tool call's input: a search would find its own earlier requests.
+SKIPPED_ROOT_FILES = ("trace.jsonl",)
 
 
 class Refused(Exception):
@@ -93,16 +95,18 @@ def op_patch(request: dict[str, Any]) -> str:
 
 
 def _walk(root: str) -> Iterator[str]:
-    """Every file under `root`, sorted, skipping version-control and bookkeeping directories."""
+    """Every file under `root`, sorted, skipping hidden, dependency and bookkeeping entries."""
     if os.path.isfile(root):
         yield root
         return
     if not os.path.isdir(root):
         raise Refused(f"{root}: no such file or directory in the workdir")
     for current, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not d.startswith("."))
         for name in sorted(files):
-            yield os.path.normpath(os.path.join(current, name))
+            path = os.path.normpath(os.path.join(current, name))
+            if path not in SKIPPED_ROOT_FILES:
+                yield path
 
 
 def _matcher(request: dict[str, Any]) -> Callable[[str], bool]:

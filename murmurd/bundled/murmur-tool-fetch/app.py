@@ -23,7 +23,7 @@ from wit_world.imports import outgoing_handler, streams, types
 MAX_REDIRECTS = 5
 MAX_BODY_BYTES = 2 * 1024 * 1024
 MAX_CHARS = 64 * 1024
-_SKIPPED_TAGS = {"script", "style", "noscript", "template", "svg", "head"}
+_SKIPPED_TAGS = {"script", "style", "noscript", "template", "svg"}
 _BLOCK_TAGS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "section", "article",
                "header", "footer", "blockquote", "ul", "ol", "table", "title"}
 
