@@ -4,6 +4,7 @@ capsule that names one, `murmurd install` pinning it, and every refusal around t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,8 @@ import yaml
 from bundledkit import bundled, bundled_capsule
 from hookkit import Recorder, end_turn, run_session, tool_call
 from loopkit import stage
-from murmurd.staging.bundled import BUNDLED_ROOT, bundled_artifacts, bundled_output, find_bundled
+from murmurd.staging.artifacts import ResolveError
+from murmurd.staging.bundled import BUNDLED_ROOT, bundled_artifacts, bundled_output, find_bundled, resolve_bundled
 from murmurd.staging.install import install_pins
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagingError
@@ -47,11 +49,50 @@ def test_list_shows_every_bundled_artifact_with_version_runtime_and_description(
     assert {r["name"]: r["runtime"] for r in rows if r["name"] in BUNDLED} == BUNDLED
 
 
-def test_a_bundled_directory_whose_manifest_names_another_artifact_is_a_clear_error(tmp_path: Path) -> None:
-    (tmp_path / "murmur-x").mkdir()
-    (tmp_path / "murmur-x" / "murmur.yaml").write_text("name: murmur-y\nversion: 0.1.0\nruntime: tool\n")
-    with pytest.raises(Exception, match="murmur-x: its manifest names it 'murmur-y'"):
+def _bundled_dir(root: Path, name: str, manifest: str, app: str = "") -> Path:
+    (root / name).mkdir(parents=True)
+    (root / name / "murmur.yaml").write_text(manifest)
+    (root / name / "app.py").write_text(app)
+    return root / name
+
+
+def test_a_broken_bundled_directory_is_a_clear_error_that_spares_the_others(tmp_path: Path) -> None:
+    _bundled_dir(tmp_path, "murmur-x", "name: murmur-y\nversion: 0.1.0\nruntime: tool\n")
+    _bundled_dir(tmp_path, "murmur-z", "name: [not, a, name]\n")
+    _bundled_dir(tmp_path, "murmur-ok", "name: murmur-ok\nversion: 0.2.0\nruntime: hook\n")
+    with pytest.raises(ResolveError, match="murmur-x: its manifest names it 'murmur-y'"):
         bundled_artifacts(tmp_path)
+    with pytest.raises(ResolveError, match="bundled artifact murmur-z: .*murmur.yaml"):
+        find_bundled("murmur-z", tmp_path)
+    assert find_bundled("murmur-ok", tmp_path).manifest.version == "0.2.0"
+    assert find_bundled("../murmur-ok", tmp_path / "murmur-x") is None  # a name never becomes a path
+    assert find_bundled("anything", tmp_path / "absent") is None
+
+
+def test_a_bundled_artifact_that_does_not_build_is_refused_naming_it(tmp_path: Path) -> None:
+    directory = _bundled_dir(tmp_path, "murmur-broken", "name: murmur-broken\nversion: 0.1.0\nruntime: tool\n",
+                             "this is not python(\n")
+    with pytest.raises(ResolveError, match=r"bundled artifact murmur-broken: .*app\.py: build failed"):
+        resolve_bundled(find_bundled("murmur-broken", tmp_path), None)
+    assert not list(directory.glob("*.wasm"))
+
+
+def test_a_cold_install_builds_the_bundled_artifact_once_with_a_progress_line(tmp_path: Path) -> None:
+    capsule = bundled_capsule(tmp_path, [bundled("murmur-tool-request-input")], [end_turn()])
+    env = {**os.environ, "MURMUR_CACHE_DIR": str(tmp_path / "cold-cache")}
+
+    def install() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "murmurd", "install", str(capsule), "--registry",
+                               str(tmp_path / "empty")], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                              env=env)
+
+    cold = install()
+    assert cold.returncode == 0, cold.stderr
+    assert "building murmur-tool-request-input against guest/tool" in cold.stderr
+    assert "built murmur-tool-request-input in" in cold.stderr
+    warm = install()
+    assert warm.returncode == 0 and "built murmur-tool-request-input (cached)" in warm.stderr
+    assert "building" not in warm.stderr
 
 
 def test_validate_accepts_a_manifest_naming_a_bundled_artifact(tmp_path: Path) -> None:

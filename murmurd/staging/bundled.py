@@ -32,22 +32,33 @@ class BundledArtifact:
         return "tool" if self.manifest.runtime == "wasm" else self.manifest.runtime
 
 
+def _load(directory: Path) -> BundledArtifact:
+    """One bundled directory. A broken manifest, or one naming another artifact, is a packaging bug."""
+    try:
+        manifest = load_artifact_manifest(directory / "murmur.yaml")
+    except ArtifactManifestError as exc:
+        raise ResolveError(f"bundled artifact {directory.name}: {exc}") from exc
+    if manifest.name != directory.name:
+        raise ResolveError(f"bundled artifact {directory.name}: its manifest names it {manifest.name!r}")
+    return BundledArtifact(manifest, directory)
+
+
+def _directories(root: Path) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / "murmur.yaml").is_file())
+
+
 def bundled_artifacts(root: Path = BUNDLED_ROOT) -> list[BundledArtifact]:
-    """Every bundled artifact, by name. A directory whose manifest is broken is a packaging bug: raise."""
-    found = []
-    for directory in sorted(p for p in root.iterdir() if (p / "murmur.yaml").is_file()) if root.is_dir() else []:
-        try:
-            manifest = load_artifact_manifest(directory / "murmur.yaml")
-        except ArtifactManifestError as exc:
-            raise ResolveError(f"bundled artifact {directory.name}: {exc}") from exc
-        if manifest.name != directory.name:
-            raise ResolveError(f"bundled artifact {directory.name}: its manifest names it {manifest.name!r}")
-        found.append(BundledArtifact(manifest, directory))
-    return found
+    """Every bundled artifact, by name."""
+    return [_load(directory) for directory in _directories(root)]
 
 
 def find_bundled(name: str, root: Path = BUNDLED_ROOT) -> BundledArtifact | None:
-    return next((a for a in bundled_artifacts(root) if a.manifest.name == name), None)
+    """The bundled artifact called `name`. The name is matched against the directory listing,
+    never joined onto a path, so a declared name cannot reach outside `root`."""
+    directory = next((d for d in _directories(root) if d.name == name), None)
+    return _load(directory) if directory is not None else None
 
 
 def bundled_output(artifact: BundledArtifact) -> Path:

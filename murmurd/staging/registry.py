@@ -7,7 +7,9 @@ A file registry is a directory:
     <name>/<version>/<payload>      <name>.wasm, or skill.md
 
 Each index entry records the runtime, the payload file and its SHA-256; resolving verifies the
-payload against that hash, so a registry whose bytes were changed is refused.
+payload against that hash, so a registry whose bytes were changed is refused. A name the registry
+does not hold at all raises `ArtifactNotFound`, which lets murmurd's bundled artifact of that
+name stand in (`murmurd.staging.resolve.resolve_named`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Resolve every artifact a capsule declares: local sources first, then the registry, murmurd's bundled artifacts and the lock."""
+"""Resolve every artifact a capsule declares: a local source, else the registry, else murmurd's
+bundled artifact of that name; named artifacts are verified against `murmur.lock`."""
 
 from __future__ import annotations
 
