@@ -8,17 +8,15 @@ while it runs) into the cache, never into the package directory, which may be re
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from murmurd import __version__
-from murmurd.authoring.build import BuildError, build_artifact
+from murmurd.authoring.build import BuildError, Progress, build_artifact
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
 
-Progress = Callable[[str], None]
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled"
 
 
@@ -67,7 +65,8 @@ def bundled_output(artifact: BundledArtifact) -> Path:
     return cache_dir() / "bundled" / manifest.name / manifest.version / f"{manifest.name}.wasm"
 
 
-def resolve_bundled(artifact: BundledArtifact, version: str | None, progress: Progress | None = None) -> ResolvedArtifact:
+def resolve_bundled(artifact: BundledArtifact, version: str | None,
+                    progress: Progress | None = None) -> ResolvedArtifact:
     """Build (usually a cache hit) and describe `artifact`; a version other than the bundled one is refused."""
     manifest = artifact.manifest
     if version is not None and version != manifest.version:
