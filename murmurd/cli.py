@@ -174,9 +174,10 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    width = max((len(r["name"]) for r in rows), default=0)
+    width = max([len("NAME"), *(len(r["name"]) for r in rows)])
+    print(f"{'NAME':<{width}}  {'VERSION':<8}  {'RUNTIME':<7}  DESCRIPTION")  # upstream `mur list`'s columns
     for row in rows:
-        print(f"{row['name']:<{width}}  {row['version']:<8}  {row['runtime']:<6}  {row['description']}")
+        print(f"{row['name']:<{width}}  {row['version']:<8}  {row['runtime']:<7}  {row['description']}")
     return 0
 
 

@@ -41,7 +41,9 @@ def _editor_capsule(tmp_path: Path, **entry: object) -> Path:
 def test_list_shows_every_bundled_artifact_with_version_runtime_and_description() -> None:
     proc = _murmurd("list")
     assert proc.returncode == 0, proc.stderr
-    lines = {line.split()[0]: line.split(maxsplit=3) for line in proc.stdout.splitlines()}
+    header, *body = proc.stdout.splitlines()
+    assert header.split() == ["NAME", "VERSION", "RUNTIME", "DESCRIPTION"]
+    lines = {line.split()[0]: line.split(maxsplit=3) for line in body}
     for name, runtime in BUNDLED.items():
         assert lines[name][1:3] == [find_bundled(name).manifest.version, runtime], proc.stdout
         assert lines[name][3].strip()  # the description
