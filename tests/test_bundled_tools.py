@@ -22,13 +22,14 @@ EDITOR, ASK, FETCH = "murmur-tool-editor", "murmur-tool-request-input", "murmur-
 
 
 async def _calls(tmp_path: Path, host, name: str, inputs: list[Any], *, entry: dict[str, Any] | None = None,
-                 before: dict[str, str] | None = None, **capsule: Any) -> tuple[list[str], list[bool], Path]:
+                 before: dict[str, str | bytes] | None = None, **capsule: Any) -> tuple[list[str], list[bool], Path]:
     """Run one task calling tool `name` once per input; (each result text, each is_error, workdir)."""
     responses = [tool_call(f"c{i}", name, value) for i, value in enumerate(inputs)] + [end_turn()]
     staged = stage(bundled_capsule(tmp_path, [bundled(name, **(entry or {}))], responses, **capsule), host, tmp_path)
-    for rel, text in (before or {}).items():
-        (staged.workdir.root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (staged.workdir.root / rel).write_text(text)
+    for rel, content in (before or {}).items():
+        path = staged.workdir.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
     events = Recorder()
     (outcome,) = await run_session(staged, host, "go", events=events)
     assert outcome.ok, outcome.error
@@ -85,13 +86,16 @@ async def test_the_editor_refuses_bad_requests(tmp_path: Path, host) -> None:
     texts, errors, _root = await _calls(tmp_path, host, EDITOR, [
         {"op": "delete", "path": "a"}, "just text", {"op": "read", "path": "src"},
         {"op": "search", "pattern": "(", "regex": True}, {"op": "list", "path": "nowhere"},
-    ], before={"src/x.txt": "x"})
-    assert errors == [True] * 5
+        {"op": "read", "path": "blob.bin"}, {"op": "write", "path": "src/x.txt/inner", "content": "x"},
+    ], before={"src/x.txt": "x", "blob.bin": b"\xff\xfe\x00binary"})
+    assert errors == [True] * 7
     assert "unknown op 'delete'" in texts[0]
     assert "must be a JSON object" in texts[1]
     assert "src: is a directory" in texts[2]
     assert "invalid regex" in texts[3]
     assert "nowhere: no such file or directory" in texts[4]
+    assert "blob.bin: not UTF-8 text" in texts[5]
+    assert "src/x.txt/inner: cannot write" in texts[6]
 
 
 @pytest.mark.anyio
@@ -132,9 +136,9 @@ class _Pages(http.server.BaseHTTPRequestHandler):
     }
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's naming
-        if self.path == "/moved":
+        if self.path in ("/moved", "/loop"):
             self.send_response(302)
-            self.send_header("Location", "/plain")
+            self.send_header("Location", "/plain" if self.path == "/moved" else "/loop")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
@@ -172,14 +176,17 @@ def _network(base: str) -> dict[str, Any]:
 async def test_fetch_returns_readable_text_under_the_network_grant(tmp_path: Path, host, pages: str) -> None:
     texts, errors, _root = await _calls(tmp_path, host, FETCH, [
         {"url": f"{pages}/page"}, {"url": f"{pages}/moved"}, {"url": f"{pages}/big", "max_chars": 1000},
-        {"url": f"{pages}/missing"}, {"url": "file:///etc/passwd"},
+        {"url": f"{pages}/missing"}, {"url": "file:///etc/passwd"}, {"url": f"{pages}/loop"},
+        {"url": f"{pages}/plain", "max_chars": 0},
     ], entry={"capabilities": _network(pages)}, capabilities=_network(pages))
-    assert errors == [False, False, False, True, True], texts
+    assert errors == [False, False, False, True, True, True, True], texts
     assert texts[0] == "T\n\nRelease notes\n\nmurmur 1.4 ships batteries & more.\n\neditor\n\nfetch"
     assert texts[1] == "just text\n"
     assert texts[2] == "z" * 1000 + "\n[truncated at 1000 characters]"
     assert f"GET {pages}/missing: HTTP 404" in texts[3] and "no such page" in texts[3]
     assert "not an http(s) URL" in texts[4]
+    assert f"more than 5 redirects, last to {pages}/loop" in texts[5]
+    assert "`max_chars` must be a positive integer" in texts[6]
 
 
 @pytest.mark.anyio
