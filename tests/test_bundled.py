@@ -16,7 +16,7 @@ from bundledkit import bundled, bundled_capsule
 from hookkit import Recorder, end_turn, run_session, tool_call
 from loopkit import stage
 from murmurd.staging.artifacts import ResolveError
-from murmurd.staging.bundled import BUNDLED_ROOT, bundled_artifacts, bundled_output, find_bundled, resolve_bundled
+from murmurd.staging.bundled import bundled_artifacts, bundled_output, find_bundled, resolve_bundled
 from murmurd.staging.install import install_pins
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagingError
@@ -107,7 +107,7 @@ async def test_a_bundled_tool_named_without_a_source_stages_and_runs(tmp_path: P
     staged = stage(_editor_capsule(tmp_path), host, tmp_path)
     artifact = staged.artifacts[EDITOR].resolved
     assert artifact.origin.startswith("bundled:murmurd") and artifact.payload == bundled_output(find_bundled(EDITOR))
-    assert not list(BUNDLED_ROOT.rglob("*.wasm"))  # built into the cache, never into the package
+    assert not list(find_bundled(EDITOR).directory.glob("*.wasm"))  # built into the cache, never the package
     lock = yaml.safe_load((staged.manifest_dir / "murmur.lock").read_text())
     assert {"name": EDITOR, "resolved_version": "0.1.0", "sha256": {"wasm": artifact.sha256}} in lock["artifacts"]
     events = Recorder()
