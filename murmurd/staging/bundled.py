@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmurd import __version__
-from murmurd.authoring.build import BuildError, Progress, build_artifact
+from murmurd.authoring.build import BuildError, Progress, build_artifact, build_key, world_for
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
@@ -60,9 +60,12 @@ def find_bundled(name: str, root: Path = BUNDLED_ROOT) -> BundledArtifact | None
 
 
 def bundled_output(artifact: BundledArtifact) -> Path:
-    """Where the built component is kept: the cache, by name and version."""
+    """Where the built component is kept: the cache, by name, version and build key. Keyed, the
+    file never changes once written, so a daemon staging it cannot see another murmurd (other
+    sources or componentize-py under the same version) replace it between hashing and copying."""
     manifest = artifact.manifest
-    return cache_dir() / "bundled" / manifest.name / manifest.version / f"{manifest.name}.wasm"
+    key = build_key(artifact.directory, *world_for(manifest, artifact.directory))
+    return cache_dir() / "bundled" / manifest.name / manifest.version / f"{key[:32]}.wasm"
 
 
 def resolve_bundled(artifact: BundledArtifact, version: str | None,
@@ -76,7 +79,8 @@ def resolve_bundled(artifact: BundledArtifact, version: str | None,
             f"or publish {version} to the registry)"
         )
     try:
-        payload = build_artifact(artifact.directory, progress=progress, output=bundled_output(artifact)).output
+        output = bundled_output(artifact)
+        payload = build_artifact(artifact.directory, progress=progress, output=output).output
     except BuildError as exc:
         raise ResolveError(f"bundled artifact {manifest.name}: {exc}") from exc
     return ResolvedArtifact(manifest.name, manifest.version, artifact.kind, manifest, payload, sha256_file(payload),
