@@ -1,6 +1,6 @@
-"""`examples/coding-capsule` (issue 13, item 5): it validates as shipped, and the bundled parts
-it names (editor, compaction hook, shell allowlist) run together through a real session with the
-driver swapped for the scripted one."""
+"""The real-model quick start (issue 13, item 5): the README's manifest and `examples/coding-capsule`
+validate as shipped, and the bundled parts the example names (editor, compaction hook, shell
+allowlist) run together through a real session with the driver swapped for the scripted one."""
 
 from __future__ import annotations
 
@@ -32,6 +32,23 @@ def test_the_coding_capsule_validates_with_its_key_and_names_the_missing_key_wit
     assert ok.returncode == 0, ok.stdout + ok.stderr
     missing = _validate(CODING, {})
     assert missing.returncode == 1 and "ANTHROPIC_API_KEY" in missing.stdout + missing.stderr
+
+
+def test_the_readme_quick_start_manifest_validates_and_reads_its_key_from_dotenv(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start with a real model", 1)[1]
+    manifest = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "name: murmur-driver-anthropic" in manifest and "${ANTHROPIC_API_KEY}" in manifest
+    capsule = tmp_path / "my-agent"
+    capsule.mkdir()
+    (capsule / "murmur.yaml").write_text(manifest)
+    assert _validate(capsule, {}).returncode == 1  # no key anywhere
+    (capsule / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-from-dotenv\n")
+    clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.run([sys.executable, "-m", "murmurd", "validate", str(capsule)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, env=clean)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "sk-ant-from-dotenv" not in proc.stdout + proc.stderr
 
 
 def _scripted_copy(tmp_path: Path, responses: list[dict]) -> Path:
