@@ -1,11 +1,13 @@
-"""Helpers for tests of murmurd's bundled artifacts: capsules that name them without a source."""
+"""Helpers for tests of murmurd's bundled artifacts: `artifacts[]` entries that name them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from hookkit import hooked_capsule
+import yaml
+
+from murmurd.manifest.writing import dump_yaml
 
 
 def bundled(name: str, runtime: str = "tool", **extra: Any) -> dict[str, Any]:
@@ -13,6 +15,10 @@ def bundled(name: str, runtime: str = "tool", **extra: Any) -> dict[str, Any]:
     return {"name": name, "runtime": runtime, **extra}
 
 
-def bundled_capsule(root: Path, entries: list[dict[str, Any]], responses: list[dict[str, Any]], **extra: Any) -> Path:
-    """A scripted capsule (echo tool included) declaring these bundled artifacts by name."""
-    return hooked_capsule(root, entries, responses, **extra)
+def with_rules(capsule: Path, rules: list[dict[str, Any]]) -> Path:
+    """Add scripted-driver rules (responses picked by the last message's text) to a capsule."""
+    path = capsule / "murmur.yaml"
+    manifest = yaml.safe_load(path.read_text())
+    manifest["inference"]["driver"]["config"]["rules"] = rules
+    path.write_text(dump_yaml(manifest))
+    return capsule

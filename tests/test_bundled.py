@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bundledkit import bundled, bundled_capsule
-from hookkit import Recorder, end_turn, run_session, tool_call
+from bundledkit import bundled
+from hookkit import Recorder, end_turn, hooked_capsule, run_session, tool_call
 from loopkit import stage
 from murmurd.staging.artifacts import ResolveError
 from murmurd.staging.bundled import bundled_artifacts, bundled_output, find_bundled, resolve_bundled
@@ -35,7 +35,7 @@ def _murmurd(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def _editor_capsule(tmp_path: Path, **entry: object) -> Path:
     responses = [tool_call("c1", EDITOR, {"op": "write", "path": "notes.txt", "content": "alpha\nbeta\n"}),
                  end_turn("written")]
-    return bundled_capsule(tmp_path, [bundled(EDITOR, **entry)], responses)
+    return hooked_capsule(tmp_path, [bundled(EDITOR, **entry)], responses)
 
 
 def test_list_shows_every_bundled_artifact_with_version_runtime_and_description() -> None:
@@ -80,7 +80,7 @@ def test_a_bundled_artifact_that_does_not_build_is_refused_naming_it(tmp_path: P
 
 
 def test_a_cold_install_builds_the_bundled_artifact_once_with_a_progress_line(tmp_path: Path) -> None:
-    capsule = bundled_capsule(tmp_path, [bundled("murmur-tool-request-input")], [end_turn()])
+    capsule = hooked_capsule(tmp_path, [bundled("murmur-tool-request-input")], [end_turn()])
     env = {**os.environ, "MURMUR_CACHE_DIR": str(tmp_path / "cold-cache")}
 
     def install() -> subprocess.CompletedProcess[str]:
@@ -123,7 +123,7 @@ def test_a_version_other_than_the_bundled_one_is_refused_naming_both(tmp_path: P
 
 
 def test_a_name_neither_in_the_registry_nor_bundled_is_refused(tmp_path: Path, host) -> None:
-    capsule = bundled_capsule(tmp_path, [bundled("murmur-tool-nonesuch")], [end_turn()])
+    capsule = hooked_capsule(tmp_path, [bundled("murmur-tool-nonesuch")], [end_turn()])
     with pytest.raises(StagingError, match="not in registry .* and murmurd bundles no artifact of that name"):
         stage(capsule, host, tmp_path)
 
@@ -165,7 +165,7 @@ def test_install_pins_a_bundled_artifact_and_launch_refuses_a_tampered_pin(tmp_p
 
 
 def test_install_of_an_unknown_name_fails_and_writes_no_lock(tmp_path: Path) -> None:
-    capsule = bundled_capsule(tmp_path, [bundled("murmur-tool-nonesuch")], [end_turn()])
+    capsule = hooked_capsule(tmp_path, [bundled("murmur-tool-nonesuch")], [end_turn()])
     with pytest.raises(Exception, match="murmurd bundles no artifact of that name"):
         install_pins(capsule, FileRegistry(tmp_path / "empty"))
     assert not (capsule / "murmur.lock").exists()

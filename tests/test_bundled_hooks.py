@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from bundledkit import bundled, bundled_capsule
-from hookkit import end_turn, hook_events, hook_log, run_session, tool_call
+from bundledkit import bundled, with_rules
+from hookkit import end_turn, hook_events, hook_log, hooked_capsule, run_session, tool_call
 from loopkit import stage, trace_events
 from murmurd.manifest.writing import dump_yaml
 from murmurd.session.messages import Message, user_message
@@ -25,22 +25,13 @@ def _events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in trace if e["event_type"] == kind]
 
 
-def _with_rules(capsule: Path, rules: list[dict[str, Any]]) -> Path:
-    """Add scripted-driver rules (responses picked by the last message's text) to a capsule."""
-    path = capsule / "murmur.yaml"
-    manifest = yaml.safe_load(path.read_text())
-    manifest["inference"]["driver"]["config"]["rules"] = rules
-    path.write_text(dump_yaml(manifest))
-    return capsule
-
-
 # -- murmur-hook-debug -------------------------------------------------------------------------
 
 
 @pytest.mark.anyio
 async def test_the_debug_hook_logs_one_json_line_per_event_asynchronously(tmp_path: Path, host) -> None:
     responses = [tool_call("c1", "echo", {"text": "hi"}), end_turn("done")]
-    staged = stage(bundled_capsule(tmp_path, [bundled(DEBUG, "hook")], responses), host, tmp_path)
+    staged = stage(hooked_capsule(tmp_path, [bundled(DEBUG, "hook")], responses), host, tmp_path)
     assert staged.artifacts[DEBUG].resolved.manifest.execution_mode == "async"
     await run_session(staged, host, "go")
     events = hook_events(staged.workdir.root, DEBUG)
@@ -60,11 +51,11 @@ async def test_the_debug_hook_logs_one_json_line_per_event_asynchronously(tmp_pa
 async def test_the_compact_hook_summarizes_a_long_conversation_with_the_compaction_model_and_prompt(
         tmp_path: Path, host) -> None:
     calls = {word: tool_call(f"c{n}", "echo", {"text": f"{word} " * 150}) for n, word in enumerate("xyz")}
-    capsule = bundled_capsule(tmp_path, [bundled(COMPACT, "hook")], [calls["x"]], context={"max_tokens": 900},
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], [calls["x"]], context={"max_tokens": 900},
                               inference={"compaction": {"threshold": 0.8, "model": "summarizer",
                                                         "system_prompt": "Compress this, please."}})
     # Each step keyed on the last tool answer, so the script holds however the history is compacted.
-    _with_rules(capsule, [{"when": "Compress this", "response": end_turn("SHORT SUMMARY")},
+    with_rules(capsule, [{"when": "Compress this", "response": end_turn("SHORT SUMMARY")},
                           {"when": "x x x", "response": calls["y"]}, {"when": "y y y", "response": calls["z"]},
                           {"when": "z z z", "response": end_turn("all done")}])
     staged = stage(capsule, host, tmp_path)
@@ -83,9 +74,9 @@ async def test_the_compact_hook_summarizes_a_long_conversation_with_the_compacti
 @pytest.mark.anyio
 async def test_the_compact_hook_without_its_own_prompt_uses_its_default(tmp_path: Path, host) -> None:
     responses = [tool_call(f"c{i}", "echo", {"text": f"{word} " * 150}) for i, word in enumerate(("x", "y"))]
-    capsule = bundled_capsule(tmp_path, [bundled(COMPACT, "hook")], responses, context={"max_tokens": 700},
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], responses, context={"max_tokens": 700},
                               inference={"compaction": {"threshold": 0.9}})
-    _with_rules(capsule, [{"when": "You compact an agent's conversation", "response": end_turn("DEFAULT SUMMARY")},
+    with_rules(capsule, [{"when": "You compact an agent's conversation", "response": end_turn("DEFAULT SUMMARY")},
                           {"when": "y y y", "response": end_turn("done")}])
     staged = stage(capsule, host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
@@ -104,10 +95,10 @@ MEMORY_RULES = [{"when": "first question", "response": end_turn("first answer")}
 
 
 def _memory_capsule(tmp_path: Path, conversation: str = "stateless", **entry: Any) -> Path:
-    capsule = bundled_capsule(tmp_path, [bundled(MEMORY, "hook", **entry)], [],
+    capsule = hooked_capsule(tmp_path, [bundled(MEMORY, "hook", **entry)], [],
                               context={"max_tokens": 4000, "seed_budget": 0.5},
                               lifecycle={"conversation": conversation})
-    return _with_rules(capsule, MEMORY_RULES)
+    return with_rules(capsule, MEMORY_RULES)
 
 
 def _records(root: Path) -> list[dict[str, Any]]:

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 from a2akit import serving
-from bundledkit import bundled, bundled_capsule
-from hookkit import Recorder, end_turn, run_session, tool_call
+from bundledkit import bundled, with_rules
+from hookkit import Recorder, end_turn, hooked_capsule, run_session, tool_call
 from loopkit import stage, trace_events
-from murmurd.manifest.writing import dump_yaml
 
 EDITOR, ASK, FETCH = "murmur-tool-editor", "murmur-tool-request-input", "murmur-tool-fetch"
 
@@ -25,7 +24,7 @@ async def _calls(tmp_path: Path, host, name: str, inputs: list[Any], *, entry: d
                  before: dict[str, str | bytes] | None = None, **capsule: Any) -> tuple[list[str], list[bool], Path]:
     """Run one task calling tool `name` once per input; (each result text, each is_error, workdir)."""
     responses = [tool_call(f"c{i}", name, value) for i, value in enumerate(inputs)] + [end_turn()]
-    staged = stage(bundled_capsule(tmp_path, [bundled(name, **(entry or {}))], responses, **capsule), host, tmp_path)
+    staged = stage(hooked_capsule(tmp_path, [bundled(name, **(entry or {}))], responses, **capsule), host, tmp_path)
     for rel, content in (before or {}).items():
         path = staged.workdir.root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,13 +201,8 @@ async def test_fetch_without_a_network_grant_is_refused_by_the_host(tmp_path: Pa
 
 def test_request_input_asks_over_a2a_and_returns_the_reply(tmp_path: Path) -> None:
     responses = [tool_call("c1", ASK, {"prompt": "Which branch should I merge into?"})]
-    capsule = bundled_capsule(tmp_path, [bundled(ASK)], responses, lifecycle={"after_task": "sleep"})
-    manifest_path = capsule / "murmur.yaml"
-    import yaml
-    manifest = yaml.safe_load(manifest_path.read_text())
-    manifest["inference"]["driver"]["config"]["rules"] = [
-        {"when": "release-2", "response": end_turn("merging into release-2")}]
-    manifest_path.write_text(dump_yaml(manifest))
+    capsule = with_rules(hooked_capsule(tmp_path, [bundled(ASK)], responses, lifecycle={"after_task": "sleep"}),
+                         [{"when": "release-2", "response": end_turn("merging into release-2")}])
     with serving(capsule, tmp_path / "state") as served:
         task = served.send("merge the fix")
         waiting = served.wait_state(task["id"], "input-required")
