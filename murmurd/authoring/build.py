@@ -146,6 +146,17 @@ def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress
         ticker.join()
 
 
+def _snapshot(artifact_dir: Path, dest: Path) -> Path:
+    """Copy the files the build key covers into `dest`, symlinks followed: the component is built
+    from exactly what its key hashed (an example whose `app.py` links to a bundled artifact's
+    builds, which componentize-py would not do from the link itself)."""
+    for path in _source_files(artifact_dir):
+        copy = dest / path.relative_to(artifact_dir)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    return dest
+
+
 def _publish(source: Path, dest: Path) -> None:
     """Copy `source` to `dest` through a private temporary name and a rename, so a reader (a
     daemon staging the artifact, a concurrent build) sees the old file or the new one whole,
@@ -163,8 +174,10 @@ def build_artifact(
     *,
     progress: Progress | None = None,
     builds_dir: Path | None = None,
+    output: Path | None = None,
 ) -> BuildResult:
-    """Build `artifact_dir` into `<artifact_dir>/<name>.wasm`, through the build cache."""
+    """Build `artifact_dir` into `output` (default `<artifact_dir>/<name>.wasm`), through the build
+    cache. A read-only source (a bundled artifact in site-packages) names an `output` elsewhere."""
     report = progress or (lambda _msg: None)
     artifact_dir = artifact_dir.resolve()
     manifest_path = artifact_dir / "murmur.yaml"
@@ -174,7 +187,8 @@ def build_artifact(
         raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")
     wit_dir, world = world_for(manifest, artifact_dir)
     extra_path = python_path_for(manifest, artifact_dir)
-    output = artifact_dir / f"{manifest.name}.wasm"
+    output = output or artifact_dir / f"{manifest.name}.wasm"
+    output.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
     key = build_key(artifact_dir, wit_dir, world, extra_path)
@@ -188,10 +202,11 @@ def build_artifact(
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="murmurd-build-") as scratch:
         target = Path(scratch) / "out.wasm"
+        sources = _snapshot(artifact_dir, Path(scratch) / "src")
         cmd = [
             sys.executable, "-c", "import componentize_py, sys; sys.exit(componentize_py.script())",
             "-q", "-d", str(wit_dir), "-w", world,
-            "componentize", "-p", str(artifact_dir), *(arg for p in extra_path for arg in ("-p", str(p))),
+            "componentize", "-p", str(sources), *(arg for p in extra_path for arg in ("-p", str(p))),
             ENTRY_MODULE, "-o", str(target),
         ]
         proc = _run_with_progress(cmd, artifact_dir, manifest.name, report)
