@@ -151,12 +151,33 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from murmurd.staging.stage import StagingError
 
     try:
-        lock = install_pins(Path(args.capsule_dir), _registry(args))
+        lock = install_pins(Path(args.capsule_dir), _registry(args), progress=_eprint)
     except (ResolveError, LockError, StagingError) as exc:
         _eprint(f"murmurd install: {exc}")
         return 1
     for pin in lock.artifacts:
         print(f"{pin.name} {pin.resolved_version}")
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from murmurd.staging.artifacts import ResolveError
+    from murmurd.staging.bundled import bundled_artifacts
+
+    try:
+        bundled = bundled_artifacts()
+    except ResolveError as exc:
+        _eprint(f"murmurd list: {exc}")
+        return 1
+    rows = [{"name": a.manifest.name, "version": a.manifest.version, "runtime": a.manifest.runtime,
+             "description": a.manifest.description} for a in bundled]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    width = max([len("NAME"), *(len(r["name"]) for r in rows)])
+    print(f"{'NAME':<{width}}  {'VERSION':<8}  {'RUNTIME':<7}  DESCRIPTION")  # upstream `mur list`'s columns
+    for row in rows:
+        print(f"{row['name']:<{width}}  {row['version']:<8}  {row['runtime']:<7}  {row['description']}")
     return 0
 
 
@@ -541,6 +562,10 @@ def build_parser() -> argparse.ArgumentParser:
     install.add_argument("capsule_dir", metavar="capsule-dir")
     install.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
     install.set_defaults(handler=_cmd_install)
+
+    listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=_cmd_list)
     return parser
 
 

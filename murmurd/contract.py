@@ -91,6 +91,9 @@ WORLDS: dict[str, tuple[str, str]] = {
     "driver": ("guest", "driver"),
     "capsule": ("guest", "capsule"),
     "capsule-host": ("host", "capsule-host"),
+    # `driver` / `tool` plus `wasi:http` (and the monotonic clock, for retry back-off).
+    "driver-http": ("http", "driver-http"),
+    "tool-http": ("http", "tool-http"),
     "hook": ("hook", "hook"),
 }
 

@@ -148,3 +148,51 @@ def test_an_unusable_own_wit_is_reported(tmp_path: Path, extra: str, message: st
     directory = _own_wit_artifact(tmp_path, "bad-wit", extra)
     with pytest.raises(BuildError, match=message):
         build_artifact(directory, builds_dir=tmp_path / "builds")
+
+
+SHARED_APP = '''
+from wit_world import exports
+from wit_world.exports import run
+
+import sharedmod
+
+class Run(exports.Run):
+    def run(self, input: run.ToolInput) -> run.ToolResult:
+        return run.ToolResult(run.Status.PASSED, sharedmod.MARKER, input.data, None, False, [])
+'''
+
+
+def _shared_artifact(root: Path, name: str, marker: str) -> Path:
+    shared = root / "_shared"
+    shared.mkdir(exist_ok=True)
+    (shared / "sharedmod.py").write_text(f"MARKER = {marker!r}\n")
+    directory = _artifact(root, name, SHARED_APP)
+    (directory / "murmur.yaml").write_text(TOOL_MANIFEST.format(name=name) + "python_path: [../_shared]\n")
+    return directory
+
+
+def test_python_path_shares_a_sibling_module_and_the_key_covers_it(tmp_path: Path, host) -> None:
+    from murmurd.authoring.build import build_key, python_path_for, world_for
+    from murmurd.host import ToolInput
+    from murmurd.manifest.artifact import load_artifact_manifest
+
+    directory = _shared_artifact(tmp_path, "sharing", f"shared {tmp_path}")
+    manifest = load_artifact_manifest(directory / "murmur.yaml")
+    extra = python_path_for(manifest, directory)
+    assert extra == [(tmp_path / "_shared").resolve()]
+    built = build_artifact(directory, builds_dir=tmp_path / "builds")
+    assert host.call_tool_sync(host.load(built.output), ToolInput(data="x")).summary == f"shared {tmp_path}"
+
+    wit_dir, world = world_for(manifest, directory)
+    before = build_key(directory, wit_dir, world, extra)
+    assert build_key(directory, wit_dir, world) != before  # the shared directory is part of the key
+    (tmp_path / "_shared" / "sharedmod.py").write_text("MARKER = 'changed'\n")
+    assert build_key(directory, wit_dir, world, extra) != before
+
+
+@pytest.mark.parametrize(("entry", "message"), [("/abs/olute", "must be relative"), ("../nowhere", "no such directory")])
+def test_an_unusable_python_path_is_reported(tmp_path: Path, entry: str, message: str) -> None:
+    directory = _artifact(tmp_path, "bad-path", GOOD_APP.format(marker="x"))
+    (directory / "murmur.yaml").write_text(TOOL_MANIFEST.format(name="bad-path") + f"python_path: [{entry}]\n")
+    with pytest.raises(BuildError, match=message):
+        build_artifact(directory, builds_dir=tmp_path / "builds")

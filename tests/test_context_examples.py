@@ -54,7 +54,7 @@ def test_the_context_demo_seeds_compacts_and_reopens_in_one_run(tmp_path: Path, 
     assert compaction["tokens_after"] < compaction["tokens_before"]
     (summary,) = [json.loads(line) for line in (book / "out" / "compaction-summaries.jsonl").read_text().splitlines()]
     assert summary["kept_messages"] == 2  # the latest tool call and its answer, verbatim
-    assert summary["summary"][0]["source_id"] == "compaction-hook:summary"
+    assert summary["summary"][0]["source_id"] == "murmur-hook-compact:summary"
     (reopened,) = _events(trace, "task_reopened")
     assert reopened["hook_name"] == "gatekeeper-hook" and "VERIFIED" in reopened["reason"]
     hook_turns = [e for e in _events(trace, "inference") if e.get("origin") == "hook:compaction-hook"]
@@ -163,7 +163,7 @@ async def test_the_compaction_hook_keeps_the_latest_tool_exchange_verbatim(tmp_p
     (compaction,) = _events(trace_events(staged), "compaction")
     assert [m.role for m in outcome.messages] == ["user", "assistant", "tool", "assistant"]
     summary, call, answer, _ = outcome.messages
-    assert summary.text.endswith("SHORT SUMMARY") and summary.source_id == "compaction-hook:summary"
+    assert summary.text.endswith("SHORT SUMMARY") and summary.source_id == "murmur-hook-compact:summary"
     assert call.tool_calls()[0]["id"] == "c2" and answer.tool_call_id == "c2"  # restored, still paired
     asked = [e for e in trace_events(staged) if e.get("origin") == "hook:compaction-hook"]
     assert len(asked) == 1 and compaction["turn"] == 1  # after turn 0 the front was the task alone: declined

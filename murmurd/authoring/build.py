@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -73,6 +73,25 @@ def world_for(manifest: ArtifactManifest, artifact_dir: Path | None = None) -> t
     return wit_root() / family, world
 
 
+def python_path_for(manifest: ArtifactManifest, artifact_dir: Path) -> list[Path]:
+    """The extra module directories an artifact names with `python_path:`, resolved against it.
+
+    Relative only (an absolute path would make a build depend on one machine's layout); each
+    must be an existing directory. They join the build key, so editing a shared module rebuilds
+    every artifact that imports it.
+    """
+    found = []
+    for entry in manifest.python_path:
+        label = f"artifact {manifest.name!r}: python_path entry {entry!r}"
+        if Path(entry).is_absolute():
+            raise BuildError(f"{label} must be relative to the artifact directory")
+        directory = (artifact_dir / entry).resolve()
+        if not directory.is_dir():
+            raise BuildError(f"{label}: no such directory {directory}")
+        found.append(directory)
+    return found
+
+
 def _source_files(root: Path) -> Iterator[Path]:
     for path in sorted(root.rglob("*")):
         rel = path.relative_to(root)
@@ -82,11 +101,12 @@ def _source_files(root: Path) -> Iterator[Path]:
             yield path
 
 
-def build_key(artifact_dir: Path, wit_dir: Path, world: str) -> str:
+def build_key(artifact_dir: Path, wit_dir: Path, world: str, python_path: Sequence[Path] = ()) -> str:
     """The content hash a build is cached under."""
     digest = hashlib.sha256()
     digest.update(f"componentize-py {metadata.version('componentize-py')}\0world {world}\0".encode())
-    for label, root in (("src", artifact_dir), ("wit", wit_dir)):
+    roots = [("src", artifact_dir), ("wit", wit_dir), *((f"py{i}", p) for i, p in enumerate(python_path))]
+    for label, root in roots:
         for path in _source_files(root):
             digest.update(f"{label}:{path.relative_to(root).as_posix()}\0".encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
@@ -126,6 +146,17 @@ def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress
         ticker.join()
 
 
+def _snapshot(artifact_dir: Path, dest: Path) -> Path:
+    """Copy the files the build key covers into `dest`, symlinks followed: the component is built
+    from exactly what its key hashed (an example whose `app.py` links to a bundled artifact's
+    builds, which componentize-py would not do from the link itself)."""
+    for path in _source_files(artifact_dir):
+        copy = dest / path.relative_to(artifact_dir)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy)
+    return dest
+
+
 def _publish(source: Path, dest: Path) -> None:
     """Copy `source` to `dest` through a private temporary name and a rename, so a reader (a
     daemon staging the artifact, a concurrent build) sees the old file or the new one whole,
@@ -143,8 +174,10 @@ def build_artifact(
     *,
     progress: Progress | None = None,
     builds_dir: Path | None = None,
+    output: Path | None = None,
 ) -> BuildResult:
-    """Build `artifact_dir` into `<artifact_dir>/<name>.wasm`, through the build cache."""
+    """Build `artifact_dir` into `output` (default `<artifact_dir>/<name>.wasm`), through the build
+    cache. A read-only source (a bundled artifact in site-packages) names an `output` elsewhere."""
     report = progress or (lambda _msg: None)
     artifact_dir = artifact_dir.resolve()
     manifest_path = artifact_dir / "murmur.yaml"
@@ -153,10 +186,12 @@ def build_artifact(
     if not entry.is_file():
         raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")
     wit_dir, world = world_for(manifest, artifact_dir)
-    output = artifact_dir / f"{manifest.name}.wasm"
+    extra_path = python_path_for(manifest, artifact_dir)
+    output = output or artifact_dir / f"{manifest.name}.wasm"
+    output.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
 
-    key = build_key(artifact_dir, wit_dir, world)
+    key = build_key(artifact_dir, wit_dir, world, extra_path)
     store = (builds_dir or cache_dir() / "builds") / f"{key}.wasm"
     if store.is_file():
         _publish(store, output)
@@ -167,10 +202,12 @@ def build_artifact(
     store.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="murmurd-build-") as scratch:
         target = Path(scratch) / "out.wasm"
+        sources = _snapshot(artifact_dir, Path(scratch) / "src")
         cmd = [
             sys.executable, "-c", "import componentize_py, sys; sys.exit(componentize_py.script())",
             "-q", "-d", str(wit_dir), "-w", world,
-            "componentize", "-p", str(artifact_dir), ENTRY_MODULE, "-o", str(target),
+            "componentize", "-p", str(sources), *(arg for p in extra_path for arg in ("-p", str(p))),
+            ENTRY_MODULE, "-o", str(target),
         ]
         proc = _run_with_progress(cmd, artifact_dir, manifest.name, report)
         if proc.returncode != 0 or not target.is_file():

@@ -31,6 +31,9 @@ class ArtifactManifest(BaseModel):
     # A WIT directory of the artifact's own (relative to the artifact, inside it) to compile
     # against instead of the bundled WIT; `world` then names a world defined there.
     wit: str | None = None
+    # More directories of Python modules for `murmurd build` (relative to the artifact, may be a
+    # sibling): how murmurd's bundled drivers share one driver kit without copying it.
+    python_path: list[str] = Field(default_factory=list)
     input_schema: dict | None = None
     output_schema: dict | None = None
     # Hook contract (`runtime: hook` only; see `murmurd.manifest.hooks`). Kept as plain strings so

@@ -15,6 +15,10 @@ class ResolveError(RuntimeError):
     """An artifact could not be found or does not match what was asked for."""
 
 
+class ArtifactNotFound(ResolveError):
+    """The registry holds no version at all of this name (the bundled artifacts are tried next)."""
+
+
 @dataclass(frozen=True)
 class ResolvedArtifact:
     name: str

@@ -7,7 +7,9 @@ A file registry is a directory:
     <name>/<version>/<payload>      <name>.wasm, or skill.md
 
 Each index entry records the runtime, the payload file and its SHA-256; resolving verifies the
-payload against that hash, so a registry whose bytes were changed is refused.
+payload against that hash, so a registry whose bytes were changed is refused. A name the registry
+does not hold at all raises `ArtifactNotFound`, which lets murmurd's bundled artifact of that
+name stand in (`murmurd.staging.resolve.resolve_named`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Protocol
 
 from murmurd.manifest.artifact import ArtifactManifestError, load_artifact_manifest
-from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact, find_skill_file, sha256_file
 
 INDEX = "index.json"
 
@@ -59,7 +61,7 @@ class FileRegistry:
     def resolve(self, name: str, version: str | None) -> ResolvedArtifact:
         versions = self.versions(name)
         if not versions:
-            raise ResolveError(f"artifact {name!r}: not in registry {self.root}")
+            raise ArtifactNotFound(f"artifact {name!r}: not in registry {self.root}")
         chosen = version or versions[-1]
         entry = self._index()["artifacts"][name].get(chosen)
         if entry is None:

@@ -1,4 +1,5 @@
-"""Resolve every artifact a capsule declares: local sources first, then the registry and its lock."""
+"""Resolve every artifact a capsule declares: a local source, else the registry, else murmurd's
+bundled artifact of that name; named artifacts are verified against `murmur.lock`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 from murmurd.authoring.build import BuildError, build_artifact
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.manifest.capsule import ArtifactRef
-from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.bundled import find_bundled, resolve_bundled
 from murmurd.staging.lock import LockError, LockFile, check_pin
 from murmurd.staging.registry import Registry
 
@@ -75,6 +77,22 @@ def _check_declared(ref: ArtifactRef, artifact: ResolvedArtifact) -> None:
         raise ResolveError(f"artifact {ref.name}: declared version {ref.version}, resolved {artifact.version}")
 
 
+def resolve_named(registry: Registry, name: str, declared: str | None, pinned: str | None = None,
+                  progress: Progress | None = None) -> ResolvedArtifact:
+    """A name without a source: the registry's artifact, else murmurd's bundled one of that name.
+
+    The registry is asked for the declared version, else the pinned one; a bundled artifact has
+    one version, checked against the declared one here and against the pin by `check_pin`.
+    """
+    try:
+        return registry.resolve(name, declared or pinned)
+    except ArtifactNotFound as exc:
+        bundled = find_bundled(name)
+        if bundled is None:
+            raise ResolveError(f"{exc}, and murmurd bundles no artifact of that name (see `murmurd list`)") from None
+        return resolve_bundled(bundled, declared, progress)
+
+
 def resolve_artifact(
     ref: ArtifactRef,
     manifest_dir: Path,
@@ -82,7 +100,7 @@ def resolve_artifact(
     lock: LockFile | None,
     progress: Progress | None = None,
 ) -> ResolvedArtifact:
-    """Resolve one declared artifact and verify it against its lock pin (registry artifacts only)."""
+    """Resolve one declared artifact and verify it against its lock pin (named artifacts: registry or bundled)."""
     if ref.is_local:
         artifact = resolve_local(ref, manifest_dir, progress)
         _check_declared(ref, artifact)
@@ -90,8 +108,7 @@ def resolve_artifact(
     pin = lock.pin(ref.name) if lock is not None else None
     if lock is not None and pin is None:
         raise LockError(f"artifact {ref.name}: not pinned in murmur.lock; run `murmurd install` to add it")
-    wanted = ref.version or (pin.resolved_version if pin else None)
-    artifact = registry.resolve(ref.name, wanted)
+    artifact = resolve_named(registry, ref.name, ref.version, pin.resolved_version if pin else None, progress)
     _check_declared(ref, artifact)
     if pin is not None:
         check_pin(pin, artifact)
