@@ -82,3 +82,31 @@ async def test_the_coding_capsule_edits_and_checks_with_its_bundled_tools(tmp_pa
     assert outcome.ok, outcome.error
     assert [text for _name, text in events.tool_results][:2] == ["wrote 32 bytes to calc.py", "patched calc.py at line 2"]
     assert "Exit code: 0\nStdout:\n5\n" in events.tool_results[2][1]  # the patched file, run by the shell
+
+
+def test_the_readme_quick_start_runs_its_bundled_driver_named_by_name_against_a_stand_in(tmp_path: Path) -> None:
+    """The manifest as murmur's tutorials write it: the driver named, no source, resolved to the
+    bundled one and built; only the endpoint (and its network grant) point at a loopback stand-in
+    of the Messages API, and the key comes from `.env`."""
+    from standins import anthropic_standin, anthropic_stream
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Quick start with a real model", 1)[1]
+    manifest = yaml.safe_load(section.split("```yaml\n", 1)[1].split("```", 1)[0])
+    with anthropic_standin() as api:
+        api.replies = [anthropic_stream([{"type": "text", "text": "A component is a portable module."}],
+                                        "end_turn", {"input_tokens": 9})]
+        manifest["inference"]["endpoint"] = api.url
+        manifest["capabilities"]["network"]["allow"] = [api.url.rstrip("/")]
+        capsule = tmp_path / "my-agent"
+        capsule.mkdir()
+        (capsule / "murmur.yaml").write_text(dump_yaml(manifest))
+        (capsule / ".env").write_text("ANTHROPIC_API_KEY=sk-ant-from-dotenv\n")
+        clean = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env = {**clean, "MURMUR_REGISTRY": str(tmp_path / "empty-registry")}
+        proc = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "What is a component?"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "A component is a portable module." in proc.stdout
+    assert api.problems == [] and api.requests[0].headers["x-api-key"] == "sk-ant-from-dotenv"
+    assert api.requests[0].body["model"] == manifest["inference"]["model"]
