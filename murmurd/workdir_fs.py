@@ -355,8 +355,3 @@ def fd_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
-def check_directory(root: Path, rel: RelPath) -> Path:
-    """`rel` beneath `root` as an absolute path, after checking no component is a symlink
-    (for a directory handed to wasmtime by name, which would follow one)."""
-    make_dirs(root, rel)
-    return under(root, rel)

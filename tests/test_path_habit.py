@@ -65,8 +65,8 @@ ALLOWED: dict[str, str] = {
     "authoring/build.py: os.replace(tmp, dest)": "the build cache and the artifact's built .wasm",
     "authoring/build.py: tmp.unlink(missing_ok=True)": "the build cache and the artifact's built .wasm",
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
-    "session/shell.py: self._spool = tempfile.TemporaryFile(dir=_logs_dir(self._policy))":
-        "an unnamed spool in the logs directory workdir_fs checked",
+    "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
+        "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/store.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",

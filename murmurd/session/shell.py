@@ -45,7 +45,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -487,7 +486,7 @@ class _Collector:
             if self.total <= self._keep:
                 self._head += data
                 return
-            self._spool = tempfile.TemporaryFile(dir=_logs_dir(self._policy))
+            self._spool = _spool_file(self._policy)
             self._spool.write(self._head)
             self._spooled = len(self._head)
             self._head += data[: self._keep - len(self._head)]
@@ -534,11 +533,16 @@ def _logs_location(policy: ShellPolicy) -> tuple[Path, str]:
     return _beneath_workdir(policy, policy.logs_dir)
 
 
-def _logs_dir(policy: ShellPolicy) -> Path:
-    """The logs directory, created if needed; a symlink on the way is refused (spools live there)."""
+def _spool_file(policy: ShellPolicy) -> IO[bytes]:
+    """A nameless spool in the logs directory, opened through a descriptor of that directory (a
+    symlink on the way is refused, and none planted later is followed)."""
     root, logs = _logs_location(policy)
     try:
-        return workdir_fs.check_directory(root, logs)
+        dir_fd = workdir_fs.open_directory(root, logs)
+        try:
+            return os.fdopen(workdir_fs.anonymous_file(dir_fd), "w+b")
+        finally:
+            os.close(dir_fd)
     except OSError as exc:
         raise ShellFailed(f"shell: cannot write the shell log: {exc}") from None
 
