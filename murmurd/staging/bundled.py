@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmurd import __version__
-from murmurd.authoring.build import BuildError, Progress, build_artifact, build_key, world_for
+from murmurd.authoring.build import BuildError, Progress, build_artifact, build_key, python_path_for, world_for
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
@@ -64,7 +64,8 @@ def bundled_output(artifact: BundledArtifact) -> Path:
     file never changes once written, so a daemon staging it cannot see another murmurd (other
     sources or componentize-py under the same version) replace it between hashing and copying."""
     manifest = artifact.manifest
-    key = build_key(artifact.directory, *world_for(manifest, artifact.directory))
+    key = build_key(artifact.directory, *world_for(manifest, artifact.directory),
+                    python_path_for(manifest, artifact.directory))
     return cache_dir() / "bundled" / manifest.name / manifest.version / f"{key[:32]}.wasm"
 
 
