@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from murmurd.manifest.reading import UnreadableFile, read_text_file
+from murmurd.manifest.validate import MANIFEST_FILE
 
 ENV_FILE = ".env"
-MANIFEST_FILE = "murmur.yaml"
 
 
 class DotenvError(ValueError):

@@ -32,11 +32,6 @@ def uuid7_hex() -> str:
     return f"{value:032x}"
 
 
-def uuid7_ms(hex_id: str) -> int:
-    """The millisecond timestamp a UUIDv7 hex (with or without its prefix) was minted at."""
-    return int(hex_id[-32:][:12], 16)
-
-
 def new_session_id() -> str:
     return "ses_" + uuid7_hex()
 

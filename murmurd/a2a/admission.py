@@ -58,7 +58,6 @@ def refusal(
         return "rejected: the capsule is shutting down"
     if running < bound and not context_busy:
         return None  # it starts now
-        return None
     if task_acceptance == "single":
         return "rejected: the capsule accepts a single task at a time and one is running"
     if task_acceptance == "queue" and waiting >= queue_depth:

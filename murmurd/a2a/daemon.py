@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 import os
 import sys
@@ -35,19 +34,20 @@ from murmurd.a2a.tasks import (
     new_task_id,
     now_ms,
 )
-from murmurd.a2a.wire.common import result_artifact_id
+from murmurd.a2a.wire.common import new_message_id, result_artifact_id
 from murmurd.host import AbortTask, ComponentHost
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import PeerTask
 from murmurd.hooks.dispatcher import LifecycleDispatcher
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.session.events import TaskEvents
+from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file, task_result_file
+from murmurd.staging.workdir import history_file, task_result_file
 from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")
@@ -238,7 +238,7 @@ class CapsuleDaemon:
         """The launch task: stored like any task (tasks/get sees it), traced `source: task_md`."""
         self._seen_task = True
         record = TaskRecord(id=new_task_id(), context_id=new_context_id(),
-                            history=[TaskMessage(f"msg_{new_task_id()[4:]}", "user", [{"text": text}])])
+                            history=[TaskMessage(new_message_id(), "user", [{"text": text}])])
         self._task_md.add(record.id)
         self._records[record.id] = record
         await self._save(record, final=False)
@@ -454,7 +454,7 @@ class CapsuleDaemon:
         if run.reply is not None and not run.reply.done():
             run.reply.cancel()
         task.cancel()
-        await asyncio.wait({task}, timeout=5)
+        await asyncio.wait({task}, timeout=CANCEL_WAIT_SECS)
 
     # -- the scheduler and the task runs ---------------------------------------------------
 
@@ -638,14 +638,10 @@ class CapsuleDaemon:
         """The context's stored history (threaded only); `HistoryUnreadable` when it is refused."""
         if self.policy.conversation != "threaded":
             return []
-        rel = history_file(context_id)
-        home = self.staged.history_workdir
         try:
-            stored = json.loads(workdir_fs.read_text(home.root, home.book(rel), max_bytes=MAX_HISTORY_BYTES))
-            return [Message(**m) for m in stored]
-        except FileNotFoundError:
-            return []
+            return read_history(self.staged, context_id)
         except (OSError, ValueError, TypeError) as exc:
+            rel = history_file(context_id)
             raise HistoryUnreadable(f"the history of context {context_id!r} ({rel}) cannot be read: {exc}") from None
 
     def _record_conversation(self, record: TaskRecord, outcome: TaskOutcome) -> str | None:

@@ -66,7 +66,7 @@ class SessionPool:
 
     async def acquire(self, context_id: str) -> Slot:
         """The session `context_id`'s next task runs in, opened if it has none."""
-        slot = self.shared or self._slots.get(context_id)
+        slot = self.slot_of(context_id)
         if slot is None:
             victim = self._idle_victim() if len(self._slots) >= self.capacity else None
             if victim is not None:

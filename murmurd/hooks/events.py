@@ -9,7 +9,6 @@ caller (`recipes.read_recipe`) and passed in.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from murmurd.hooks import dispatcher as seam
@@ -60,12 +59,6 @@ def session_end(event: seam.SessionEnd) -> wit.SessionEndEvent:
     t = event.totals
     return wit.SessionEndEvent(t.turns, t.input_tokens, t.output_tokens, t.tool_calls, t.shell_calls,
                                event.duration_ms, event.exit_status)
-
-
-def tools_json(tools: list[Any]) -> str:
-    """The tools offered to the model, as the JSON string `inference-event.tools` carries."""
-    return json.dumps([{"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools],
-                      ensure_ascii=False)
 
 
 def _i32(value: Any) -> int:

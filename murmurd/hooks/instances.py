@@ -65,10 +65,6 @@ class HookRunner:
             self.log.line(self.name, line)
         return CallFailed(detail)
 
-    @property
-    def instantiations(self) -> int:
-        return self._instance.instantiations if self._instance is not None else 0
-
     def close(self) -> None:
         """Cancel a running call and free the instance (blocks until the call is off the worker)."""
         instance, self._instance = self._instance, None

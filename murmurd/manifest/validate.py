@@ -786,7 +786,6 @@ __all__ = [
     "endpoint_problem",
     "is_loopback_host",
     "load_capsule",
-    "looks_like_credential",
     "network_entry_problem",
     "render_loc",
     "unknown_keys",

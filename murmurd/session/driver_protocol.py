@@ -114,3 +114,8 @@ def parse_response(raw: str) -> DriverResponse:
             if not isinstance(call.get("name"), str) or not call.get("id"):
                 raise DriverProtocolError(f"driver tool_call block without a name or id: {json.dumps(call)[:200]}")
     return response
+
+
+def decision_of(stop_reason: str) -> str:
+    """The `inference` trace event's `decision` for a response's stop reason."""
+    return stop_reason if stop_reason in ("tool_call", "end_turn") else "text"

@@ -20,17 +20,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from murmurd import workdir_fs
 from murmurd.host import ComponentHost, HostError, ImportFailed, SessionContext, ToolInput, ToolStatus
 from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse
 from murmurd.session.cache_key import prompt_cache_key
 from murmurd.session.counters import Counters
-from murmurd.session.driver_protocol import DriverProtocolError, build_request, parse_response
+from murmurd.session.driver_protocol import DriverProtocolError, build_request, decision_of, parse_response
+from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.tokens import count_tokens
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file
+
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 
@@ -46,9 +46,9 @@ class ActiveTask:
 
 @dataclass
 class HookSessionState:
-    """What the session shares with its hooks' imports. `spend_refused` is set, and
-    `spend_refusals` counted, when a hook's completion was refused at the spend ceiling: an
-    `on-compaction` failure that follows one ends the session `spend_ceiling_reached`."""
+    """What the session shares with its hooks' imports. `spend_refusals` counts a hook's
+    completions refused at the spend ceiling: an `on-compaction` failure that follows one ends the
+    session `spend_ceiling_reached`."""
 
     staged: StagedCapsule
     host: ComponentHost
@@ -56,7 +56,6 @@ class HookSessionState:
     totals: Counters
     turn: Callable[[], int]
     active: ActiveTask | None = None
-    spend_refused: bool = False
     spend_refusals: int = 0
     loop: asyncio.AbstractEventLoop | None = None  # the session's; counters change only there
 
@@ -102,12 +101,7 @@ class HookServices(SessionContext):
         if not self.state.threaded or active is None or not active.context_id:
             return []
         try:
-            workdir = self.state.staged.history_workdir
-            stored = json.loads(workdir_fs.read_text(workdir.root, workdir.book(history_file(active.context_id)),
-                                                     max_bytes=MAX_HISTORY_BYTES))
-            messages = [Message(**m) for m in stored]
-        except FileNotFoundError:
-            return []
+            messages = read_history(self.state.staged, active.context_id)
         except (OSError, ValueError, TypeError) as exc:
             raise ImportFailed(f"conversation: the history of {active.context_id} cannot be read: {exc}") from None
         return [HookMessage(m.role, m.text, m.id, m.source_id) for m in messages]
@@ -128,8 +122,9 @@ class HookServices(SessionContext):
                                               active.context_id if active else None),
         )
         started = time.monotonic()
-        raw = self._call_driver(json.dumps(wire), model)
-        input_tokens, output_tokens = count_tokens(json.dumps(wire)), count_tokens(raw)
+        data = json.dumps(wire)
+        raw = self._call_driver(data, model)
+        input_tokens, output_tokens = count_tokens(data), count_tokens(raw)
         self._account(input_tokens, output_tokens)
         try:
             response = parse_response(raw)
@@ -158,7 +153,6 @@ class HookServices(SessionContext):
     def _check_spend(self, ceiling: int | None) -> None:
         totals = self.state.totals
         if ceiling is not None and totals.input_tokens + totals.output_tokens >= ceiling:
-            self.state.spend_refused = True
             self.state.spend_refusals += 1
             raise ImportFailed(f"runtime/inference: refused, the session token ceiling ({ceiling}) is reached")
 
@@ -175,8 +169,7 @@ class HookServices(SessionContext):
         self.state.on_loop(change)
 
     def _trace(self, response, input_tokens: int, output_tokens: int, model: str, duration_ms: int) -> None:  # type: ignore[no-untyped-def]
-        decision = "tool_call" if response.stop_reason == "tool_call" else (
-            "end_turn" if response.stop_reason == "end_turn" else "text")
+        decision = decision_of(response.stop_reason)
         try:
             self.state.trace.write("inference", turn=self.state.turn(), input_tokens=input_tokens,
                                    output_tokens=output_tokens, decision=decision, tool_name=None,

@@ -35,6 +35,7 @@ from murmurd.session.driver_protocol import (
     DriverResponse,
     ToolSpec,
     build_request,
+    decision_of,
     parse_response,
 )
 from murmurd.session.events import TaskEvents
@@ -127,9 +128,7 @@ class AgentLoop:
             turn, attempt_turns = attempt_turns, attempt_turns + 1
             inference = await self._infer(state, cache_key, events)
             response, input_tokens, output_tokens = inference.response, inference.input_tokens, inference.output_tokens
-            decision = "tool_call" if response.stop_reason == "tool_call" else (
-                "end_turn" if response.stop_reason == "end_turn" else "text"
-            )
+            decision = decision_of(response.stop_reason)
             first_tool = response.tool_calls[0]["name"] if response.tool_calls else None
             usage = normalize_usage(response.usage)
             self._trace("inference", turn=turn, input_tokens=input_tokens, output_tokens=output_tokens,

@@ -46,10 +46,6 @@ class RunResult:
     outcome: TaskOutcome
 
 
-def new_task_id() -> str:
-    return ids.new_task_id()
-
-
 async def run_once(
     capsule_dir: Path,
     task_text: str,
@@ -76,7 +72,7 @@ async def run_once(
     session = Session(staged, host, cli_system_prompt=system_prompt)
     await session.open()
     try:
-        spec = TaskSpec(new_task_id(), task_text, context_id=ids.new_context_id(), source="task_md")
+        spec = TaskSpec(ids.new_task_id(), task_text, context_id=ids.new_context_id(), source="task_md")
         outcome = await session.run_task(spec, events)
     finally:
         await session.close()

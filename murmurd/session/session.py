@@ -192,7 +192,6 @@ class Session:
 
     async def open(self) -> None:
         self.hooks.loop = asyncio.get_running_loop()
-        self.spans.session_started(self.staged.session_id)
         manifest = self.staged.manifest
         grants = effective_grants(manifest, self.staged.grants)
         self.trace.write(

@@ -70,10 +70,6 @@ class InstalledArtifact:
     def kind(self) -> str:
         return self.resolved.kind
 
-    @property
-    def payload(self) -> Path:
-        return self.directory / self.resolved.installed_name
-
 
 @dataclass
 class StagedCapsule:

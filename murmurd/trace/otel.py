@@ -116,9 +116,6 @@ class SessionSpans:
         logging.getLogger("opentelemetry").addHandler(handler)
         return cls(provider, handler)
 
-    def session_started(self, session_id: str) -> None:
-        """Upstream opens its session span per agent-loop run, not per daemon: see `task_started`."""
-
     def task_started(self, task_id: str, caller_traceparent: str | None) -> None:
         """Open this run's `capsule.session` span in a fresh trace, linked to the caller's span."""
         if self._tracer is None:
