@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 from murmurd import workdir_fs
-from murmurd.staging.workdir import log_file
+from murmurd.staging.workdir import Workdir, log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 log = logging.getLogger("murmurd.hooks")
@@ -24,15 +23,16 @@ def hook_log_name(hook: str) -> str:
 
 
 class HookLog:
-    def __init__(self, root: Path, trace: TraceWriter | None = None) -> None:
-        self.root = root
+    def __init__(self, workdir: Workdir, trace: TraceWriter | None = None) -> None:
+        self.workdir = workdir
         self.trace = trace
 
     def line(self, hook: str, text: str) -> None:
         """Append one `[murmurd]` line to `logs/hook-<hook>.log` (a refused log costs the line only)."""
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         try:
-            workdir_fs.append_text(self.root, log_file(hook_log_name(hook)), f"[murmurd {stamp}] {text}\n")
+            rel = self.workdir.book(log_file(hook_log_name(hook)))  # every component checked, from the root
+            workdir_fs.append_text(self.workdir.root, rel, f"[murmurd {stamp}] {text}\n")
         except OSError as exc:
             log.warning("logs/%s not written: %s", hook_log_name(hook), exc)
 

@@ -180,7 +180,7 @@ class Session:
         )
         return HookDispatcher(
             self.host, specs, root=self.staged.workdir.root,
-            log_sink=HookLog(self.staged.workdir.runtime, self.trace),  # beside the hook's own log
+            log_sink=HookLog(self.staged.workdir, self.trace),  # beside the hook's own log
             context_for=lambda name: HookServices(self.hooks, name, setup.env if setup else {},
                                                   setup.name if setup else None),
             session_record=record, settings=settings,

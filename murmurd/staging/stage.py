@@ -170,7 +170,7 @@ def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: li
     specs = load_hooks(staged)
     if not specs:
         return
-    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir.runtime)):
+    for manifest in run_on_stage(host, specs, shell_allow, HookLog(staged.workdir)):
         _write_shell_manifest(staged.workdir, manifest.binary, manifest.description, manifest.version)
         if manifest.description:
             staged.shell_descriptions[manifest.binary] = manifest.description
