@@ -277,7 +277,8 @@ def test_an_idle_context_session_closes_and_the_conversation_continues_in_a_new_
         served.wait_state(first["id"], "completed")
         first_session = served.capsule / "workdir" / _session_of(served, first["id"])
         _wait_for(lambda: [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"])
-        assert served.session_traces()[first_session.name][-1]["event_type"] == "session_end"
+        # the hooks hear on-session-end just before the closing session writes its session_end line
+        _wait_for(lambda: served.session_traces()[first_session.name][-1]["event_type"] == "session_end")
         second = served.send("two", contextId="ctx_thread")
         served.wait_state(second["id"], "completed")
         assert _session_of(served, second["id"]) != first_session.name  # a new session, same context
