@@ -468,6 +468,32 @@ def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
             murmurd.wait(timeout=10)
 
 
+def test_a_group_is_known_to_the_watchdog_before_its_command_runs(tmp_path: Path) -> None:
+    """The child announces its own group from `preexec_fn`, before exec: a murmurd killed before
+    its `register` ran still leaves no grandchild behind (here `register` never runs at all)."""
+    program = (
+        "import functools, os, subprocess, sys, time\n"
+        "from murmurd.session import shell_watchdog\n"
+        "from murmurd.session.shell import _in_child\n"
+        "announce = functools.partial(_in_child, os.getpid(), (), shell_watchdog.watchdog_fd())\n"
+        "subprocess.Popen(['sh', '-c', sys.argv[2]], cwd=sys.argv[1], start_new_session=True, close_fds=True,\n"
+        "                 preexec_fn=announce)\n"
+        "time.sleep(300)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    murmurd = subprocess.Popen([sys.executable, "-c", program, str(tmp_path), GROUP_SCRIPT], env=env)
+    try:
+        pids = _group_pids(tmp_path)
+        assert all(alive(pid) for pid in pids)
+        murmurd.kill()
+        murmurd.wait(timeout=10)
+        wait_gone(pids, timeout=10)
+    finally:
+        if murmurd.poll() is None:
+            murmurd.kill()
+            murmurd.wait(timeout=10)
+
+
 # --------------------------------------------------------------------------- what the model and traces see
 
 

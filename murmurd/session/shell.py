@@ -332,7 +332,7 @@ def run_prepared(
             shell=False,
             close_fds=True,
             start_new_session=True,
-            preexec_fn=functools.partial(_in_child, os.getpid(), policy.rlimits),
+            preexec_fn=functools.partial(_in_child, os.getpid(), policy.rlimits, shell_watchdog.watchdog_fd()),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
@@ -375,9 +375,10 @@ def run_prepared(
         err.close()
 
 
-def _in_child(parent_pid: int, limits: tuple[rlimits.Limit, ...]) -> None:
-    """`preexec_fn`: die with murmurd, then take the capsule's resource limits."""
+def _in_child(parent_pid: int, limits: tuple[rlimits.Limit, ...], watchdog: int | None) -> None:
+    """`preexec_fn`: die with murmurd, be known to the watchdog, then take the resource limits."""
     shell_watchdog.die_with_parent(parent_pid)
+    shell_watchdog.announce_from_child(watchdog)
     rlimits.apply_limits(limits)
 
 

@@ -68,6 +68,27 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(137)
 
 
+def watchdog_fd() -> int | None:
+    """The descriptor the watchdog reads from, started first when needed, for a child to
+    announce its own group on (`announce_from_child`) before it execs."""
+    with _lock:
+        _tell("")
+        stdin = _watchdog.stdin if _watchdog is not None else None
+        return stdin.fileno() if stdin is not None else None
+
+
+def announce_from_child(fd: int | None) -> None:
+    """`preexec_fn` of a shell child (its own session leader, so its pid is its group): tell the
+    watchdog before exec, so no grandchild can exist before its group is known, whatever kills
+    murmurd in the instant before `register` runs. One small write: atomic on a pipe."""
+    if fd is None:
+        return
+    try:
+        os.write(fd, f"+{os.getpid()}\n".encode())
+    except OSError:
+        pass  # the watchdog is gone; the parent's `register` restarts it
+
+
 def register(pgid: int) -> None:
     """A shell's process group is running: the watchdog kills it if murmurd dies."""
     with _lock:
