@@ -52,3 +52,44 @@ class Artifacts:
 @pytest.fixture(scope="session")
 def artifacts() -> Artifacts:
     return Artifacts()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[object]:
+    """One real PostgreSQL 15 for the whole test session (tests/pgkit.py)."""
+    import pgkit
+
+    reason = pgkit.missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with pgkit.postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: object, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty database for one test; its URL."""
+    import secrets
+
+    return postgres_server.fresh_database(f"t_{secrets.token_hex(6)}")  # type: ignore[attr-defined]
+
+
+STORE_KINDS = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def task_store(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Each `TaskStore` backend in turn: memory, SQLite in tmp_path, a fresh PostgreSQL database."""
+    from murmurd.a2a.stores.memory import MemoryTaskStore
+    from murmurd.a2a.stores.sqlite import SqliteTaskStore
+
+    if request.param == "postgres":
+        from murmurd.a2a.stores.postgres import PostgresTaskStore
+
+        store = await PostgresTaskStore.open(request.getfixturevalue("postgres_dsn"), "replica-test")
+    elif request.param == "sqlite":
+        store = await SqliteTaskStore.open(tmp_path / "nested" / "tasks.sqlite3")
+    else:
+        store = MemoryTaskStore()
+    yield store
+    await store.close()
