@@ -375,6 +375,7 @@ def _non_negative_float(text: str) -> float:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
+    import os
 
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
     from murmurd.a2a.state_dir import StateDirError
@@ -391,6 +392,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         return refused
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
+        store=args.store or os.environ.get("MURMURD_STORE") or None, replica_lease_secs=args.replica_lease,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
         max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
         task=_task_text(args.task) if args.task is not None else None,
@@ -490,6 +492,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
     serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
+    serve.add_argument("--store", help="task store: sqlite (the state directory's file, the default) or "
+                                       "postgresql://user@host/db, shared by replicas (env MURMURD_STORE)")
+    serve.add_argument("--replica-lease", type=_positive_float, default=15.0,
+                       help="seconds without a heartbeat after which a replica counts as dead and its "
+                            "running tasks fail (PostgreSQL store; default 15)")
     serve.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     serve.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
                        help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")

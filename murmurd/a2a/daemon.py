@@ -17,7 +17,7 @@ import os
 import sys
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
@@ -49,6 +49,9 @@ from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import history_file, task_result_file
 from murmurd.text import json_text
+
+if TYPE_CHECKING:
+    from murmurd.a2a.replicas.coordinator import ReplicaCoordinator
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -176,12 +179,14 @@ class CapsuleDaemon:
         *,
         policy: LifecyclePolicy,
         log: EventLog | None = None,
+        replicas: ReplicaCoordinator | None = None,
     ) -> None:
         self.staged = staged
         self.host = host
         self.store = store
         self.policy = policy
         self.log = log or EventLog()
+        self.replicas = replicas  # None: one daemon alone on its store
         shared = policy.bound == 1
         # With a session per context, the daemon's own session only records acceptance (its
         # trace); the capsule's hooks run in the context sessions, never here.
@@ -222,6 +227,8 @@ class CapsuleDaemon:
         await self.session.open()
         self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
+        if self.replicas is not None:
+            await self.replicas.start(self)
         if self.pool.shared is None:
             self._start_background(self.pool.reap_periodically(), "murmurd-session-reaper")
         policy = self.policy
@@ -300,7 +307,12 @@ class CapsuleDaemon:
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
+            if self.replicas is not None:  # still queued in the database: another replica runs it
+                self._records.pop(record.id, None)
+                continue
             await self._finish(record, TaskState.CANCELED, "canceled: daemon shutting down")
+        if self.replicas is not None:
+            await self.replicas.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -347,6 +359,10 @@ class CapsuleDaemon:
             raise AmbiguousReply(f"ambiguous reply: {route.reason}")
         if isinstance(route, Reply):
             return self._deliver(self._running[route.task_id], submission.message)
+        if self.replicas is not None:
+            forwarded = await self._forward_reply(submission)
+            if forwarded is not None:
+                return forwarded
         if submission.task_id is not None:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
@@ -368,6 +384,8 @@ class CapsuleDaemon:
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
+        if self.replicas is not None:
+            return await self._queue_shared(record, submission.traceparent)
         await self._save(record, final=False)
         # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
@@ -375,6 +393,76 @@ class CapsuleDaemon:
         self._queue.append(record)
         self._schedule()
         return record
+
+    async def _queue_shared(self, record: TaskRecord, traceparent: str | None) -> TaskRecord:
+        """Replicas: the task waits in the database; this replica claims it if it may (its
+        context is free or held here), else the context's holder or a replica with room does."""
+        assert self.replicas is not None
+        self._records[record.id] = record  # so a claim here queues this very object
+        self._traceparents[record.id] = traceparent
+        await self._save(record, final=False)
+        claimed = await self.replicas.claim()
+        if all(r.id != record.id for r in claimed):
+            if self._records.get(record.id) is record and record not in self._queue:
+                self._records.pop(record.id, None)
+                self._traceparents.pop(record.id, None)
+            await self.replicas.announce_work()
+        return record
+
+    async def _forward_reply(self, submission: Submission) -> TaskRecord | None:
+        """Replicas: a reply for a task waiting on another replica goes to that replica's inbox;
+        the answer is the task as it will be (working again, the reply in its history)."""
+        assert self.replicas is not None
+        target: TaskRecord | None = None
+        if submission.task_id is not None:
+            known = await self.store.get(submission.task_id)
+            if known is not None and known.state is TaskState.INPUT_REQUIRED and known.id not in self._running:
+                if submission.context_id is not None and submission.context_id != known.context_id:
+                    raise AmbiguousReply(f"ambiguous reply: task {known.id} waits for input in context "
+                                         f"{known.context_id}, but the message names context {submission.context_id}")
+                target = known
+        elif submission.context_id is not None:
+            waiting = [r for r in await self.store.list(submission.context_id, limit=3, state=TaskState.INPUT_REQUIRED)
+                       if r.id not in self._running]
+            if len(waiting) > 1:
+                raise AmbiguousReply(f"ambiguous reply: {len(waiting)} tasks of context {submission.context_id} "
+                                     "wait for input; name the task (taskId) the reply is for")
+            target = waiting[0] if waiting else None
+        if target is None:
+            return None
+        owner = await self.replicas.owner_of(target.id)
+        if owner is None:
+            return None
+        await self.replicas.send(owner, "reply", target.id, submission.message.to_json())
+        target.history.append(submission.message)
+        _leave_input_required(target)
+        return target
+
+    # -- what the replica coordinator asks (murmurd.a2a.replicas.coordinator.ReplicaHost) ----
+
+    def room(self) -> int:
+        if not self.accepting:
+            return 0
+        return max(0, self.policy.bound - len(self._running) - len(self._queue))
+
+    async def take_claimed(self, records: list[TaskRecord]) -> None:
+        for claimed in records:
+            record = self._records.get(claimed.id) or claimed
+            self._records[record.id] = record
+            self._queue.append(record)
+        self._schedule()
+
+    async def deliver_reply(self, task_id: str, message: TaskMessage) -> None:
+        run = self._running.get(task_id)
+        if run is None or not run.waiting:
+            logger.warning("task %s: a reply arrived from another replica, but it no longer waits for input", task_id)
+            return
+        self._deliver(run, message)
+
+    async def cancel_local(self, task_id: str) -> None:
+        record = self._records.get(task_id)
+        if record is not None and not record.state.terminal:
+            await self._cancel_here(record)
 
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None
@@ -408,6 +496,8 @@ class CapsuleDaemon:
 
     async def wait_settled(self, record: TaskRecord) -> TaskRecord:
         """Wait until the task is terminal or waits for input (what a blocking send returns)."""
+        if self.replicas is not None and self._records.get(record.id) is not record:
+            return await self._wait_elsewhere(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
         async with self._changed:
             await self._changed.wait_for(lambda: record.state.terminal or record.state is TaskState.INPUT_REQUIRED)
         return record
@@ -425,10 +515,55 @@ class CapsuleDaemon:
     async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
         return await self.store.count(context_id, state)
 
+    async def _wait_elsewhere(self, record: TaskRecord, settled: tuple[TaskState, ...],
+                              timeout: float | None) -> TaskRecord:
+        """Replicas: wait for a task running on another replica to reach a terminal state (or
+        one of `settled`), watching its status events; the stored record then."""
+
+        def done(r: TaskRecord | None) -> bool:
+            return r is not None and (r.state.terminal or r.state in settled)
+
+        async def watch() -> None:
+            async for event in self.log.follow(task_id=record.id, close_on_final=True):
+                state = event.data.get("status", {}).get("state") if event.type == "status" else None
+                if state is not None and (TaskState(state).terminal or TaskState(state) in settled):
+                    return
+
+        watcher = asyncio.create_task(watch())  # subscribed before the store is read: nothing missed
+        await asyncio.sleep(0)
+        try:
+            current = await self.store.get(record.id)
+            if not done(current):
+                await asyncio.wait({watcher}, timeout=timeout)
+        finally:
+            watcher.cancel()
+        return await self.store.get(record.id) or record
+
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
         if record.state.terminal:
             raise TaskNotCancelable(f"task {task_id} is already {record.state.value}")
+        if self.replicas is not None and self._records.get(task_id) is not record:
+            return await self._cancel_elsewhere(record)
+        await self._cancel_here(record)
+        return record
+
+    async def _cancel_elsewhere(self, record: TaskRecord) -> TaskRecord:
+        """Replicas: an unclaimed queued task is canceled here; one claimed by another replica
+        is canceled by that replica (its inbox), and this answer waits to show it."""
+        assert self.replicas is not None
+        if record.state is TaskState.SUBMITTED:
+            taken = await self.replicas.try_cancel_waiting(record.id)
+            if taken is not None:
+                await self._finish(taken, TaskState.CANCELED, "canceled by request")
+                return taken
+        owner = await self.replicas.owner_of(record.id)
+        if owner is not None:
+            await self.replicas.send(owner, "cancel", record.id, {})
+            return await self._wait_elsewhere(record, settled=(), timeout=CANCEL_WAIT_SECS)
+        return record
+
+    async def _cancel_here(self, record: TaskRecord) -> None:
         if record in self._queue:
             self._queue.remove(record)
             self._traceparents.pop(record.id, None)
@@ -436,7 +571,6 @@ class CapsuleDaemon:
         elif record.id in self._running:
             await self._cancel_run(self._running[record.id], "canceled by request")
             await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
-        return record
 
     async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
         async with self._changed:
@@ -495,6 +629,8 @@ class CapsuleDaemon:
         # upstream: the launch task ends the daemon unless it queues more
         self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
         self._wakeup.set()
+        if self.replicas is not None:
+            self.replicas.wake()  # room here now: claim what waits
 
     async def _run_guarded(self, run: Run) -> None:
         """Run one task in its context's session; whatever it raises fails that task alone. A
@@ -571,7 +707,7 @@ class CapsuleDaemon:
         record.state = TaskState.WORKING
         await self._save(record, final=False)
         try:
-            history = await asyncio.to_thread(self._load_history, record.context_id)  # file I/O, off the loop
+            history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
@@ -588,6 +724,8 @@ class CapsuleDaemon:
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
         problem = await asyncio.to_thread(self._record_conversation, record, outcome)
+        if problem is None and outcome.delivered and self.policy.conversation == "threaded":
+            await self.store.save_history(record.context_id, _stored_history(outcome))
         if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
         if outcome.delivered:
@@ -634,6 +772,19 @@ class CapsuleDaemon:
         async with self._changed:
             self._changed.notify_all()
 
+    async def _history(self, context_id: str) -> list[Message]:
+        """The context's history: from the store where it keeps them (replicas: whichever
+        replica ran the context before), else from the workdir file (off the loop)."""
+        if self.policy.conversation != "threaded":
+            return []
+        stored = await self.store.load_history(context_id)
+        if stored is None:
+            return await asyncio.to_thread(self._load_history, context_id)
+        try:
+            return [Message(**m) for m in stored]
+        except TypeError as exc:
+            raise HistoryUnreadable(f"the stored history of context {context_id!r} cannot be read: {exc}") from None
+
     def _load_history(self, context_id: str) -> list[Message]:
         """The context's stored history (threaded only); `HistoryUnreadable` when it is refused."""
         if self.policy.conversation != "threaded":
@@ -654,11 +805,15 @@ class CapsuleDaemon:
             text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.delivered:
-                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
-                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
+                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(_stored_history(outcome)))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None
+
+
+def _stored_history(outcome: TaskOutcome) -> list[dict[str, Any]]:
+    """The conversation a threaded context keeps: every message but this task's seeded ones."""
+    return [dict(m.__dict__) for m in outcome.messages if m.id not in outcome.seeded_ids]
 
 
 def _leave_input_required(record: TaskRecord) -> None:

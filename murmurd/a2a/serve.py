@@ -21,9 +21,12 @@ import uvicorn
 
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
+from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
-from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
+from murmurd.a2a.stores import is_postgres, open_store
+from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
 from murmurd.session import shell_watchdog
@@ -68,6 +71,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int | None = None
     state_dir: Path | None = None
+    store: str | None = None  # None or "sqlite": the state directory's file; postgresql://...: replicas
+    replica_lease_secs: float = 15.0  # a replica silent this long is dead (its running tasks fail)
     task_acceptance: str | None = None
     after_task: str | None = None
     max_concurrent_tasks: int | None = None  # overrides lifecycle.max_concurrent_tasks (queue only)
@@ -111,6 +116,19 @@ class ServeOptions:
         return Retention(self.retain_finished_secs, self.retain_finished_count)
 
 
+def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
+               url: str) -> tuple[EventLog, ReplicaCoordinator | None]:
+    """A local event log, or on PostgreSQL the shared one and this replica's coordinator."""
+    if not is_postgres(options.store):
+        return EventLog(options.stream_buffer), None
+    from murmurd.a2a.stores.postgres import PostgresTaskStore
+
+    assert isinstance(store, PostgresTaskStore)
+    log = SharedEventLog(store.pool, options.stream_buffer)
+    return log, ReplicaCoordinator(store.pool, store.dsn, replica_id, log, lease_secs=options.replica_lease_secs,
+                                   url=url)
+
+
 async def serve_capsule(
     capsule_dir: Path,
     options: ServeOptions,
@@ -138,7 +156,8 @@ async def _serve_locked(
 ) -> int:
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
                                      env=os.environ if options.env is None else options.env)
-    store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
+    replica_id = new_replica_id()
+    store = await open_store(options.store, lock.state_dir, options.retention, replica_id)
     internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
@@ -151,8 +170,9 @@ async def _serve_locked(
         max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
-    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
     url = f"http://{options.host}:{port}/"
+    log, replicas = _event_log(store, options, replica_id, url)
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, replicas=replicas)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
@@ -168,6 +188,8 @@ async def _serve_locked(
     interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
+    if replicas is not None:
+        announce(f"murmur: replica {replica_id} on a shared PostgreSQL store")
     announce(f"murmur: url {options.host}:{port}")
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()
