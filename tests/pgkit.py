@@ -17,7 +17,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-BIN = Path(os.environ.get("MURMURD_PG_BIN", "/usr/lib/postgresql/15/bin"))
+def _server_bin() -> Path:
+    """PostgreSQL 15's binaries (what .ci/run installs), else the newest installed version's."""
+    if os.environ.get("MURMURD_PG_BIN"):
+        return Path(os.environ["MURMURD_PG_BIN"])
+    preferred = Path("/usr/lib/postgresql/15/bin")
+    if (preferred / "initdb").is_file():
+        return preferred
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name)
+                   if p.parent.parent.name.isdigit() else 0)
+    return found[-1].parent if found else preferred
+
+
+BIN = _server_bin()
 RUN_AS = "nobody"
 
 
@@ -63,7 +75,8 @@ class PostgresServer:
 
 
 @contextmanager
-def postgres_server() -> Iterator[PostgresServer]:
+def postgres_server(extra_options: str = "") -> Iterator[PostgresServer]:
+    """Start one server (`extra_options`: more `-c name=value` settings, no spaces in values)."""
     root = Path(tempfile.mkdtemp(prefix="murmurd-pg-"))
     data = root / "data"
     if os.geteuid() == 0:
@@ -77,7 +90,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     subprocess.run(_as_user([str(BIN / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                              "--no-sync"]), check=True, capture_output=True, env=env, timeout=120, cwd=root)
     options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
-               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+               "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 " + extra_options)
     subprocess.run(_as_user([str(BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-o", options,
                              "-w", "-t", "60", "start"]), check=True, capture_output=True, env=env, timeout=90, cwd=root)
     try:

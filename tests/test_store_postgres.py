@@ -12,6 +12,7 @@ import pytest
 
 from murmurd.a2a.stores import TaskStoreError, check_location, open_store
 from murmurd.a2a.stores.base import NO_RETENTION, TaskStore
+from murmurd.a2a.stores.memory import MemoryTaskStore
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.stores.postgres import PostgresTaskStore, redact
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
@@ -51,18 +52,39 @@ async def test_a_schema_newer_than_this_daemon_is_refused(postgres_dsn: str) -> 
 
 async def test_restart_fails_only_the_restarting_replicas_own_tasks(postgres_dsn: str) -> None:
     a = await PostgresTaskStore.open(postgres_dsn, "replica-a")
-    mine, theirs, queued, done = (record(TaskState.WORKING), record(TaskState.WORKING),
-                                  record(TaskState.SUBMITTED), record(TaskState.COMPLETED))
-    for r in (mine, theirs, queued, done):
+    mine, theirs, queued, done, my_queued = (record(TaskState.WORKING), record(TaskState.WORKING),
+                                             record(TaskState.SUBMITTED), record(TaskState.COMPLETED),
+                                             record(TaskState.SUBMITTED))
+    for r in (mine, theirs, queued, done, my_queued):
         await a.put(r)
-    await a.pool.execute("UPDATE tasks SET owner = 'replica-a' WHERE id = ANY($1::text[])", [mine.id, done.id])
+    await a.pool.execute("UPDATE tasks SET owner = 'replica-a' WHERE id = ANY($1::text[])",
+                         [mine.id, done.id, my_queued.id])
     await a.pool.execute("UPDATE tasks SET owner = 'replica-b' WHERE id = $1", theirs.id)
     assert await a.mark_interrupted("gone") == [mine.id]
     assert (await a.get(mine.id)).state is TaskState.FAILED  # type: ignore[union-attr]
+    # its queued task goes back to the pool, still queued, for any replica to claim
+    assert (await a.get(my_queued.id)).state is TaskState.SUBMITTED  # type: ignore[union-attr]
+    assert await a.pool.fetchval("SELECT owner FROM tasks WHERE id = $1", my_queued.id) is None
     assert (await a.get(theirs.id)).state is TaskState.WORKING  # type: ignore[union-attr]
     assert (await a.get(queued.id)).state is TaskState.SUBMITTED  # type: ignore[union-attr]
     assert (await a.get(done.id)).state is TaskState.COMPLETED  # type: ignore[union-attr]
     await a.close()
+
+
+async def test_a_replica_declared_dead_cannot_overwrite_what_a_survivor_wrote(postgres_dsn: str) -> None:
+    zombie = await PostgresTaskStore.open(postgres_dsn, "zombie")
+    survivor = await PostgresTaskStore.open(postgres_dsn, "survivor")
+    task = record(TaskState.WORKING)
+    await zombie.put(task)
+    await zombie.pool.execute("UPDATE tasks SET owner = 'survivor' WHERE id = $1", task.id)  # the sweep took it
+    failed = record(TaskState.FAILED, task.context_id)
+    failed.id = task.id
+    await survivor.put(failed)
+    task.state = TaskState.COMPLETED
+    await zombie.put(task)  # too late: refused (and logged), the survivor's FAILED stays
+    assert (await survivor.get(task.id)).state is TaskState.FAILED  # type: ignore[union-attr]
+    await zombie.close()
+    await survivor.close()
 
 
 async def test_threaded_histories_live_in_the_database(postgres_dsn: str) -> None:
@@ -78,11 +100,11 @@ async def test_threaded_histories_live_in_the_database(postgres_dsn: str) -> Non
     await b.close()
 
 
-async def test_the_embedded_stores_keep_histories_in_the_workdir(task_store: TaskStore) -> None:
-    if isinstance(task_store, PostgresTaskStore):
-        pytest.skip("PostgreSQL keeps histories (the test above)")
-    await task_store.save_history("ctx_x", [{"id": "m"}])
-    assert await task_store.load_history("ctx_x") is None
+async def test_the_embedded_stores_keep_histories_in_the_workdir(tmp_path: Path) -> None:
+    for store in (MemoryTaskStore(), await SqliteTaskStore.open(tmp_path / "tasks.sqlite3")):
+        await store.save_history("ctx_x", [{"id": "m"}])
+        assert await store.load_history("ctx_x") is None  # the daemon reads the workdir file instead
+        await store.close()
 
 
 async def test_ping_answers_on_every_store(task_store: TaskStore) -> None:

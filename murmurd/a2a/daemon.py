@@ -24,7 +24,7 @@ from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, r
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
-from murmurd.a2a.stream import EventLog
+from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -464,6 +464,17 @@ class CapsuleDaemon:
         if record is not None and not record.state.terminal:
             await self._cancel_here(record)
 
+    def busy_contexts(self) -> set[str]:
+        return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
+
+    async def abandon(self) -> None:
+        while self._queue:  # already handed on by the survivor's sweep
+            record = self._queue.popleft()
+            self._records.pop(record.id, None)
+            self._traceparents.pop(record.id, None)
+        await asyncio.gather(*(self._cancel_run(run, "canceled: this replica was declared dead")
+                               for run in list(self._running.values())))
+
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None
 
@@ -518,26 +529,24 @@ class CapsuleDaemon:
     async def _wait_elsewhere(self, record: TaskRecord, settled: tuple[TaskState, ...],
                               timeout: float | None) -> TaskRecord:
         """Replicas: wait for a task running on another replica to reach a terminal state (or
-        one of `settled`), watching its status events; the stored record then."""
-
-        def done(r: TaskRecord | None) -> bool:
-            return r is not None and (r.state.terminal or r.state in settled)
-
-        async def watch() -> None:
-            async for event in self.log.follow(task_id=record.id, close_on_final=True):
-                state = event.data.get("status", {}).get("state") if event.type == "status" else None
-                if state is not None and (TaskState(state).terminal or TaskState(state) in settled):
-                    return
-
-        watcher = asyncio.create_task(watch())  # subscribed before the store is read: nothing missed
-        await asyncio.sleep(0)
-        try:
-            current = await self.store.get(record.id)
-            if not done(current):
-                await asyncio.wait({watcher}, timeout=timeout)
-        finally:
-            watcher.cancel()
-        return await self.store.get(record.id) or record
+        one of `settled`), watching its status events; the stored record then (or as it was,
+        after `timeout`)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            sub = self.log.subscribe(task_id=record.id, close_on_final=True)  # before the read: nothing missed
+            try:
+                current = await self.store.get(record.id) or record
+                if current.state.terminal or current.state in settled:
+                    return current
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                await asyncio.wait_for(_settling(sub, settled), left)
+            except TimeoutError:
+                return current
+            finally:
+                sub.close()
+            if not sub.lagged:
+                return await self.store.get(record.id) or current
 
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
@@ -809,6 +818,14 @@ class CapsuleDaemon:
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None
+
+
+async def _settling(sub: Subscription, settled: tuple[TaskState, ...]) -> None:
+    """Until `sub` yields a status event in a terminal state or one of `settled` (or ends)."""
+    async for event in sub:
+        state = event.data.get("status", {}).get("state") if event.type == "status" else None
+        if state is not None and (TaskState(state).terminal or TaskState(state) in settled):
+            return
 
 
 def _stored_history(outcome: TaskOutcome) -> list[dict[str, Any]]:

@@ -126,7 +126,7 @@ def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
     assert isinstance(store, PostgresTaskStore)
     log = SharedEventLog(store.pool, options.stream_buffer)
     return log, ReplicaCoordinator(store.pool, store.dsn, replica_id, log, lease_secs=options.replica_lease_secs,
-                                   url=url)
+                                   idle_secs=options.session_idle_secs, url=url)
 
 
 async def serve_capsule(

@@ -68,6 +68,12 @@ class ReplicaHost(Protocol):
 
     async def cancel_local(self, task_id: str) -> None: ...
 
+    def busy_contexts(self) -> set[str]:
+        """Contexts with a task queued or running here (their leases are never released)."""
+
+    async def abandon(self) -> None:
+        """This replica was declared dead: drop its queue (handed on) and stop its runs."""
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -79,12 +85,13 @@ class Claim:
 
 class ReplicaCoordinator:
     def __init__(self, pool: asyncpg.Pool, dsn: str, replica_id: str, log_: SharedEventLog,
-                 *, lease_secs: float = DEFAULT_LEASE_SECS, url: str | None = None) -> None:
+                 *, lease_secs: float = DEFAULT_LEASE_SECS, idle_secs: float = 60.0, url: str | None = None) -> None:
         self.pool = pool
         self.dsn = dsn
         self.replica_id = replica_id
         self.log = log_
         self.lease_secs = lease_secs
+        self.idle_secs = idle_secs  # a context without a task here this long is released
         self.url = url
         self._host: ReplicaHost | None = None
         self._listener: asyncpg.Connection | None = None
@@ -149,6 +156,7 @@ class ReplicaCoordinator:
                 await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
                                    self.replica_id)
                 await conn.execute("DELETE FROM contexts WHERE owner = $1", self.replica_id)
+                await conn.execute("DELETE FROM inbox WHERE replica = $1", self.replica_id)
                 await conn.execute("DELETE FROM replicas WHERE id = $1", self.replica_id)
                 await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
         except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
@@ -180,6 +188,7 @@ class ReplicaCoordinator:
             try:
                 await self._beat()
                 await self.sweep()
+                await self._release_idle()
                 if self._listener is None or self._listener.is_closed():
                     await self._listen()
                     self._events.set()
@@ -195,9 +204,21 @@ class ReplicaCoordinator:
         alive = await self.pool.fetchval("UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id",
                                          self.replica_id)
         if alive is None:  # swept while we were away: our running tasks were failed by another
-            log.error("replica %s was declared dead by another replica; re-registering", self.replica_id)
+            log.error("replica %s was declared dead by another replica; its work went on elsewhere, "
+                      "it starts afresh", self.replica_id)
+            assert self._host is not None
+            await self._host.abandon()
             await self.pool.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
                                     self.replica_id, self.url)
+
+    async def _release_idle(self) -> None:
+        """Give up the leases of contexts with no task here for `idle_secs` (their next task may
+        run on any replica, with the history from the database)."""
+        assert self._host is not None
+        await self.pool.execute(
+            "DELETE FROM contexts WHERE owner = $1 AND claimed_at < now() - make_interval(secs => $2)"
+            " AND NOT (context_id = ANY($3::text[]))", self.replica_id, self.idle_secs,
+            sorted(self._host.busy_contexts()))
 
     async def sweep(self) -> list[str]:
         """Fail the running tasks of every replica silent for a lease, unown their queued ones,
@@ -220,8 +241,10 @@ class ReplicaCoordinator:
                 record.status_message = dead_message(row["owner"])
                 record.updated_at = now_ms()
                 failed.append(record)
-                await conn.execute("UPDATE tasks SET state = $2, updated_at = $3, record = $4 WHERE id = $1",
-                                   record.id, record.state.value, record.updated_at, json_text(record.to_json()))
+                # owned by the survivor from now on: the dead one, should it wake, cannot overwrite it
+                await conn.execute("UPDATE tasks SET state = $2, updated_at = $3, record = $4, owner = $5"
+                                   " WHERE id = $1", record.id, record.state.value, record.updated_at,
+                                   json_text(record.to_json()), self.replica_id)
             await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = ANY($1::text[]) AND state = 'submitted'",
                                dead)
             await conn.execute("DELETE FROM contexts WHERE owner = ANY($1::text[])", dead)
@@ -272,11 +295,14 @@ class ReplicaCoordinator:
             if not waiting:
                 return Claim([], set())
             contexts = list(dict.fromkeys(r["context_id"] for r in waiting))
+            # leases held here: refreshed and row-locked, so an idle release cannot slip between
+            mine = {r["context_id"] for r in await conn.fetch(
+                "UPDATE contexts SET claimed_at = now() WHERE owner = $1 AND context_id = ANY($2::text[])"
+                " RETURNING context_id", me, contexts)}
             held = {r["context_id"]: r["owner"] for r in await conn.fetch(
                 "SELECT c.context_id, c.owner FROM contexts c JOIN replicas r ON r.id = c.owner"
-                " WHERE c.context_id = ANY($1::text[])", contexts)}
-            mine = {c for c, owner in held.items() if owner == me}
-            free = [c for c in contexts if c not in held][:max(0, room)]
+                " WHERE c.context_id = ANY($1::text[]) AND c.owner <> $2", contexts, me)}
+            free = [c for c in contexts if c not in held and c not in mine][:max(0, room)]
             if free:
                 taken = await conn.fetch(
                     "INSERT INTO contexts (context_id, owner) SELECT unnest($1::text[]), $2"
@@ -291,8 +317,7 @@ class ReplicaCoordinator:
                 " RETURNING record", ids, me) if ids else []
         records = sorted((TaskRecord.from_json(json.loads(r["record"])) for r in rows),
                          key=lambda r: (r.created_at, r.id))
-        others = {owner for c, owner in held.items() if owner != me}
-        return Claim(records, others)
+        return Claim(records, set(held.values()))
 
     async def announce_work(self) -> None:
         """New unowned tasks: every replica looks (this one first, by the caller)."""

@@ -41,10 +41,13 @@ log = logging.getLogger("murmurd.a2a.store")
 MIGRATION_LOCK = 0x6D75726D  # "murm": one advisory lock key for schema changes
 _CREDENTIALS = re.compile(r"//[^@/]*@")
 
+# A record is written by the replica that owns its task, or by anyone while nobody does: a
+# replica declared dead (its lease ran out) can no longer overwrite the FAILED its survivor wrote.
 _UPSERT = """
 INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
     created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
+WHERE tasks.owner IS NULL OR tasks.owner = $7
 """
 
 
@@ -126,7 +129,11 @@ class PostgresTaskStore:
         return cls(pool, dsn, replica_id, retention)
 
     async def put(self, record: TaskRecord) -> None:
-        await self.pool.execute(_UPSERT, *_row(record))
+        status = await self.pool.execute(_UPSERT, *_row(record), self.replica_id)
+        if status.endswith(" 0"):
+            log.warning("task %s belongs to another replica now (this one was declared dead); "
+                        "its %s state is not stored", record.id, record.state.value)
+            return
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
@@ -150,14 +157,17 @@ class PostgresTaskStore:
         return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM tasks {where}", *args))
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:
-        """This replica's own unfinished tasks (a restart under the same replica id) fail."""
+        """This replica's own running tasks (a restart under the same replica id) fail; its
+        queued ones are handed back, for whichever replica claims them first."""
+        live = [TaskState.WORKING.value, TaskState.INPUT_REQUIRED.value]
         async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(
-                "SELECT id, record FROM tasks WHERE owner = $1 AND NOT (state = ANY($2::text[]))"
-                " ORDER BY created_at FOR UPDATE", self.replica_id, list(TERMINAL_VALUES))
+            rows = await conn.fetch("SELECT id, record FROM tasks WHERE owner = $1 AND state = ANY($2::text[])"
+                                    " ORDER BY created_at FOR UPDATE", self.replica_id, live)
             records = [interrupt(TaskRecord.from_json(json.loads(r["record"])), message) for r in rows]
             if records:
-                await conn.executemany(_UPSERT, [_row(r) for r in records])
+                await conn.executemany(_UPSERT, [(*_row(r), self.replica_id) for r in records])
+            await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
+                               self.replica_id)
         return [r.id for r in records]
 
     async def prune(self, retention: Retention) -> int:
