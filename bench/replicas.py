@@ -45,7 +45,7 @@ def send(client: httpx.Client, url: str, text: str) -> None:
 
 
 def statements(server: pgkit.PostgresServer, database: str) -> int:
-    marker = f"db={database}|"
+    marker = f"db={database}:"
     text = (server.root / "server.log").read_text(errors="replace")
     return sum(1 for line in text.splitlines() if marker in line and ("execute " in line or "statement: " in line))
 
@@ -102,7 +102,7 @@ def main() -> None:
         sys.exit(reason)
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="murmurd-bench-replicas-") as tmp, \
-            pgkit.postgres_server("-c log_statement=all -c log_line_prefix=db=%d|") as server:
+            pgkit.postgres_server("-c log_statement=all -c log_line_prefix=db=%d:") as server:
         for count in REPLICA_COUNTS:
             results[count] = run(server, Path(tmp), count, args.tasks, args.clients)
             r = results[count]

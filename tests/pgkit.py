@@ -76,7 +76,8 @@ class PostgresServer:
 
 @contextmanager
 def postgres_server(extra_options: str = "") -> Iterator[PostgresServer]:
-    """Start one server (`extra_options`: more `-c name=value` settings, no spaces in values)."""
+    """Start one server (`extra_options`: more `-c name=value` settings; pg_ctl hands them to a
+    shell, so no spaces or shell characters in values)."""
     root = Path(tempfile.mkdtemp(prefix="murmurd-pg-"))
     data = root / "data"
     if os.geteuid() == 0:
@@ -91,9 +92,10 @@ def postgres_server(extra_options: str = "") -> Iterator[PostgresServer]:
                              "--no-sync"]), check=True, capture_output=True, env=env, timeout=120, cwd=root)
     options = (f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} "
                "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 " + extra_options)
-    subprocess.run(_as_user([str(BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-o", options,
-                             "-w", "-t", "60", "start"]), check=True, capture_output=True, env=env, timeout=90, cwd=root)
-    try:
+    try:  # stopped below even when the start times out half-way
+        subprocess.run(_as_user([str(BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-o",
+                                 options, "-w", "-t", "60", "start"]), check=True, capture_output=True, env=env,
+                       timeout=90, cwd=root)
         yield PostgresServer(root, port)
     finally:
         subprocess.run(_as_user([str(BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "-t", "30", "stop"]),

@@ -74,6 +74,29 @@ def test_get_reply_and_cancel_through_a_replica_that_does_not_run_the_task(tmp_p
         done = b.wait_state(asking["id"], "completed")
         assert done["status"]["response"] == "answer: yes please"
 
+        # a blocking send to a context another replica holds: answered once that replica ran it
+        msg = {"messageId": "follow-up", "role": "user", "parts": [{"text": "more"}], "contextId": asking["contextId"]}
+        follow = c.rpc("message/send", {"message": msg, "configuration": {"blocking": True}})["result"]
+        assert follow["status"]["state"] == "completed" and follow["status"]["response"] == "answer: more"
+        assert sum(follow["id"] in task_starts(r) for r in {id(r): r for r in (a, b, c)}.values()) == 1
+
+        # a reply naming a waiting task and another context is refused, wherever it lands
+        second = send_async(a, "mode:ask")
+        a.wait_state(second["id"], "input-required")
+        wrong = {"messageId": "w", "role": "user", "parts": [{"text": "x"}], "taskId": second["id"], "contextId": "ctx_other"}
+        refused = b.rpc("message/send", {"message": wrong})
+        assert refused["error"]["code"] == -32602 and "ambiguous reply" in refused["error"]["message"]
+        assert b.get(second["id"])["status"]["state"] == "input-required"
+        reply_to(b, second["id"], "fine")
+        assert a.wait_state(second["id"], "completed")["status"]["response"] == "answer: fine"
+
+        # a reply naming only the context reaches the one task of it waiting, on another replica
+        third = send_async(a, "mode:ask")
+        a.wait_state(third["id"], "input-required")
+        by_context = {"messageId": "bc", "role": "user", "parts": [{"text": "by context"}], "contextId": third["contextId"]}
+        assert c.rpc("message/send", {"message": by_context})["result"]["id"] == third["id"]
+        assert b.wait_state(third["id"], "completed")["status"]["response"] == "answer: by context"
+
         hanging = send_async(a, "mode:hang")
         a.wait_state(hanging["id"], "working")
         began = time.monotonic()
@@ -166,3 +189,23 @@ def test_a_rolling_restart_loses_nothing(tmp_path: Path, postgres_dsn: str) -> N
         assert db_rows(postgres_dsn, "SELECT count(*) AS n FROM replicas")[0]["n"] == 1
         assert db_rows(postgres_dsn, "SELECT count(*) AS n FROM tasks WHERE state NOT IN "
                                      "('completed', 'failed', 'canceled', 'rejected')")[0]["n"] == 0
+
+
+def test_an_unreachable_or_unknown_store_is_refused_at_start(tmp_path: Path) -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from a2akit import ROOT, chaos_capsule
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    capsule = chaos_capsule(tmp_path)
+    for store, expected in ((f"postgresql://murmur:hunter2@127.0.0.1:{port}/x", "is unreachable"),
+                            ("mysql://db/x", "is not a store")):
+        done = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(capsule), "--state-dir",
+                               str(tmp_path / "state"), "--store", store], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+        assert done.returncode == 1, done.stderr
+        assert expected in done.stderr and "hunter2" not in done.stderr

@@ -24,6 +24,7 @@ import logging
 import os
 import secrets
 import socket
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -98,6 +99,7 @@ class ReplicaCoordinator:
         self._work = asyncio.Event()
         self._inbox = asyncio.Event()
         self._events = asyncio.Event()
+        self._event_notes: deque[str] = deque()  # murmurd_events payloads, in commit order
         self._claiming = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -128,10 +130,14 @@ class ReplicaCoordinator:
 
     async def _listen(self) -> None:
         conn = await asyncpg.connect(self.dsn, timeout=10)
-        await conn.add_listener(EVENTS_CHANNEL, lambda *_: self._events.set())
+        await conn.add_listener(EVENTS_CHANNEL, self._on_events)
         await conn.add_listener(WORK_CHANNEL, self._on_work)
         await conn.add_listener(INBOX_CHANNEL, self._on_inbox)
         self._listener = conn
+
+    def _on_events(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._event_notes.append(payload)
+        self._events.set()
 
     def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         if payload in ("", self.replica_id):
@@ -167,15 +173,17 @@ class ReplicaCoordinator:
     # -- the loops ----------------------------------------------------------------------------
 
     async def _follow_events(self) -> None:
-        """Ingest new events when notified, and every few seconds regardless (the backstop)."""
+        """Ingest events as notifications bring them, and read the table every few seconds
+        regardless (the backstop for a notification lost with a dropped listener)."""
         while True:
             try:
                 await asyncio.wait_for(self._events.wait(), timeout=max(1.0, self.lease_secs / 3))
             except TimeoutError:
-                pass
+                self._event_notes.append("")  # nothing heard for a while: read the table
             self._events.clear()
             try:
-                await self.log.catch_up()
+                while self._event_notes:
+                    await self.log.take_notification(self._event_notes.popleft())
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
                 log.exception("replica %s: reading stream events failed", self.replica_id)
                 await asyncio.sleep(1.0)
@@ -288,36 +296,11 @@ class ReplicaCoordinator:
         return result.records
 
     async def _claim_once(self, room: int) -> Claim:
-        me = self.replica_id
-        async with self.pool.acquire() as conn, conn.transaction():
-            waiting = await conn.fetch("SELECT id, context_id FROM tasks WHERE state = 'submitted' AND owner IS NULL"
-                                       " ORDER BY created_at, id LIMIT 200")
-            if not waiting:
-                return Claim([], set())
-            contexts = list(dict.fromkeys(r["context_id"] for r in waiting))
-            # leases held here: refreshed and row-locked, so an idle release cannot slip between
-            mine = {r["context_id"] for r in await conn.fetch(
-                "UPDATE contexts SET claimed_at = now() WHERE owner = $1 AND context_id = ANY($2::text[])"
-                " RETURNING context_id", me, contexts)}
-            held = {r["context_id"]: r["owner"] for r in await conn.fetch(
-                "SELECT c.context_id, c.owner FROM contexts c JOIN replicas r ON r.id = c.owner"
-                " WHERE c.context_id = ANY($1::text[]) AND c.owner <> $2", contexts, me)}
-            free = [c for c in contexts if c not in held and c not in mine][:max(0, room)]
-            if free:
-                taken = await conn.fetch(
-                    "INSERT INTO contexts (context_id, owner) SELECT unnest($1::text[]), $2"
-                    " ON CONFLICT (context_id) DO UPDATE SET owner = excluded.owner, claimed_at = now()"
-                    " WHERE contexts.owner = excluded.owner"
-                    " OR NOT EXISTS (SELECT 1 FROM replicas WHERE id = contexts.owner) RETURNING context_id",
-                    free, me)
-                mine |= {r["context_id"] for r in taken}
-            ids = [r["id"] for r in waiting if r["context_id"] in mine]
-            rows = await conn.fetch(
-                "UPDATE tasks SET owner = $2 WHERE id = ANY($1::text[]) AND owner IS NULL AND state = 'submitted'"
-                " RETURNING record", ids, me) if ids else []
-        records = sorted((TaskRecord.from_json(json.loads(r["record"])) for r in rows),
-                         key=lambda r: (r.created_at, r.id))
-        return Claim(records, set(held.values()))
+        """One round trip: `murmurd_claim` (stores/migrations.py, version 2) leases free contexts
+        while there is room, refreshes this replica's leases, and claims their waiting tasks."""
+        rows = await self.pool.fetch("SELECT kind, value FROM murmurd_claim($1, $2)", self.replica_id, room)
+        records = [TaskRecord.from_json(json.loads(r["value"])) for r in rows if r["kind"] == "task"]
+        return Claim(records, {r["value"] for r in rows if r["kind"] == "wake"})
 
     async def announce_work(self) -> None:
         """New unowned tasks: every replica looks (this one first, by the caller)."""

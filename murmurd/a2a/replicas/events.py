@@ -4,8 +4,10 @@ Publishing stays synchronous and never waits (the `EventLog` contract): the even
 local outbox, and one writer task per replica stores whatever has gathered in one transaction.
 That transaction holds an advisory lock while it takes ids and commits, so event ids are
 committed in id order across replicas (a reader that has seen id N never later finds N-1), and
-sends one `NOTIFY` with no payload but the newest id. Every replica, the writer included,
-ingests rows after the last id it has, in id order, into its local `EventLog`: so every
+sends one `NOTIFY` carrying the events themselves when they fit (under 8000 bytes), else only the
+newest id (readers then fetch the rows by id). All of it is one function call, one round trip
+(`murmurd_append_events`, stores/migrations.py). Every replica, the writer included, ingests
+them in id order into its local `EventLog` (a hole in the ids means a fetch first): so every
 replica's replay buffer holds the same events under the same ids, and a stream opened on any
 replica (or reopened with `Last-Event-ID`) sees a task that runs on another. A slow backstop
 (`catch_up` every few seconds) covers a notification lost with a dropped listener connection.
@@ -27,13 +29,7 @@ from murmurd.text import json_text
 log = logging.getLogger("murmurd.a2a.replicas")
 
 EVENTS_CHANNEL = "murmurd_events"
-EVENT_ORDER_LOCK = 0x6D757276  # one advisory lock key: event ids commit in order
 FETCH_BATCH = 1000
-
-_INSERT = """
-INSERT INTO events (task_id, type, data, final)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[]) RETURNING id
-"""
 
 
 class SharedEventLog(EventLog):
@@ -84,10 +80,8 @@ class SharedEventLog(EventLog):
         finals = [b[3] for b in batch]
         while True:
             try:
-                async with self.pool.acquire() as conn, conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock($1)", EVENT_ORDER_LOCK)
-                    ids = await conn.fetch(_INSERT, tasks, types, datas, finals)
-                    await conn.execute(f"NOTIFY {EVENTS_CHANNEL}, '{max(r['id'] for r in ids)}'")
+                await self.pool.fetchval("SELECT murmurd_append_events($1::text[], $2::text[], $3::text[], $4::bool[])",
+                                         tasks, types, datas, finals)
                 return
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
                 log.exception("storing %d stream events failed; retrying", len(batch))
@@ -109,6 +103,23 @@ class SharedEventLog(EventLog):
                     taken += self.ingest(_event(row))
                 if len(rows) < FETCH_BATCH:
                     return taken
+
+    async def take_notification(self, payload: str) -> None:
+        """A `murmurd_events` notification: its events ingested in order when it carries them
+        and nothing before them is missing, else the rows fetched by id."""
+        if payload.startswith("["):
+            try:
+                events = [StreamEvent(int(i), type_, task_id, data, bool(final))
+                          for i, task_id, type_, final, data in json.loads(payload)]
+            except (ValueError, TypeError):
+                events = []
+            if events and events[0].id is not None and events[0].id <= self.last_id + 1:
+                for event in events:
+                    self.ingest(event)
+                return
+        elif payload.isdigit() and int(payload) <= self.last_id:
+            return
+        await self.catch_up()
 
     async def prune(self, keep: int) -> None:
         """Forget stored events older than the newest `keep` (replay reaches no further)."""
