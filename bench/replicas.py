@@ -44,10 +44,24 @@ def send(client: httpx.Client, url: str, text: str) -> None:
     assert result["status"]["state"] == "completed" and result["status"]["response"] == f"answer: {text}", result
 
 
-def statements(server: pgkit.PostgresServer, database: str) -> int:
+def statement_lines(server: pgkit.PostgresServer, database: str) -> list[str]:
     marker = f"db={database}:"
     text = (server.root / "server.log").read_text(errors="replace")
-    return sum(1 for line in text.splitlines() if marker in line and ("execute " in line or "statement: " in line))
+    return [line for line in text.splitlines() if marker in line and ("execute " in line or "statement: " in line)]
+
+
+def statements(server: pgkit.PostgresServer, database: str) -> int:
+    return len(statement_lines(server, database))
+
+
+def top_statements(lines: list[str], tasks: int) -> list[str]:
+    """The most frequent statements per task (their first 90 characters after the log prefix)."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        key = line.split(": ", 2)[-1][:90]
+        counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])[:12]
+    return [f"  {n / tasks:5.2f}  {text}" for text, n in ranked]
 
 
 def commits(server: pgkit.PostgresServer, database: str) -> int:
@@ -59,7 +73,8 @@ def commits(server: pgkit.PostgresServer, database: str) -> int:
     return int(out.strip())
 
 
-def run(server: pgkit.PostgresServer, root: Path, replicas: int, tasks: int, clients: int) -> dict[str, float]:
+def run(server: pgkit.PostgresServer, root: Path, replicas: int, tasks: int, clients: int,
+        top: bool = False) -> dict[str, float]:
     database = f"bench_{replicas}"
     dsn = server.fresh_database(database)
     served: list[Served] = []
@@ -79,11 +94,14 @@ def run(server: pgkit.PostgresServer, root: Path, replicas: int, tasks: int, cli
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(one, range(clients)))  # warm-up: sessions opened, connections made
             time.sleep(1.5)
-            before_statements, before_commits = statements(server, database), commits(server, database)
+            before_lines, before_commits = statement_lines(server, database), commits(server, database)
+            before_statements = len(before_lines)
             began = time.monotonic()
             list(pool.map(one, range(clients, clients + tasks)))
             wall = time.monotonic() - began
         time.sleep(1.5)  # the statistics collector and the log catch up
+        if top:
+            print("\n".join(top_statements(statement_lines(server, database)[before_statements:], tasks)))
         return {"wall": wall, "tasks_per_s": tasks / wall,
                 "statements": (statements(server, database) - before_statements) / tasks,
                 "commits": (commits(server, database) - before_commits) / tasks}
@@ -96,6 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", type=int, default=150)
     parser.add_argument("--clients", type=int, default=24)
+    parser.add_argument("--top", action="store_true", help="print the most frequent statements per task")
     args = parser.parse_args()
     reason = pgkit.missing_reason()
     if reason:
@@ -104,7 +123,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="murmurd-bench-replicas-") as tmp, \
             pgkit.postgres_server("-c log_statement=all -c log_line_prefix=db=%d:") as server:
         for count in REPLICA_COUNTS:
-            results[count] = run(server, Path(tmp), count, args.tasks, args.clients)
+            results[count] = run(server, Path(tmp), count, args.tasks, args.clients, args.top)
             r = results[count]
             print(f"{count} replica(s): {args.tasks} tasks in {r['wall']:.2f} s = {r['tasks_per_s']:.1f} tasks/s; "
                   f"per task {r['statements']:.1f} statements, {r['commits']:.1f} commits", flush=True)

@@ -48,7 +48,7 @@ INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
     created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
 WHERE tasks.owner IS NULL OR tasks.owner = $7
-"""
+""".strip()
 
 
 def redact(dsn: str) -> str:
@@ -97,6 +97,13 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
     return applied
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """A connection goes back to the pool as it is: murmurd sets no session state (its advisory
+    locks are transaction-scoped, LISTEN has a connection of its own), and asyncpg's default
+    reset (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`) would cost one more round
+    trip after every statement."""
+
+
 class PostgresTaskStore:
     """`TaskStore` on a PostgreSQL database; `replica_id` names this daemon among the replicas."""
 
@@ -114,7 +121,7 @@ class PostgresTaskStore:
         """Connect, migrate the schema, and return the ready store (`TaskStoreError` if not)."""
         try:
             pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_connections, timeout=timeout,
-                                             command_timeout=60)
+                                             command_timeout=60, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError) as exc:
             raise TaskStoreError(f"task store {redact(dsn)} is unreachable ({type(exc).__name__}: {exc})") from None
         try:
