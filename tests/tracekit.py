@@ -59,7 +59,10 @@ DURATION = re.compile(r"(?<![\w.])[0-9][0-9.,]*(?:ms|s)\b|[0-9]+m[0-9.]+s")
 
 
 def steady(text: str, *session_ids: str) -> str:
-    """Output of a real run with what varies between runs (ids, durations) replaced."""
+    """Output of a real run with what varies between runs (ids, durations) replaced, and runs of
+    spaces (column padding, which follows the durations' widths) cut to two."""
     for i, session_id in enumerate(session_ids):
-        text = text.replace(session_id, f"<session-{i}>").replace(session_id[:12], f"<ses-{i}>")
-    return DURATION.sub("<dur>", text)
+        text = text.replace(session_id, f"<session-{i}>")
+    for i, session_id in enumerate(session_ids):
+        text = text.replace(session_id[:12], f"<ses-{i}>")
+    return re.sub(r"(?<=\S) {2,}", "  ", DURATION.sub("<dur>", text))
