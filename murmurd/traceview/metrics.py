@@ -8,7 +8,7 @@ around every task read the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from murmurd.traceview.parse import Event, Trace
@@ -30,6 +30,7 @@ class Call:
     command: str | None = None  # shell calls
     state_effect: str | None = None
     resource_id: str | None = None
+    timestamp: int | None = None  # when the call returned (Unix ms)
 
     def to_json(self) -> dict[str, Any]:
         out = {"kind": self.kind, "turn": self.turn, "name": self.name, "duration_ms": self.duration_ms,
@@ -53,6 +54,7 @@ class Turn:
     timestamp: int | None
     duration_ms: int | None  # murmurd writes the driver call's duration; upstream does not
     attempt: int  # 0-based: which agent-loop attempt (a reopened task runs another)
+    started_ms: int | None = None  # timestamp - duration_ms, else the line before it (the model's time)
     calls: list[Call] = field(default_factory=list)
     hook_inferences: int = 0  # hook `run-inference` completions during this turn
 
@@ -170,6 +172,12 @@ def _int(value: Any, default: int = 0) -> int:
 
 
 def _call(event: Event) -> Call:
+    call = _call_fields(event)
+    stamp = event.get("timestamp")
+    return replace(call, timestamp=stamp) if isinstance(stamp, int) and not isinstance(stamp, bool) else call
+
+
+def _call_fields(event: Event) -> Call:
     turn = _int(event.get("turn"))
     if event.type == "tool_call":
         effect, resource = event.get("state_effect"), event.get("resource_id")
@@ -190,8 +198,11 @@ def _steps(trace: Trace) -> list[Turn]:
     """Each loop `inference` line with the calls after it; a hook's inference (with `origin`)
     is counted on the turn it ran in. A `session_start` or `task_reopened` starts an attempt."""
     steps: list[Turn] = []
-    attempt, pending = -1, True
+    attempt, pending, previous = -1, True, None
     for event in trace.events:
+        before, stamp = previous, event.get("timestamp")
+        if isinstance(stamp, int) and not isinstance(stamp, bool):
+            previous = stamp
         if event.type in ("session_start", "task_start", "task_reopened"):
             pending = True  # the next loop inference opens a new attempt
             continue
@@ -209,6 +220,9 @@ def _steps(trace: Trace) -> list[Turn]:
                 _int(event.get("duration_ms"), None) if "duration_ms" in event.fields else None,  # type: ignore[arg-type]
                 attempt,
             ))
+            step = steps[-1]
+            if step.timestamp is not None:
+                step.started_ms = step.timestamp - step.duration_ms if step.duration_ms is not None else before
         elif event.type in ("tool_call", "skill_call", "shell") and steps:
             steps[-1].calls.append(_call(event))
     return steps
