@@ -472,8 +472,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
         return commands.show(console, Path(args.workdir), args.session, as_json=args.json)
     if args.eval_command == "diff":
         return commands.diff(console, Path(args.workdir), args.a, args.b, as_json=args.json)
-    return commands.run(console, Path(args.capsule_dir), Path(args.dataset), workdir=Path(args.workdir)
-                        if args.workdir else None, no_env_file=args.no_env_file)
+    return commands.run(console, Path(args.capsule_dir), Path(args.dataset), no_env_file=args.no_env_file)
 
 
 def _add_trace(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -509,10 +508,9 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
     diff.add_argument("a")
     diff.add_argument("b")
-    run = sub.add_parser("run", help="run every case of a task set and score it")
+    run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
     run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
     run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
-    run.add_argument("--workdir", help="keep the sessions here (default <capsule-dir>/workdir)")
     run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     evals.set_defaults(handler=_cmd_eval)
 

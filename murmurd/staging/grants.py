@@ -21,6 +21,7 @@ from murmurd.manifest.capsule import (
     Capabilities,
     CapsuleManifest,
     DEFAULT_HOOK_DEADLINE_SECONDS,
+    Observability,
 )
 from murmurd.manifest.credentials import looks_like_credential
 
@@ -178,16 +179,21 @@ def _hook_limits(ceiling: Grant, own: ArtifactCapabilities | None) -> GrantLimit
 
 
 # Forwarded to every hook whatever its grant says (upstream does the same): where a hook sends
-# spans of its own, and which formation the capsule runs in.
-HOOK_FORWARDED_ENV = ("MURMUR_OTEL_ENDPOINT", "MURMUR_FORMATION_ID")
+# spans of its own, which formation the capsule runs in, and which eval case (`murmurd eval run`).
+HOOK_FORWARDED_ENV = ("MURMUR_OTEL_ENDPOINT", "MURMUR_FORMATION_ID", "MURMUR_CASE_ID")
 
 
-def hook_env(otel_endpoint: str | None, host_env: Mapping[str, str]) -> dict[str, str]:
+def hook_env(observability: Observability, host_env: Mapping[str, str]) -> dict[str, str]:
     """The variables every hook sees: the manifest's `observability.otel_endpoint` (else the
-    daemon's `MURMUR_OTEL_ENDPOINT`) and the daemon's `MURMUR_FORMATION_ID`, each when set."""
+    daemon's `MURMUR_OTEL_ENDPOINT`), the daemon's `MURMUR_FORMATION_ID` and `MURMUR_CASE_ID`,
+    and with `observability.eval` its block as `MURMUR_EVAL_CONFIG` (JSON) and its
+    `dataset_id` as `MURMUR_DATASET_ID`; each only when set."""
     values = {name: host_env.get(name, "") for name in HOOK_FORWARDED_ENV}
-    if otel_endpoint:
-        values["MURMUR_OTEL_ENDPOINT"] = otel_endpoint
+    if observability.otel_endpoint:
+        values["MURMUR_OTEL_ENDPOINT"] = observability.otel_endpoint
+    if observability.eval is not None:
+        values["MURMUR_EVAL_CONFIG"] = observability.eval.model_dump_json(exclude_none=True)
+        values["MURMUR_DATASET_ID"] = observability.eval.dataset_id or ""
     return {name: value for name, value in values.items() if value}
 
 

@@ -71,8 +71,8 @@ class Workdir:
     root: Path  # where the ses_* directories are
     sessions: list[SessionDir]  # oldest first
 
-    def source(self, name: str) -> Source:
-        return Source(self.root, f"{name}/{TRACE}", str(self.root / name / TRACE))
+    def source(self, name: str, file: str = TRACE) -> Source:
+        return Source(self.root, f"{name}/{file}", str(self.root / name / file))
 
 
 def open_workdir(given: Path) -> Workdir:
@@ -95,40 +95,40 @@ def open_workdir(given: Path) -> Workdir:
     return Workdir(given, root, sessions)
 
 
-def _literal(selector: str) -> Source:
+def _literal(selector: str, file: str) -> Source:
     path = Path(selector)
     if path.is_dir():
-        path = path / TRACE
+        path = path / file
     return Source(path.parent, path.name, selector, literal=True)
 
 
-def resolve(workdir: Path, selector: str | None, *, allow_at: bool = False) -> Source:
-    """One session's trace. `E-TRC-002` when the selector names none (or several), `E-IO-001`
-    when the workdir is missing."""
+def resolve(workdir: Path, selector: str | None, *, allow_at: bool = False, file: str = TRACE) -> Source:
+    """One session's `file` (its trace unless said otherwise). `E-TRC-002` when the selector
+    names no session (or several), `E-IO-001` when the workdir is missing."""
     if selector is not None and ("/" in selector or selector.endswith(".jsonl")):
-        return _literal(selector)
+        return _literal(selector, file)
     found = open_workdir(workdir)
     names = [s.name for s in found.sessions]
     if selector is None:
         if not names:
             raise ReadError(BAD_SELECTOR, f"no sessions in {workdir}")
-        return found.source(names[-1])
+        return found.source(names[-1], file)
     if allow_at and selector.startswith("@"):
         match = _AT.fullmatch(selector)
         n = int(match.group(1)) if match else 0
         if not 1 <= n <= len(names):
             raise ReadError(BAD_SELECTOR, f"{selector!r}: want @1 (newest) to @{len(names)} in {workdir}")
-        return found.source(names[-n])
+        return found.source(names[-n], file)
     if FULL_ID.fullmatch(selector):
         if selector not in names:
             raise ReadError(BAD_SELECTOR, f"no session {selector} in {workdir}")
-        return found.source(selector)
+        return found.source(selector, file)
     hits = [n for n in names if n.lower().endswith(selector.lower())]
     if len(hits) != 1:
         what = "no session ends with" if not hits else f"{len(hits)} sessions end with"
         listed = "" if not hits else ": " + ", ".join(hits)
         raise ReadError(BAD_SELECTOR, f"{what} {selector!r} in {workdir}{listed}")
-    return found.source(hits[0])
+    return found.source(hits[0], file)
 
 
 def read_trace(source: Source) -> Trace:
