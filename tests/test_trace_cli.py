@@ -157,6 +157,7 @@ def test_report_over_every_session(workdir: Path, capsys) -> None:
     assert round(stats["turns"]["stddev"], 4) == 3.2660  # population stddev of 9, 5, 1
     assert stats["tool success (%)"]["n"] == 2  # the session without tool calls is left out
     assert stats["redundant calls"]["max"] == 2
+    assert stats["skill calls"]["max"] == 1 and report["sessions"][0]["skill_calls"] == 1  # apart from tool calls
     assert {e["status"]: e["count"] for e in report["exit_status"]} == {"ok": 1, "max_turns_reached": 1, "failed": 1}
     assert report["per_task"] is not None  # the queue session ran two tasks
 

@@ -38,6 +38,7 @@ _ROWS: list[tuple[str, Any]] = [
     ("output tokens", lambda m: m.output_tokens),
     ("tool calls", lambda m: len(m.tools)),
     ("tool success (%)", lambda m: m.tool_success_rate),  # None (no tool calls): left out
+    ("skill calls", lambda m: len(m.skills)),  # murmurd's row: skills never count as tool calls
     ("shell calls", lambda m: len(m.shells)),
     ("redundant calls", lambda m: len(m.redundant)),
 ]
@@ -63,7 +64,8 @@ class Report:
         return {
             "sessions": [{"session_id": m.session_id, "path": m.path, "duration_ms": m.duration_ms,
                           "turns": m.turns, "exit_status": m.exit_status, "tool_calls": len(m.tools),
-                          "tool_ok": m.tool_ok, "shell_calls": len(m.shells),
+                          "tool_ok": m.tool_ok, "skill_calls": len(m.skills),
+                          "skill_ok": sum(1 for c in m.skills if c.ok), "shell_calls": len(m.shells),
                           "shell_exit_codes": [c.exit_code for c in m.shells],
                           "redundant_calls": [r.to_json() for r in m.redundant],
                           "avg_tool_latency_ms": m.avg_tool_ms} for m in self.sessions],

@@ -171,10 +171,12 @@ def _int(value: Any, default: int = 0) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def _opt_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _call(event: Event) -> Call:
-    call = _call_fields(event)
-    stamp = event.get("timestamp")
-    return replace(call, timestamp=stamp) if isinstance(stamp, int) and not isinstance(stamp, bool) else call
+    return replace(_call_fields(event), timestamp=_opt_int(event.get("timestamp")))
 
 
 def _call_fields(event: Event) -> Call:
@@ -216,8 +218,7 @@ def _steps(trace: Trace) -> list[Turn]:
             steps.append(Turn(
                 event.get("turn"), event.get("decision"), tool if isinstance(tool, str) else None,
                 _int(event.get("input_tokens")), _int(event.get("output_tokens")), event.line,
-                _int(event.get("timestamp"), None) if "timestamp" in event.fields else None,  # type: ignore[arg-type]
-                _int(event.get("duration_ms"), None) if "duration_ms" in event.fields else None,  # type: ignore[arg-type]
+                _opt_int(event.get("timestamp")), _opt_int(event.get("duration_ms")),
                 attempt,
             ))
             step = steps[-1]
@@ -255,5 +256,5 @@ def session_metrics(trace: Trace) -> SessionMetrics:
             compaction.get("turn"), compaction.get("tokens_before"), compaction.get("tokens_after")),
         reopens=[Reopen(e.get("reopen_number"), e.get("hook_name"), e.get("reason")) for e in trace.of("task_reopened")],
         tasks=_tasks(trace),
-        started_ms=_int(first, None) if isinstance(first, int) else None,  # type: ignore[arg-type]
+        started_ms=_opt_int(first),
     )

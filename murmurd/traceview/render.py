@@ -224,6 +224,9 @@ def report(r: Report, workdir: str, style: Style) -> str:
     for m in r.sessions:
         lines.append(style.head(f"Session {safe(m.session_id[:12])}...  {units.duration(m.duration_ms)}  {m.turns} turns"))
         lines.append(f"  tool calls: {len(m.tools)}  ({m.tool_ok} ok, {m.tool_errors} error)")
+        if m.skills:
+            ok = sum(1 for c in m.skills if c.ok)
+            lines.append(f"  skill calls: {len(m.skills)}  ({ok} ok, {len(m.skills) - ok} error)")
         if m.shells:
             lines.append(f"  shell exit codes: {exit_codes(m.shells)}")
         if m.redundant:
