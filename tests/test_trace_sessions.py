@@ -90,6 +90,8 @@ def _steady_tokens(text: str) -> str:
     for line in text.splitlines(keepends=True):
         if line.startswith(("  input:", "  output:", "  total:")):
             line = re.sub(r"[0-9][0-9,.]*", "N", line)
+        elif line.startswith("  fired: yes"):
+            line = re.sub(r"\([0-9,]+ → [0-9,]+ tokens\)", "(N → N tokens)", line)
         lines.append(line)
     return "".join(lines)
 
@@ -130,3 +132,21 @@ def test_diff_of_two_real_runs_differing_in_one_tool_call(tmp_path: Path, capsys
     shown = steady(out, a["session_id"], b["session_id"]).replace(str(capsule), "<capsule>")
     kept = [line for line in shown.splitlines(keepends=True) if not line.startswith(("input", "output", "duration", "avg tool latency"))]
     golden("trace/real-pair.diff.txt", "".join(kept))
+
+
+@pytest.mark.parametrize("example", ["hello", "context-demo"])
+def test_the_example_capsules_traces(example: str, tmp_path: Path, capsys) -> None:
+    """`examples/hello` (tools and a skill) and `examples/context-demo` (a hook inference, a
+    compaction and a reopen, turns restarting at 0) as `murmurd run --workdir` leaves them."""
+    project = tmp_path / "project"
+    proc = subprocess.run([sys.executable, "-m", "murmurd", "run", str(EXAMPLES / example), "--task", "go",
+                           "--workdir", str(project), "--json", "--no-env-file"],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    session_id = json.loads(proc.stdout.splitlines()[-1])["session_id"]
+    code, out, err = murmurd(capsys, "trace", "show", "--workdir", str(project))  # found under .murmur/
+    assert (code, err) == (0, "")
+    golden(f"trace/example-{example}.show.txt", _steady_tokens(steady(out, session_id)))
+    code, out, _ = murmurd(capsys, "trace", "steps", "--workdir", str(project))
+    assert code == 0
+    golden(f"trace/example-{example}.steps.txt", steady(out, session_id))
