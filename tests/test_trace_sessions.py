@@ -90,6 +90,10 @@ def _steady_tokens(text: str) -> str:
     for line in text.splitlines(keepends=True):
         if line.startswith(("  input:", "  output:", "  total:")):
             line = re.sub(r"[0-9][0-9,.]*", "N", line)
+        elif line.startswith("  count: ") and "(max: " in line:
+            # the last session_start's budget: the whole max_turns, or (one session_start per
+            # attempt, upstream's nesting) what the reopened attempt had left
+            line = re.sub(r"\(max: [0-9]+\)", "(max: M)", line)
         elif line.startswith("  fired: yes"):
             line = re.sub(r"\([0-9,]+ → [0-9,]+ tokens\)", "(N → N tokens)", line)
         lines.append(line)
