@@ -369,3 +369,21 @@ def test_colour_only_on_a_terminal_and_hostile_strings_are_escaped(tmp_path: Pat
     assert proc.returncode == 0
     assert "\x1b[1m── Session ──\x1b[0m" in on_tty  # coloured headings on a terminal
     assert "\x1b[2J" not in on_tty and "evil\\x1b[2J" in on_tty  # but never the trace's own escapes
+
+
+def test_deeply_nested_json_is_refused_or_shown_never_a_crash(tmp_path: Path, capsys) -> None:
+    lines = IDLE.read_text().splitlines()
+    path = tmp_path / "deep.jsonl"
+    path.write_text("\n".join([lines[0], "[" * 200_000 + "]" * 200_000, *lines[1:]]) + "\n")
+    err = _error(capsys, "trace", "show", str(path))
+    assert err.startswith(f"error[E-TRC-001]: {path}:2: ")
+    deep: object = "innermost"
+    for _ in range(900):
+        deep = {"k": deep}
+    call = {"event_type": "tool_call", "session_id": IDLE_ID, "timestamp": 1, "turn": 0, "tool_name": "t",
+            "input": deep, "duration_ms": 1, "status": "ok"}
+    path.write_text("\n".join([lines[0], lines[1], json.dumps(call), lines[2]]) + "\n")
+    for args in (["show"], ["steps", "-v"], ["show", "--json"], ["show", "--html", str(tmp_path / "deep.html")]):
+        code, out, err = murmurd(capsys, "trace", *args, str(path))
+        assert code == 0, (args, err)
+    assert '"innermost"' in murmurd(capsys, "trace", "steps", "-v", str(path))[1]

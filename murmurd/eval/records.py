@@ -73,8 +73,8 @@ def _int(value: Any) -> bool:
 def _line(raw: bytes, path: str, number: int, into: EvalFile) -> None:
     try:
         value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ReadError(BAD_EVAL, f"{path}:{number}: not a JSON line ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ReadError(BAD_EVAL, f"{path}:{number}: not a JSON line ({type(exc).__name__})") from None
     if not isinstance(value, dict):
         raise ReadError(BAD_EVAL, f"{path}:{number}: not a JSON object")
     kind = value.get("record_type")

@@ -26,6 +26,7 @@ DEFAULT_WORKDIR = Path("workdir")
 class Console:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    reader_gone: bool = False
 
     @property
     def style(self) -> render.Style:
@@ -34,7 +35,12 @@ class Console:
         return render.Style(colour=bool(isatty and isatty()) and not os.environ.get("NO_COLOR"))
 
     def print(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        if self.reader_gone:
+            return
+        try:
+            print(text, file=self.out, flush=True)
+        except BrokenPipeError:  # `murmurd trace show | head`: the reader left; nothing to report
+            self.reader_gone = True
 
     def json(self, value: Any) -> None:
         self.print(json.dumps(value, indent=2, ensure_ascii=False))

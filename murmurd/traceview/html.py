@@ -9,7 +9,6 @@ touches the network. Every string from the trace is HTML-escaped.
 from __future__ import annotations
 
 import errno
-import json
 from html import escape
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from murmurd import workdir_fs
 from murmurd.traceview import units
 from murmurd.traceview.errors import ReadError
 from murmurd.traceview.metrics import Call, SessionMetrics, Turn
+from murmurd.traceview.render import compact_json
 
 WRITE_ERROR = "E-IO-003"  # upstream's code for an HTML page that cannot be written
 INPUT_CHARS = 300
@@ -106,7 +106,7 @@ def _timeline(m: SessionMetrics, redundant: dict[int, int]) -> str:
 
 
 def _short(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    text = value if isinstance(value, str) else compact_json(value)
     return text if len(text) <= INPUT_CHARS else text[:INPUT_CHARS] + "…"
 
 

@@ -72,6 +72,8 @@ def _event(raw: str, path: str, number: int) -> Event:
         value = json.loads(raw)
     except ValueError as exc:
         raise ReadError(BAD_TRACE, f"{path}:{number}: not a JSON line ({exc})") from None
+    except RecursionError:
+        raise ReadError(BAD_TRACE, f"{path}:{number}: JSON nested too deeply") from None
     if not isinstance(value, dict):
         raise ReadError(BAD_TRACE, f"{path}:{number}: not a JSON object")
     event_type = value.get("event_type")

@@ -75,8 +75,16 @@ def section(title: str, style: Style) -> str:
     return style.head(f"── {title} ──")
 
 
+def compact_json(value: Any) -> str:
+    """`value` as compact JSON; a value nested past what the encoder allows is shown as such."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (RecursionError, ValueError):
+        return "(nested too deeply to show)"
+
+
 def compact_input(value: Any) -> str:
-    return cut(safe(json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)), INPUT_WIDTH)
+    return cut(safe(compact_json(value)), INPUT_WIDTH)
 
 
 def _mark(call: Call, style: Style) -> str:
@@ -173,14 +181,15 @@ def _status(status: str, style: Style) -> str:
 
 
 def first_string(value: Any) -> str | None:
-    """The first string anywhere in a JSON value, depth first, in key order."""
-    if isinstance(value, str):
-        return value
-    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
-    for child in children:
-        found = first_string(child)
-        if found is not None:
-            return found
+    """The first string anywhere in a JSON value, depth first, in key order (no recursion: a
+    trace's input may be nested as deep as the JSON decoder allows)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            return item
+        children = list(item.values()) if isinstance(item, dict) else item if isinstance(item, list) else []
+        stack.extend(reversed(children))
     return None
 
 
