@@ -16,6 +16,7 @@ from murmurd.traceview import render
 from murmurd.traceview.aggregate import build_report
 from murmurd.traceview.compare import diff_rows
 from murmurd.traceview.errors import BAD_SELECTOR, BAD_TRACE, ReadError
+from murmurd.traceview.html import write_page
 from murmurd.traceview.metrics import SessionMetrics, Turn, session_metrics
 from murmurd.traceview.sessions import read_trace, resolve, select_many
 
@@ -59,8 +60,6 @@ def show(console: Console, workdir: Path, selector: str | None, *, as_json: bool
     try:
         metrics = load(workdir, selector)
         if html is not None:
-            from murmurd.traceview.html import write_page
-
             write_page(html, metrics)
             console.print(f"wrote {html}")
             return 0
