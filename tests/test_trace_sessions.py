@@ -154,3 +154,23 @@ def test_the_example_capsules_traces(example: str, tmp_path: Path, capsys) -> No
     code, out, _ = murmurd(capsys, "trace", "steps", "--workdir", str(project))
     assert code == 0
     golden(f"trace/example-{example}.steps.txt", steady(out, session_id))
+
+
+def test_murmurds_trace_without_a_model_or_a_loop_still_reads(tmp_path: Path, artifacts, capsys) -> None:
+    """A manifest naming no model and a script capsule (no inference at all): session_start still
+    carries the string `model` and integer `max_turns` upstream's reader requires."""
+    unnamed = capsule_dir(tmp_path, {
+        "name": "unnamed", "version": "0.1.0",
+        "artifacts": [local("scripted-driver", "driver", EXAMPLES / "scripted-driver")],
+        "inference": {"endpoint": "http://127.0.0.1:9",
+                      "driver": {"artifact": "scripted-driver", "config": {"responses": [end_turn("ok")]}}}})
+    script = capsule_dir(tmp_path, {"name": "script", "version": "0.1.0",
+                                    "artifacts": [local("echo", "tool", EXAMPLES / "echo")]},
+                         capsule_wasm=artifacts.example("invoke-capsule"))
+    for capsule, model, max_turns in ((unnamed, "", 10), (script, "", 0)):
+        result = run(capsule)
+        os.chdir(capsule)
+        code, out, err = murmurd(capsys, "trace", "show", "--json")
+        assert (code, err) == (0, ""), capsule
+        shown = json.loads(out)
+        assert (shown["session_id"], shown["model"], shown["max_turns"]) == (result["session_id"], model, max_turns)
