@@ -8,11 +8,14 @@ call everything the app serves: the JSON-RPC endpoint, the agent card, the GET s
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp
+
+from murmurd.manifest.origins import BadOrigin, check_origin
+
+__all__ = ["ALLOWED_HEADERS", "BadOrigin", "add_cors", "check_origin"]
 
 # What a page may send: the JSON body's type, the A2A version, EventSource's resume header, a
 # W3C trace context, and (for the access rules to come) a bearer token. Never murmurd's peer
@@ -20,27 +23,6 @@ from starlette.types import ASGIApp
 ALLOWED_HEADERS = ("content-type", "a2a-version", "last-event-id", "traceparent", "authorization")
 ALLOWED_METHODS = ("GET", "POST")
 PREFLIGHT_MAX_AGE = 600
-_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
-
-
-class BadOrigin(ValueError):
-    """A configured CORS origin is not `scheme://host[:port]`."""
-
-
-def check_origin(value: str) -> str:
-    """`value` as an origin a browser sends (`http(s)://host[:port]`, no path, no trailing
-    slash, lower-case scheme and host), or BadOrigin saying why not. `*` is refused: the
-    allowed origins are listed one by one."""
-    text = value.strip()
-    if text == "*":
-        raise BadOrigin("'*' is not allowed; list each origin (scheme://host[:port])")
-    if not _ORIGIN.fullmatch(text):
-        raise BadOrigin(f"{value[:80]!r} is not an origin: write scheme://host[:port] "
-                        "(http or https, no path, no trailing slash)")
-    port = text.rsplit(":", 1)[-1] if text.count(":") > 1 and not text.endswith("]") else None
-    if port is not None and not 1 <= int(port) <= 65535:
-        raise BadOrigin(f"{value[:80]!r}: port {port} is not a TCP port")
-    return text.lower()
 
 
 def add_cors(app: ASGIApp, origins: Iterable[str]) -> None:

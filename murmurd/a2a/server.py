@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,7 +311,7 @@ class Router:
         return await self._in_slot(request, entry.id, lambda release: self._open_stream(entry, request, release))
 
     async def _in_slot(self, request: Request, request_id: Any,
-                       open_stream: Callable[[Callable[[], None]], Any]) -> Response:
+                       open_stream: Callable[[Callable[[], None]], Awaitable[Response]]) -> Response:
         """`open_stream(release)`'s response, holding a stream slot until that response ends
         (at once when it is not a stream)."""
         client = request.client.host if request.client is not None else ""
@@ -368,7 +368,11 @@ class Router:
     async def get_watch_stream(self, request: Request, query: get_streams.StreamQuery) -> Response:
         """`GET /stream`: the watch stream from now, or after `query.after`."""
         after = self.daemon.log.last_id if query.after is None else query.after
-        return await self._in_slot(request, None, lambda release: self._watch_after(after, release, retry=True))
+
+        async def open_stream(release: Callable[[], None]) -> Response:
+            return self._watch_after(after, release, retry=True)
+
+        return await self._in_slot(request, None, open_stream)
 
     async def get_task_stream(self, request: Request, task_id: str, query: get_streams.StreamQuery) -> Response:
         """`GET /tasks/{id}/stream`: the task's buffered events and then its live ones (a
