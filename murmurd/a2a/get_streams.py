@@ -33,9 +33,9 @@ RETRY_MS = 2000
 
 FRAMINGS = ("upstream", "a2a")
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
-# Printable ASCII and any non-control character beyond it; never a control character, a slash
-# or a backslash (a task id never holds one, and a log line or path must not either).
-_TASK_ID = re.compile(r"[^\x00-\x20\x7f/\\\ud800-\udfff]{1,%d}" % MAX_ID_CHARS)
+# Any text but a control character, a slash, a backslash, a lone surrogate or U+FFFD (what
+# invalid UTF-8 in the URL decodes to): no task id holds one, and a log line must not either.
+_TASK_ID = re.compile(r"[^\x00-\x1f\x7f/\\\ud800-\udfff\ufffd]{1,%d}" % MAX_ID_CHARS)
 
 
 class BadStreamRequest(ValueError):

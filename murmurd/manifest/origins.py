@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?")
+_ORIGIN = re.compile(r"https?://(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?", re.IGNORECASE)
 
 
 class BadOrigin(ValueError):

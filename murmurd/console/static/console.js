@@ -1,6 +1,6 @@
 // murmurd console: the card, the tasks (live from GET /stream), one task (live from
 // GET /tasks/{id}/stream), reply, cancel, new task. Every string from the daemon is untrusted
-// (model, tool and peer text): it reaches the page through textContent only, never innerHTML.
+// (model, tool and peer text): it reaches the page through textContent only, never as markup.
 "use strict";
 
 (() => {
