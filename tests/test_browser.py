@@ -183,6 +183,10 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         other = served.send("say hello")
         page.wait_for_selector(f"#task-list li[data-task-id='{other['id']}'][data-state='completed']",
                                timeout=TIMEOUT_MS)
+        page.wait_for_function("(id) => document.querySelector(`#task-list li[data-task-id='${id}'] .task-label`)"
+                               ".textContent === 'say hello'", arg=other["id"], timeout=TIMEOUT_MS)
+        assert page.is_hidden("#waiting-count")
+        assert page.title() == "console-demo · murmurd console"
 
         # A new task from the box: its answer streams in, it asks, the reply resumes it.
         asked = _send_from_console(page, "ask me please")

@@ -105,6 +105,16 @@
     return first ? partsText(first.parts) : "";
   }
 
+  async function labelFromTask(id) {
+    try {
+      const task = await rpc("GetTask", {id});
+      upsert(id, "", firstUserText(task));
+      renderList();
+    } catch (error) {
+      // gone already (retention) or refused: the row keeps showing the id
+    }
+  }
+
   async function refreshList() {
     const result = await rpc("ListTasks", {pageSize: 100});
     const listed = result.tasks || [];
@@ -146,8 +156,10 @@
     });
     source.addEventListener("status", (event) => {
       const frame = JSON.parse(event.data);
+      const known = tasks.has(frame.id);
       upsert(frame.id, stateName(frame.status && frame.status.state));
       renderList();
+      if (!known) labelFromTask(frame.id);  // someone else's new task: show what it asks
     });
     source.addEventListener("gap", () => refreshList().catch(showError));
     source.addEventListener("error", () => {
