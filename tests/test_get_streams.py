@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -64,7 +65,6 @@ def test_a_finished_tasks_stream_replays_the_post_streams_frames_and_closes(serv
     frames = _frames(response)
     assert frames[0] == {"retry": "2000"}
     posted = served.events("tasks/resubscribe", {"id": task_id}, headers={"Last-Event-ID": "0"})
-    import json
     assert [(f["id"], f["event"], json.loads(f["data"])) for f in frames[1:]] == posted
     assert "".join(d["text"] for _i, e, d in posted if e == "text").split() == FIRST_WORDS.split()
 
@@ -84,7 +84,6 @@ def test_after_and_last_event_id_choose_the_resume_point(served: Served) -> None
 
 
 def test_the_a2a_framing_by_query_parameter(served: Served) -> None:
-    import json
 
     task_id = _finished(served)
     frames = _frames(_get(served, f"tasks/{task_id}/stream", params={"framing": "a2a"}))
@@ -97,7 +96,6 @@ def test_the_a2a_framing_by_query_parameter(served: Served) -> None:
 
 
 def test_a_live_task_stream_ends_with_its_final_status(served: Served) -> None:
-    import json
 
     task = served.send("ask me")
     served.wait_state(task["id"], "input-required")
@@ -139,7 +137,6 @@ def test_hostile_or_wrong_get_stream_requests_get_a_clear_refusal(served: Served
 
 
 def test_the_watch_stream_by_get_follows_every_task(served: Served) -> None:
-    import json
 
     got: list[dict[str, str]] = []
     done = threading.Event()
