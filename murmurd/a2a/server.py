@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect
 from murmurd.a2a import inbound, jsonrpc, wire
 from murmurd.a2a.card import agent_card
 from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -163,6 +164,8 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     async def jsonrpc_route(request: Request) -> Response:
         return await router.dispatch(request)
 
+    add_operational_routes(app, daemon)  # /healthz, /readyz, /metrics
+    daemon.metrics.watch_streams(lambda: router.streams.total)
     return app
 
 
