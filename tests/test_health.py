@@ -270,3 +270,25 @@ def test_the_readiness_verdicts(tmp_path: Path, host: ComponentHost) -> None:
     assert uncompiled(staged) == []
     staged.artifacts["echo"] = dataclasses.replace(staged.artifacts["echo"], component=None)
     assert uncompiled(staged) == ["echo"]
+
+
+def test_the_timed_store_times_every_awaited_method_and_passes_the_rest(tmp_path: Path) -> None:
+    from murmurd.a2a.store import MemoryTaskStore
+
+    metrics = DaemonMetrics()
+    store = metrics.timed_store(MemoryTaskStore())
+    assert isinstance(store, MemoryTaskStore)  # code asking which store it has is not fooled
+
+    async def use() -> None:
+        await store.put(TaskRecord("tsk_1", "ctx_1"))
+        assert (await store.get("tsk_1")).id == "tsk_1"
+        await store.ping()
+        await store.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            await store.ping()
+
+    asyncio.run(use())
+    samples = scrape(metrics.exposition().decode())
+    assert {op: sample(samples, "murmurd_store_operation_seconds_count", operation=op)
+            for op in ("put", "get", "ping", "close")} == {"put": 1, "get": 1, "ping": 2, "close": 1}
+    assert store.retention == store.inner.retention  # attributes pass through untouched

@@ -93,7 +93,8 @@ class DaemonMetrics:
 class TimedStore:
     """A task store whose every coroutine method is timed into `histogram`, labelled by the
     method's name; everything else passes through. Generic, so methods a store adds (a shared
-    store's leases) are timed too without this class knowing them."""
+    store's leases) are timed too without this class knowing them. `isinstance` sees the wrapped
+    store's class (as `unittest.mock` specs do), so code asking which store it has still can."""
 
     def __init__(self, store: Any, histogram: Histogram) -> None:
         self._store = store
@@ -102,6 +103,10 @@ class TimedStore:
     @property
     def inner(self) -> Any:
         return self._store
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: D105
+        return type(self._store)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
