@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import httpx
 import kubernetes_validate
 import pytest
 import yaml
@@ -26,6 +31,7 @@ from murmurd.a2a.health import HEALTH_PATH, READY_PATH, add_operational_routes
 from murmurd.cli import build_parser
 from murmurd.hooks.queue import DRAIN_BUDGET_SECONDS
 from murmurd.manifest.validate import load_capsule
+from murmurd.paths import cache_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
@@ -289,3 +295,83 @@ def test_the_image_matches_the_deployment(pod, daemon_container) -> None:
     assert "command" not in daemon_container  # the image's ENTRYPOINT (murmurd) runs the args
     env = dict(re.findall(r"(\w+)=(\S+)", " ".join(image["ENV"])))
     assert env["MURMUR_CACHE_DIR"] == {e["name"]: e.get("value") for e in daemon_container["env"]}["MURMUR_CACHE_DIR"]
+
+
+# -- the pod's filesystem, for real ------------------------------------------------------------
+
+
+def _pod_path(mapping: dict[str, Path], pod_path: str) -> str:
+    """A pod path as this machine's directory standing in for its volume."""
+    for mount, local in mapping.items():
+        if pod_path == mount or pod_path.startswith(mount + "/"):
+            return str(local / Path(pod_path).relative_to(mount))
+    raise AssertionError(f"{pod_path} is on no volume")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root to make a read-only root filesystem in a mount namespace")
+def test_the_daemon_serves_with_only_the_pods_writable_volumes(documents, pod, daemon_container, tmp_path: Path) -> None:
+    """`murmurd serve` with the Deployment's arguments, in a mount namespace whose root is
+    read-only and where only the emptyDir volumes' stand-ins are writable: it stages (building
+    into the cache volume), opens the task store, answers /readyz, and stops on SIGTERM."""
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    scratch = {m["mountPath"]: tmp_path / m["name"] for m in daemon_container["volumeMounts"]
+               if "emptyDir" in volumes[m["name"]]}
+    scratch["/var/cache/murmurd"] = cache_dir()  # the machine's component cache stands in for the volume
+    for local in scratch.values():
+        local.mkdir(parents=True, exist_ok=True)
+    # the init container's copy, from the rendered ConfigMap
+    for name, text in _one(documents, "ConfigMap")["data"].items():
+        (Path(_pod_path(scratch, "/var/lib/murmurd/capsule")) / name).write_text(text)
+    args = list(daemon_container["args"])
+    for flag, values in PENDING_FLAGS.items():
+        at = args.index(flag)
+        del args[at:at + 1 + values]
+    args[1] = _pod_path(scratch, args[1])
+    args[args.index("--state-dir") + 1] = _pod_path(scratch, args[args.index("--state-dir") + 1])
+    args[args.index("--port") + 1] = "0"
+    args[args.index("--host") + 1] = "127.0.0.1"
+    env = {e["name"]: e["value"] for e in daemon_container["env"] if "value" in e}
+    env = {k: _pod_path(scratch, v) if v.startswith("/") else v for k, v in env.items()}
+    env["ANTHROPIC_API_KEY"] = "sk-ant-never-used"  # the Secret's; no task is sent
+    binds = "".join(f"mount --bind {shlex.quote(str(d))} {shlex.quote(str(d))}; " for d in scratch.values())
+    script = (f"set -e; mount --make-rprivate /; {binds}mount -o remount,bind,ro /; "
+              f"touch {shlex.quote(str(ROOT / 'pyproject.toml'))} 2>/dev/null && exit 97; "
+              f"exec {shlex.quote(sys.executable)} -m murmurd " + " ".join(shlex.quote(a) for a in args))
+    proc = subprocess.Popen(["unshare", "-m", "sh", "-c", script], cwd=ROOT, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env={"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", **env})
+    try:
+        url = _served_url(proc, timeout=300)
+        ready = httpx.get(url + "/readyz", timeout=10)
+        assert ready.status_code == 200, ready.text
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=pod["terminationGracePeriodSeconds"]) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    workdirs = list((Path(args[1]) / "workdir").glob("ses_*/trace.jsonl"))
+    assert workdirs, "the session workdir was written on the capsule volume"
+
+
+def _served_url(proc: subprocess.Popen[str], timeout: float) -> str:
+    lines: list[str] = []
+    found: dict[str, str] = {}
+    done = threading.Event()
+
+    def drain() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("murmur: url "):
+                found["url"] = "http://" + line.split()[-1]
+            if line.startswith("session: "):
+                done.set()
+        done.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    if not done.wait(timeout) or "url" not in found:
+        proc.kill()
+        raise AssertionError("murmurd serve did not start on the read-only root:\n" + "".join(lines))
+    return found["url"]
