@@ -24,6 +24,7 @@ from murmurd import console
 from murmurd.a2a import cors, get_streams, inbound, jsonrpc, wire
 from murmurd.a2a.card import agent_card
 from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -168,6 +169,8 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     get_streams.add_get_streams(app, router)
     console.add_console(app)
     cors.add_cors(app, config.cors_origins)
+    add_operational_routes(app, daemon)  # /healthz, /readyz, /metrics
+    daemon.metrics.watch_streams(lambda: router.streams.total)
     return app
 
 
