@@ -19,11 +19,13 @@ that does not parse lists nothing and matches nothing (fail closed).
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
+_NAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,62})(?:\.[a-z0-9_](?:[a-z0-9_-]{0,62}))*")  # DNS labels, no wildcards
 
 
 @dataclass(frozen=True, order=True)
@@ -46,9 +48,7 @@ def normal_host(host: str) -> str | None:
     except ValueError:
         pass
     name = host.lower().removesuffix(".")
-    if not name or any(c in name for c in "@/\\?#[]% \t\r\n:"):
-        return None
-    return name
+    return name if _NAME.fullmatch(name) else None
 
 
 def _port(text: str) -> int | None:
