@@ -13,8 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from wasmtime import wat2wasm
 
 from murmurd.host import CallGrant, ComponentHost, SessionContext, ToolInput, ToolStatus
 from murmurd.host.http_policy import DENIED, EgressDenial
@@ -251,3 +253,22 @@ def test_with_a_grant_a_refused_connection_is_a_wasi_error_code(host, http_get) 
     result = host.call_tool_sync(http_get, ToolInput(data=url), grant=CallGrant(network=(f"127.0.0.1:{port}",)))
     assert result.status is ToolStatus.ERROR
     assert result.summary == "error-code connection-refused"  # the native client's own answer, forwarded
+
+
+def test_a_guest_cannot_go_around_wasi_http_through_wasi_sockets(host) -> None:
+    """`wasi:sockets` is linked with WASI, so a guest could try a TCP connection of its own; under
+    the WASI context murmurd configures, wasmtime refuses to create the socket at all, whatever
+    the network grant says, and the listener never accepts anything."""
+    wat = (Path(__file__).parent / "fixtures" / "tcp-connect.wat").read_text()
+    probe = host.load_bytes(wat2wasm(wat), name="tcp-connect")
+    assert "wasi:sockets/tcp@0.2.0" in probe.imports
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.3)
+        port = listener.getsockname()[1]
+        for grant in (CallGrant(), CallGrant(network=(f"127.0.0.1:{port}",))):
+            result = host.call_tool_sync(probe, ToolInput(data=str(port)), grant=grant)
+            assert (result.status, result.summary) == (ToolStatus.FAILED, "access-denied")
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing ever connected
