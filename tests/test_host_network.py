@@ -8,6 +8,7 @@ one that no server ever saw a connection for.
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import threading
 import time
@@ -272,3 +273,18 @@ def test_a_guest_cannot_go_around_wasi_http_through_wasi_sockets(host) -> None:
             assert (result.status, result.summary) == (ToolStatus.FAILED, "access-denied")
         with pytest.raises(TimeoutError):
             listener.accept()  # nothing ever connected
+
+
+def test_one_store_checks_every_request(host, http_get, server: Local, other_host: Local) -> None:
+    """Several requests in one call share the store's forwarder; each is judged on its own."""
+    session = Denials()
+    urls = [server.url("/1"), other_host.url("/2"), server.url("/3"), server.url("/4", scheme="https"), server.url("/5")]
+    grant = CallGrant(network=(server.origin,))
+    result = host.call_tool_sync(http_get, ToolInput(data=json.dumps({"urls": urls})), grant=grant, session=session)
+    assert result.status is ToolStatus.PASSED, result.summary
+    denied = f"error-code {DENIED}"
+    assert (result.data or "").split("\n") == ["status 200", denied, "status 200", denied, "status 200"]
+    assert server.seen.snapshot()[1] == ["/1", "/3", "/5"]
+    assert len(server.seen.snapshot()[0]) == 3
+    _no_connection(other_host)
+    assert [d.origin for d in session.seen] == [other_host.origin, f"https://127.0.0.1:{server.port}"]
