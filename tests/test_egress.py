@@ -14,11 +14,17 @@ import pytest
 
 from conftest import EXAMPLES, FIXTURES
 from loopkit import driver_capsule, local, run_tasks, stage, trace_events
+from murmurd.contract import Role
+from murmurd.host import HOOK_LIMITS, CallGrant
 from murmurd.host.egress import EgressPolicy, Origin, entry_origins, request_origin, url_origin
+from murmurd.host.hook_values import HookOutput
 from murmurd.host.http_policy import DENIED
 from murmurd.manifest.validate import validate_manifest
 from murmurd.staging.grants import compute_grants, network_allows
-from test_host_network import Local, _no_connection, _serve
+from murmurd.staging.registry import FileRegistry
+from murmurd.staging.stage import stage_capsule
+from test_hook_host import SESSION
+from test_host_network import Denials, Local, _no_connection, _serve
 
 # -- what an entry lists --------------------------------------------------------------------
 
@@ -167,3 +173,61 @@ async def test_a_tool_granted_less_than_its_capsule_is_refused_the_rest_and_the_
     calls = [e for e in events if e["event_type"] == "tool_call"]
     assert [c["status"] for c in calls] == ["ok", "error"]
     assert json.dumps(denial)  # one JSON line like every other event
+
+
+# -- hooks: a store that lives the session ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def http_hook(host, artifacts):
+    return host.load(artifacts.fixture("http-hook"), expected=Role.HOOK)
+
+
+def test_a_hooks_store_checks_every_request_of_every_call(
+    host, http_hook, tmp_path: Path, granted: Local, capsule_only: Local
+) -> None:
+    session = Denials()
+    grant = CallGrant(env={"HTTP_HOOK_URLS": json.dumps([granted.url("/a"), capsule_only.url("/b")])},
+                      network=(granted.origin,), log_path=tmp_path / "logs" / "hook-h.log", root=tmp_path,
+                      limits=HOOK_LIMITS)
+    hook = host.hook_instance(http_hook, grant=grant, session=session, name="h")
+    try:
+        for _ in range(2):
+            assert hook.call_sync("on-session-start", SESSION) == HookOutput("none")
+    finally:
+        hook.close()
+    lines = [json.loads(line) for line in (tmp_path / "logs" / "hook-h.log").read_text().splitlines()]
+    assert [line["n"] for line in lines] == [1, 2]  # one instance, one store, its forwarder reused
+    assert [line["outcomes"] for line in lines] == [["status 200", "error-code HttpRequestDenied"]] * 2
+    assert granted.seen.snapshot()[1] == ["/a", "/a"]
+    _no_connection(capsule_only)
+    assert [(d.artifact, d.origin) for d in session.seen] == [("h", capsule_only.origin)] * 2
+
+
+@pytest.mark.anyio
+async def test_a_hook_reaches_only_its_own_grant_and_its_refusals_are_traced(
+    tmp_path: Path, host, granted: Local, capsule_only: Local
+) -> None:
+    """A hook starts from nothing: the capsule may reach B, the hook's own entry names A only."""
+    hook = local("http-hook", "hook", FIXTURES / "http-hook",
+                 capabilities={"network": {"allow": [granted.origin]}, "env": {"allow": ["HTTP_HOOK_URLS"]}})
+    responses = [{"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]}]
+    directory = driver_capsule(tmp_path, "scripted-driver", {"responses": responses}, extra_artifacts=[hook],
+                               capabilities={"network": {"allow": [capsule_only.origin]}})
+    env = {"HTTP_HOOK_URLS": json.dumps([granted.url("/a"), capsule_only.url("/b")])}
+    staged = stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"), env=env)
+    assert staged.grant_for("http-hook").network == (granted.origin,)
+    (outcome,) = await run_tasks(staged, host, "hello")
+    assert outcome.exit_status == "ok", outcome.error
+    _no_connection(capsule_only)
+    events = trace_events(staged)
+    denials = [e for e in events if e["event_type"] == "egress_denied"]
+    log = staged.workdir.root / "logs" / "hook-http-hook.log"
+    heard = [json.loads(line)["event"] for line in log.read_text().splitlines()]
+    assert heard[:3] == ["on-stage", "on-session-start", "on-task-start"] and "on-session-end" in heard
+    assert len(granted.seen.snapshot()[1]) == len(heard)  # one request to A per event
+    # every refusal is traced but on-stage's: it runs before the trace exists (as its faults do)
+    assert len(denials) == len(heard) - 1
+    assert {(d["artifact"], d["origin"], d["reason"]) for d in denials} == {
+        ("http-hook", capsule_only.origin, "not in capabilities.network.allow")}
+    assert all(isinstance(d["turn"], int) for d in denials)
