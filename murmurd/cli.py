@@ -402,6 +402,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
+        cors_origins=tuple(args.cors_origins),
     )
     host = ComponentHost()
     try:
@@ -450,6 +451,71 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from murmurd.traceview import commands
+
+    console, workdir = commands.Console(), Path(args.workdir)
+    if args.trace_command == "show":
+        return commands.show(console, workdir, args.session, as_json=args.json,
+                             html=Path(args.html) if args.html else None)
+    if args.trace_command == "steps":
+        return commands.steps(console, workdir, args.session, verbose=args.verbose, as_json=args.json)
+    if args.trace_command == "diff":
+        return commands.diff(console, workdir, args.sessions, as_json=args.json)
+    return commands.report(console, workdir, args.sessions, last=args.last, since=args.since, as_json=args.json)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from murmurd.eval import commands
+
+    console = commands.Console()
+    if args.eval_command == "show":
+        return commands.show(console, Path(args.workdir), args.session, as_json=args.json)
+    if args.eval_command == "diff":
+        return commands.diff(console, Path(args.workdir), args.a, args.b, as_json=args.json)
+    return commands.run(console, Path(args.capsule_dir), Path(args.dataset), no_env_file=args.no_env_file)
+
+
+def _add_trace(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    trace = commands.add_parser("trace", help="read session traces: show, steps, diff, report")
+    sub = trace.add_subparsers(dest="trace_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    selector = "a session: id, id suffix, or a trace path (default: the latest)"
+    show = sub.add_parser("show", parents=[where], help="one session's sections")
+    show.add_argument("session", nargs="?", help=selector)
+    show.add_argument("--html", metavar="FILE", help="write a self-contained HTML timeline of the session to FILE")
+    steps = sub.add_parser("steps", parents=[where], help="one row per inference turn")
+    steps.add_argument("session", nargs="?", help=selector)
+    steps.add_argument("-v", "--verbose", action="store_true", help="add the first string of each turn's input")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions side by side (default @2 @1)")
+    diff.add_argument("sessions", nargs="*", help="two sessions (also @N: the N-th most recent)")
+    report = sub.add_parser("report", parents=[where], help="statistics over several sessions")
+    report.add_argument("sessions", nargs="*", help="sessions (default: every session)")
+    report.add_argument("--last", type=int, help="the N most recent sessions")
+    report.add_argument("--since", help="sessions started within <N>m, <N>h or <N>d")
+    trace.set_defaults(handler=_cmd_trace)
+
+
+def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    evals = commands.add_parser("eval", help="read and run evals: show, diff, run")
+    sub = evals.add_subparsers(dest="eval_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    show = sub.add_parser("show", parents=[where], help="one session's eval.jsonl")
+    show.add_argument("session", nargs="?", help="a session: id, id suffix, or an eval.jsonl path (default: the latest)")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
+    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
+    run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
+    run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    evals.set_defaults(handler=_cmd_eval)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -535,6 +601,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
                        help="keep at most this many finished tasks; 0 = no limit (default 10000)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
+                       help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
+                            "adds to the manifest's network.cors_origins (default: none)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -573,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=_cmd_list)
+
+    _add_trace(commands)
+    _add_eval(commands)
     return parser
 
 
@@ -581,6 +653,13 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
     if args.max_streams is not None and args.max_streams >= args.max_connections:
         parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
                      "so ordinary requests always have a connection")
+    from murmurd.a2a.cors import BadOrigin, check_origin
+
+    for origin in args.cors_origins:
+        try:
+            check_origin(origin)
+        except BadOrigin as exc:
+            parser.error(f"--cors-origin: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

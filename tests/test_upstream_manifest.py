@@ -164,7 +164,6 @@ UPSTREAM_FIELDS = {
         "allow": ["node"], "staged_runtime": [{"binary": "node", "source_path": "/opt/node", "pin": "v1"}]}}},
     "artifacts[0].capabilities.containment": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"containment": "scoped"}}]},
-    "observability.eval": {"observability": {"eval": {"scorers": [{"type": "exit_ok"}]}}},
 }
 
 

@@ -58,6 +58,9 @@ class TopNetwork(_Model):
     """The top-level `network:` block as upstream writes it: the A2A port; None means OS-assigned."""
 
     internal_port: int | None = Field(default=None, ge=1, le=65535)
+    # murmurd extension: browser origins (scheme://host[:port]) allowed to call the A2A endpoint,
+    # card and streams through CORS (`serve --cors-origin` adds more); none by default.
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 class FilesystemCapability(_Model):
@@ -245,8 +248,32 @@ class Lifecycle(_Model):
     max_task_reopens: int | None = Field(default=None, ge=0)
 
 
+# `observability.eval` scorer types the eval hook knows (fact sheet §6); others are skipped.
+SCORER_TYPES = ("exit_ok", "max_turns", "max_tokens", "tool_sequence", "llm_judge")
+DEFAULT_SCORER_MAX = {"max_turns": 10, "max_tokens": 100_000}
+
+
+class EvalScorer(_Model):
+    type: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1)  # None: the type
+    max: int | None = Field(default=None, ge=0)  # max_turns (default 10), max_tokens (default 100000)
+    expected: list[str] = Field(default_factory=list)  # tool_sequence: tool names, in order
+
+    @property
+    def label(self) -> str:
+        return self.name or self.type
+
+
+class EvalConfig(_Model):
+    """`observability.eval`: what murmur-hook-eval scores, handed to hooks as MURMUR_EVAL_CONFIG."""
+
+    dataset_id: str | None = None
+    scorers: list[EvalScorer] = Field(default_factory=list)
+
+
 class Observability(_Model):
     otel_endpoint: str | None = None  # OTLP/HTTP base URL
+    eval: EvalConfig | None = None
 
 
 class Trace(_Model):

@@ -64,6 +64,7 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
     "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
     "E-CAP-010": CodeInfo("error", "capabilities.containment asks for a class murmurd cannot achieve (it achieves advisory)"),
+    "E-CAP-011": CodeInfo("error", "a network.cors_origins entry is not an origin (scheme://host[:port]); '*' is refused"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
     # -- inference -----------------------------------------------------------------------------
     "E-INF-001": CodeInfo("error", "inference.endpoint has no scheme"),
@@ -87,6 +88,11 @@ CODES: dict[str, CodeInfo] = {
     "E-HOOK-004": CodeInfo("error", "the binding's handler cannot commit the declared policy"),
     "E-HOOK-005": CodeInfo("error", "an async hook declares a commit_policy other than none"),
     "E-HOOK-006": CodeInfo("error", "an on-stage hook is declared async"),
+    "W-EVAL-001": CodeInfo("warning", "observability.eval: an unknown scorer type; it is skipped"),
+    "W-EVAL-002": CodeInfo("warning", "observability.eval: llm_judge is parsed but scores nothing"),
+    "W-EVAL-003": CodeInfo("warning", "observability.eval without scorers; the eval hook writes nothing"),
+    "W-EVAL-004": CodeInfo("warning", "observability.eval without the murmur-hook-eval hook; nothing is scored"),
+    "W-EVAL-005": CodeInfo("warning", "observability.eval: two scorers share a name"),
     "W-HOOK-001": CodeInfo("warning", "hook contract fields on an artifact that is not a hook"),
 }
 

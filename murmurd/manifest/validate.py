@@ -31,8 +31,9 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from murmurd.manifest.capsule import CapsuleManifest
+from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
+from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
@@ -266,6 +267,14 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
         rule = (f"disagrees with capabilities.network.internal_port ({older}); set the port once, "
                 "at the top level as upstream does")
         found.append(diagnostic("E-CAP-009", "network.internal_port", rule, top))
+    origins = network.get("cors_origins")
+    if isinstance(origins, list):
+        for i, origin in enumerate(origins):
+            if isinstance(origin, str):
+                try:
+                    check_origin(origin)
+                except BadOrigin as exc:
+                    found.append(diagnostic("E-CAP-011", f"network.cors_origins[{i}]", str(exc), origin[:200]))
     return found
 
 
@@ -578,8 +587,46 @@ def _rule_observability(ctx: _Context) -> list[Diagnostic]:
     return [diagnostic("E-MAN-008", "observability.otel_endpoint", rule, _hide_userinfo(endpoint))]
 
 
+EVAL_HOOK = "murmur-hook-eval"
+
+
+def _rule_eval(ctx: _Context) -> list[Diagnostic]:
+    """`observability.eval`: types and ranges are the models'; here what would make it score
+    nothing or less than the author expects (warnings: upstream's hook notes them and goes on)."""
+    block = ctx.section("observability", "eval")
+    if block is None:
+        return []
+    scorers = block.get("scorers")
+    found: list[Diagnostic] = []
+    if scorers is None or scorers == []:
+        found.append(diagnostic("W-EVAL-003", "observability.eval.scorers", "no scorers: the eval hook writes nothing",
+                                rendered=render_value(scorers)))
+    names: dict[str, int] = {}
+    for i, scorer in enumerate(scorers if isinstance(scorers, list) else []):
+        if not isinstance(scorer, dict):
+            continue
+        kind, path = scorer.get("type"), f"observability.eval.scorers[{i}]"
+        if isinstance(kind, str) and kind and kind not in SCORER_TYPES:
+            rule = f"unknown scorer type, skipped; one of {', '.join(SCORER_TYPES)}"
+            found.append(diagnostic("W-EVAL-001", f"{path}.type", rule, kind))
+        elif kind == "llm_judge":
+            found.append(diagnostic("W-EVAL-002", f"{path}.type", "llm_judge is parsed but scores nothing (upstream's too)",
+                                    kind))
+        label = scorer.get("name") if isinstance(scorer.get("name"), str) else kind
+        if isinstance(label, str) and label in names:
+            rule = f"the same name as scorers[{names[label]}]; dataset_run keeps one score per name"
+            found.append(diagnostic("W-EVAL-005", f"{path}.name", rule, label))
+        elif isinstance(label, str):
+            names[label] = i
+    hooks = [a.get("name") for _i, a in ctx.artifacts() if a.get("runtime") == "hook"]
+    if EVAL_HOOK not in hooks:
+        rule = f"no {EVAL_HOOK} hook among the artifacts: nothing scores the session or writes eval.jsonl"
+        found.append(diagnostic("W-EVAL-004", "observability.eval", rule, rendered="{...}"))
+    return found
+
+
 _RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_network, _rule_inference, _rule_lifecycle,
-          _rule_observability)
+          _rule_observability, _rule_eval)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -719,7 +766,6 @@ UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
     "artifacts[].capabilities.resources": f"is inert on an artifact; {_CONFINEMENT}",
     "artifacts[].capabilities.spawn": "lets a component spawn native subprocesses; murmurd has no spawn interface",
-    "observability.eval": "configures the murmur-hook-eval scorers (MURMUR_EVAL_CONFIG); murmurd does not hand it to hooks",
 }
 
 

@@ -21,6 +21,7 @@ from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
+from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
 from murmurd.session import seeding
 from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState
@@ -162,6 +163,7 @@ class Session:
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
         self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
+        self.services.trace_egress = self._egress_denied  # (the services may be the daemon's own)
         self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
@@ -198,8 +200,10 @@ class Session:
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
-            model=manifest.inference.model if manifest.inference else None,
-            max_turns=manifest.inference.max_turns if manifest.inference else None,
+            # always present, as upstream's readers require (`mur trace`, `murmurd trace`): "" when
+            # the manifest names no model (the driver's default), 0 turns for a script capsule
+            model=(manifest.inference.model or "") if manifest.inference else "",
+            max_turns=manifest.inference.max_turns if manifest.inference else 0,
             # upstream's categories granted anything, and the tools the model is offered
             capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
                                          ("shell", grants["shell_allow"])) if v],
@@ -350,6 +354,10 @@ class Session:
             return ""
         except OSError as exc:
             raise TaskFailed(f"the capsule's {RESULT} is refused: {exc}") from None
+
+    def _egress_denied(self, denial: EgressDenial) -> None:
+        """A tool's, driver's or the capsule's wasi:http request refused by its grant (worker thread)."""
+        self.trace.write(EGRESS_DENIED, turn=self.dispatcher.turn, **denial.fields())
 
     def _write(self, event_type: str, **fields: Any) -> None:
         """A trace event whose loss ends the session (every event but `compaction`)."""

@@ -26,6 +26,7 @@ class MemoryTaskStore:
         self._rows: dict[str, str] = {}
         self.retention = retention
         self._terminal_puts = 0
+        self._closed = False
 
     def _all(self) -> Records:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
@@ -76,7 +77,8 @@ class MemoryTaskStore:
         return None
 
     async def ping(self) -> None:
-        return None
+        if self._closed:
+            raise RuntimeError("task store is closed")
 
     async def close(self) -> None:
-        return None
+        self._closed = True
