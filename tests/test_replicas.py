@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import asyncpg
+import httpx
 import pytest
 
 from a2akit import Served
@@ -57,8 +58,9 @@ def test_three_replicas_share_tasks_sent_round_robin(tmp_path: Path, postgres_ds
         replica_ids = [next(line.split()[2] for line in r.stderr if line.startswith("murmur: replica ")) for r in reps]
         for replica_id, started in zip(replica_ids, starts, strict=True):
             assert {t for t, o in owners.items() if o == replica_id} == set(started)
-        # every replica lists every task
+        # every replica lists every task, and is ready (its store answers a ping)
         for r in reps:
+            assert httpx.get(r.url + "readyz", timeout=10).status_code == 200
             listed = r.rpc("ListTasks", {"pageSize": 50})["result"]
             assert listed["totalSize"] == 9
             assert {t["id"] for t in listed["tasks"]} == {t["id"] for t in sent}
