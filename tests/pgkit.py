@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+
 def _server_bin() -> Path:
     """PostgreSQL 15's binaries (what .ci/run installs), else the newest installed version's."""
     if os.environ.get("MURMURD_PG_BIN"):
@@ -30,7 +31,8 @@ def _server_bin() -> Path:
 
 
 BIN = _server_bin()
-RUN_AS = "nobody"
+RUN_AS = "nobody"  # any unprivileged account will do; created (as `murmurd-pg`) when missing
+FALLBACK_USER = "murmurd-pg"
 
 
 def missing_reason() -> str | None:
@@ -47,13 +49,27 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _run_user() -> tuple[int, int]:
+    """(uid, gid) of the unprivileged account PostgreSQL runs as (only asked when we are root)."""
+    import pwd
+
+    for name in (RUN_AS, FALLBACK_USER):
+        try:
+            user = pwd.getpwnam(name)
+            return user.pw_uid, user.pw_gid
+        except KeyError:
+            continue
+    subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", FALLBACK_USER],
+                   check=True, capture_output=True, timeout=60)
+    user = pwd.getpwnam(FALLBACK_USER)
+    return user.pw_uid, user.pw_gid
+
+
 def _as_user(argv: list[str]) -> list[str]:
     if os.geteuid() != 0:
         return argv
-    import pwd
-
-    user = pwd.getpwnam(RUN_AS)
-    return ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups", "--", *argv]
+    uid, gid = _run_user()
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--", *argv]
 
 
 @dataclass
@@ -81,10 +97,7 @@ def postgres_server(extra_options: str = "") -> Iterator[PostgresServer]:
     root = Path(tempfile.mkdtemp(prefix="murmurd-pg-"))
     data = root / "data"
     if os.geteuid() == 0:
-        import pwd
-
-        user = pwd.getpwnam(RUN_AS)
-        os.chown(root, user.pw_uid, user.pw_gid)
+        os.chown(root, *_run_user())
     os.chmod(root, 0o700)
     port = _free_port()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
