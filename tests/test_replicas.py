@@ -165,6 +165,28 @@ def test_a_killed_replicas_running_task_fails_and_its_queue_moves(tmp_path: Path
         assert owner and owner[0]["owner"] != "" and len(owner) == 1
 
 
+def test_a_paused_replica_declared_dead_overwrites_nothing_when_it_wakes(tmp_path: Path, postgres_dsn: str) -> None:
+    with replicas(tmp_path, 2, postgres_dsn, lease=LEASE) as (a, b):
+        hanging = send_async(a, "mode:hang")
+        a.wait_state(hanging["id"], "working")
+        behind = send_async(a, "behind", contextId=hanging["contextId"])
+        a.proc.send_signal(signal.SIGSTOP)
+        try:
+            failed = b.wait_state(hanging["id"], "failed", timeout=4 * LEASE + 10)
+            assert b.wait_state(behind["id"], "completed")["status"]["response"] == "answer: behind"
+        finally:
+            a.proc.send_signal(signal.SIGCONT)
+        # awake again: it finds itself swept, drops its queue and cancels its run, but cannot
+        # overwrite the FAILED its survivor stored; and it serves on
+        wait_for(lambda: any(e.get("event_type") == "task_end" and e.get("task_id") == hanging["id"]
+                             for e in a.all_events()), 10 + LEASE, "the woken replica to end its run")
+        assert b.get(hanging["id"])["status"] == failed["status"]
+        assert any("declared dead by another replica" in line for line in a.stderr), "".join(a.stderr)
+        assert any("belongs to another replica now" in line for line in a.stderr), "".join(a.stderr)
+        assert a.wait_state(send_async(a, "still here")["id"], "completed")["status"]["response"] == "answer: still here"
+        assert [t for r in (a, b) for t in task_starts(r)].count(behind["id"]) == 1
+
+
 def test_a_threaded_context_moves_with_its_history_when_its_owner_dies(tmp_path: Path, postgres_dsn: str) -> None:
     with replicas(tmp_path, 2, postgres_dsn, lease=LEASE, lifecycle={"conversation": "threaded"}) as (a, b):
         first = send_async(a, "remember the kiwi")

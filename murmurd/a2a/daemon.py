@@ -287,8 +287,12 @@ class CapsuleDaemon:
         the daemon stops and `murmurd serve` exits non-zero (a supervisor restarts it)."""
         if task.cancelled() or task.exception() is None:
             return
-        self.crashed = task.exception()
-        logger.critical("%s died; the daemon stops", task.get_name(), exc_info=self.crashed)
+        logger.critical("%s died; the daemon stops", task.get_name(), exc_info=task.exception())
+        self.stop_after_failure(task.exception())  # type: ignore[arg-type]
+
+    def stop_after_failure(self, exc: BaseException) -> None:
+        """Something the daemon cannot do without died: stop serving (serve exits non-zero)."""
+        self.crashed = exc
         self.accepting = False
         self.stopped.set()
 

@@ -75,6 +75,9 @@ class ReplicaHost(Protocol):
     async def abandon(self) -> None:
         """This replica was declared dead: drop its queue (handed on) and stop its runs."""
 
+    def stop_after_failure(self, exc: BaseException) -> None:
+        """A coordination loop died of a bug: stop serving (and exit non-zero)."""
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -124,8 +127,10 @@ class ReplicaCoordinator:
             await work
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("replica %s: %s stopped", self.replica_id, name)
+            if self._host is not None:
+                self._host.stop_after_failure(exc)  # a replica that cannot coordinate stops serving
             raise
 
     async def _listen(self) -> None:
@@ -189,13 +194,20 @@ class ReplicaCoordinator:
                 await asyncio.sleep(1.0)
 
     async def _heartbeat(self) -> None:
-        """Heartbeat, sweep the dead, keep the listener alive, forget old events."""
+        """Heartbeat, sweep the dead, keep the listener alive, forget old events.
+
+        A replica sweeps others only after a whole lease of its own heartbeats getting through:
+        after a database outage every replica's heartbeat is old, and the first one back must
+        give the others a lease to beat again before it calls them dead."""
+        loop = asyncio.get_running_loop()
         beats = 0
+        in_contact_since = loop.time()
         while True:
             await asyncio.sleep(self.lease_secs / 3)
             try:
                 await self._beat()
-                await self.sweep()
+                if loop.time() - in_contact_since >= self.lease_secs:
+                    await self.sweep()
                 await self._release_idle()
                 if self._listener is None or self._listener.is_closed():
                     await self._listen()
@@ -207,6 +219,7 @@ class ReplicaCoordinator:
                     await self.log.prune(EVENTS_KEPT)
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
                 log.exception("replica %s: heartbeat failed", self.replica_id)
+                in_contact_since = loop.time()
 
     async def _beat(self) -> None:
         alive = await self.pool.fetchval("UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id",
