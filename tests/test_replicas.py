@@ -233,3 +233,28 @@ def test_an_unreachable_or_unknown_store_is_refused_at_start(tmp_path: Path) -> 
                               timeout=120, cwd=ROOT)
         assert done.returncode == 1, done.stderr
         assert expected in done.stderr and "hunter2" not in done.stderr
+
+
+def test_a_replica_restarted_under_its_name_fails_its_own_leftovers_at_once(tmp_path: Path, postgres_dsn: str) -> None:
+    from a2akit import chaos_capsule, start
+    from replicakit import QUEUE
+
+    capsule = chaos_capsule(tmp_path, lifecycle=QUEUE)
+    args = ("--store", postgres_dsn, "--replica-lease", "60")  # far longer than this test: no sweep helps
+    first = start(capsule, tmp_path / "state", *args, env={"MURMURD_REPLICA_ID": "pod-a"})
+    try:
+        hanging = send_async(first, "mode:hang")
+        first.wait_state(hanging["id"], "working")
+        behind = send_async(first, "behind", contextId=hanging["contextId"])
+    finally:
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=10)
+    second = start(capsule, tmp_path / "state", *args, env={"MURMURD_REPLICA_ID": "pod-a"})
+    try:
+        failed = second.get(hanging["id"])
+        assert failed["status"] == {"state": "failed", "message": "interrupted: daemon restarted"}
+        assert any("1 task(s) left running by a previous daemon are now failed" in line for line in second.stderr)
+        assert second.wait_state(behind["id"], "completed")["status"]["response"] == "answer: behind"
+    finally:
+        second.proc.send_signal(signal.SIGKILL)
+        second.proc.wait(timeout=10)
