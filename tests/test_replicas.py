@@ -14,7 +14,6 @@ import asyncpg
 import httpx
 import pytest
 
-from a2akit import Served
 from replicakit import replicas, reply_to, send_async, task_starts, wait_for
 
 LEASE = 2.0

@@ -4,16 +4,17 @@
   is dead. Every replica sweeps for the dead: their working and input-required tasks become
   FAILED (published, so streams and blocked callers end), their queued tasks lose their owner
   (another replica claims them), their context leases go. All under the database clock.
-- A task is claimed by exactly one replica: `UPDATE tasks SET owner = me WHERE id = ... AND
-  owner IS NULL AND state = 'submitted'` is atomic, whoever else tries.
+- A task is claimed by exactly one replica: `UPDATE tasks SET owner = me WHERE ... AND owner IS
+  NULL AND state = 'submitted'` is atomic, whoever else tries (`murmurd_claim`, one round trip).
 - A context is leased to one replica at a time (`contexts`): only the lease holder claims the
   context's tasks, in arrival order, so its per-context order, its session and its workdir
   stay on one replica. The lease lasts while its holder heartbeats; a graceful stop releases
   it and hands queued tasks back.
 - A reply or cancel for a task that runs elsewhere goes into `inbox` for its owner, with a
   `NOTIFY` naming the owner; new unowned work is announced the same way.
-LISTEN runs on one dedicated connection; notifications only wake tasks, and every wake-up reads
-the tables, so a lost notification costs at most one sweep interval.
+LISTEN runs on one dedicated connection. Work and inbox notifications only wake a loop that
+reads the tables (stream events may ride in theirs, see `events`), and every loop also reads
+them every lease/3 seconds, so a lost notification costs at most that.
 """
 
 from __future__ import annotations
