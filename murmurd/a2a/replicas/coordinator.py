@@ -26,7 +26,7 @@ import os
 import secrets
 import socket
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -357,14 +357,12 @@ class ReplicaCoordinator:
         assert self._host is not None
         rows = await self.pool.fetch("DELETE FROM inbox WHERE replica = $1 RETURNING id, kind, task_id, body",
                                      self.replica_id)
+        host = self._host
         for row in sorted(rows, key=lambda r: r["id"]):
-            handle: Callable[[], Awaitable[None]]
-            if row["kind"] == "reply":
-                message = TaskMessage.from_json(json.loads(row["body"]))
-                handle = lambda t=row["task_id"], m=message: self._host.deliver_reply(t, m)  # type: ignore[union-attr]  # noqa: E731
-            else:
-                handle = lambda t=row["task_id"]: self._host.cancel_local(t)  # type: ignore[union-attr]  # noqa: E731
             try:
-                await handle()
+                if row["kind"] == "reply":
+                    await host.deliver_reply(row["task_id"], TaskMessage.from_json(json.loads(row["body"])))
+                else:
+                    await host.cancel_local(row["task_id"])
             except Exception:  # one bad message never stops the inbox
                 log.exception("replica %s: %s for task %s failed", self.replica_id, row["kind"], row["task_id"])
