@@ -7,8 +7,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from murmurd import __version__
+
+if TYPE_CHECKING:
+    from murmurd.a2a.auth.config import AuthConfig
+    from murmurd.a2a.auth.tls import TlsFiles
 
 
 def _eprint(message: str) -> None:
@@ -376,6 +381,7 @@ def _non_negative_float(text: str) -> float:
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
+    from murmurd.a2a.auth.binding import UnsafeServe
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
     from murmurd.a2a.state_dir import StateDirError
     from murmurd.a2a.store import TaskStoreError
@@ -389,6 +395,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     refused = _containment_check(args, env, "serve")
     if refused is not None:
         return refused
+    security = _serve_security(args)
+    if security is None:
+        return 2
+    auth, tls = security
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
@@ -400,6 +410,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
+        auth=auth, tls=tls, insecure=args.insecure,
     )
     host = ComponentHost()
     try:
@@ -413,24 +424,66 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (PortTaken, StateDirError, TaskStoreError) as exc:
         _eprint(f"murmurd serve: {exc}")
         return 1
+    except UnsafeServe as exc:
+        _eprint(f"murmurd serve: {exc}")
+        return 2
     finally:
         host.close()
+
+
+def _serve_security(args: argparse.Namespace) -> tuple[AuthConfig, TlsFiles | None] | None:
+    """(credentials, TLS files) for `serve`, or None after reporting why they are unusable."""
+    import os
+
+    from murmurd.a2a.auth.config import CredentialsError, load_auth
+    from murmurd.a2a.auth.tls import TlsFiles
+
+    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_client_ca and args.tls_cert is None):
+        _eprint("murmurd serve: --tls-cert and --tls-key go together; --tls-client-ca needs both")
+        return None
+    tls = None if args.tls_cert is None else TlsFiles(
+        Path(args.tls_cert), Path(args.tls_key), Path(args.tls_client_ca) if args.tls_client_ca else None)
+    try:
+        auth = load_auth(Path(args.credentials) if args.credentials else None,
+                         Path(args.token_file) if args.token_file else None, os.environ)
+    except CredentialsError as exc:
+        _eprint(f"murmurd serve: {exc}")
+        return None
+    return auth, tls
 
 
 def _base_url(url: str) -> str:
     return url if "://" in url else f"http://{url}"
 
 
+def _client_token(args: argparse.Namespace, command: str) -> str | None | bool:
+    """The bearer token `send`/`watch` present (None: none); False after reporting a bad one."""
+    import os
+
+    from murmurd.a2a.auth.config import CredentialsError, client_token
+
+    try:
+        return client_token(Path(args.token_file) if args.token_file else None, os.environ)
+    except CredentialsError as exc:
+        _eprint(f"murmurd {command}: {exc}")
+        return False
+
+
 def _cmd_send(args: argparse.Namespace) -> int:
     from murmurd.a2a import client
 
     url = _base_url(args.url)
+    token = _client_token(args, "send")
+    if token is False:
+        return 2
+    assert token is None or isinstance(token, str)
     try:
         if args.stream:
             final = client.stream(url, args.text, lambda t: print(t, end="", flush=True),
-                                  context_id=args.context_id, task_id=args.task_id)
+                                  context_id=args.context_id, task_id=args.task_id, token=token)
             return 0 if final in ("completed", "input-required") else 1
-        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id), indent=2))
+        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id, token=token),
+                         indent=2))
         return 0
     except client.ClientError as exc:
         _eprint(f"murmurd send: {exc}")
@@ -440,8 +493,12 @@ def _cmd_send(args: argparse.Namespace) -> int:
 def _cmd_watch(args: argparse.Namespace) -> int:
     from murmurd.a2a import client
 
+    token = _client_token(args, "watch")
+    if token is False:
+        return 2
+    assert token is None or isinstance(token, str)
     try:
-        client.watch(_base_url(args.url), lambda t: print(t, end="", flush=True))
+        client.watch(_base_url(args.url), lambda t: print(t, end="", flush=True), token=token)
     except client.ClientError as exc:
         _eprint(f"murmurd watch: {exc}")
         return 1
@@ -528,6 +585,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
                        help="keep at most this many finished tasks; 0 = no limit (default 10000)")
+    serve.add_argument("--credentials", help="credentials file (YAML; docs/security.md); default $MURMUR_CREDENTIALS_FILE")
+    serve.add_argument("--token-file", help="a file holding one operator bearer token "
+                                            "(default $MURMUR_TOKEN_FILE, or the token in $MURMUR_TOKEN)")
+    serve.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    serve.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    serve.add_argument("--tls-client-ca", help="verify client certificates against this CA (mutual TLS)")
+    serve.add_argument("--insecure", action="store_true",
+                       help="allow a non-loopback --host with no credential configured (anyone reaching it is the operator)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -536,10 +601,12 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--context-id")
     send.add_argument("--task-id", help="reply to this task (input-required)")
     send.add_argument("--stream", action="store_true", help="stream chunks live (message/stream)")
+    send.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     send.set_defaults(handler=_cmd_send)
 
     watch = commands.add_parser("watch", help="render a capsule's live stream (stream/watch)")
     watch.add_argument("url")
+    watch.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     watch.set_defaults(handler=_cmd_watch)
 
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
