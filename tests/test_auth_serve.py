@@ -267,3 +267,82 @@ def test_murmurd_send_presents_a_token_file_or_the_environment(served: Served, t
     without = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert without.returncode == 1
     assert "JSON-RPC error -32030: Unauthenticated: a credential is required" in without.stderr
+
+
+# -- public binds -------------------------------------------------------------------------------
+
+def _clean_env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MURMUR_TOKEN", "MURMUR_CREDENTIALS"))}
+
+
+def test_serving_a_public_address_without_a_credential_is_refused_unless_insecure(tmp_path: Path, artifacts) -> None:
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue"})
+    command = [sys.executable, "-m", "murmurd", "serve", str(capsule), "--state-dir", str(tmp_path / "state")]
+    for host in ("0.0.0.0", "::"):
+        refused = subprocess.run([*command, "--host", host], capture_output=True, text=True, cwd=ROOT,
+                                 env=_clean_env(), timeout=60)
+        assert refused.returncode == 2
+        assert f"refusing to serve on {host}, which is not a loopback address, with no credential configured" in refused.stderr
+        assert "--insecure" in refused.stderr
+    assert not (tmp_path / "state").exists() and not (capsule / "workdir").exists()  # refused before anything
+    with serving(capsule, tmp_path / "state", "--host", "0.0.0.0", "--insecure", env=_clean_env()) as insecure:
+        port = insecure.url.rsplit(":", 1)[1].rstrip("/")
+        assert insecure.url.startswith("http://0.0.0.0:")
+        task = httpx.post(f"http://127.0.0.1:{port}/", json={"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                                                             "params": {"message": message("open door")}}, timeout=30)
+        assert task.status_code == 200 and task.json()["result"]["id"].startswith("tsk_")
+    (tmp_path / "token").write_text(OPS)
+    with serving(capsule, tmp_path / "state2", "--host", "0.0.0.0", "--token-file", str(tmp_path / "token"),
+                 env=_clean_env()) as secured:
+        port = secured.url.rsplit(":", 1)[1].rstrip("/")
+        assert httpx.post(f"http://127.0.0.1:{port}/", json={}, timeout=10).status_code == 401
+
+
+@pytest.mark.parametrize("args, error", [
+    (["--tls-cert", "x.pem"], "--tls-cert and --tls-key go together"),
+    (["--token-file", "/nonexistent/token"], "cannot read token file /nonexistent/token"),
+    (["--credentials", "/nonexistent/credentials.yaml"], "cannot read credentials file"),
+])
+def test_unusable_security_options_exit_2(tmp_path: Path, args: list[str], error: str) -> None:
+    (tmp_path / "murmur.yaml").write_text("name: x\nversion: 1.0.0\n")
+    refused = subprocess.run([sys.executable, "-m", "murmurd", "serve", str(tmp_path), *args], capture_output=True,
+                             text=True, cwd=ROOT, env=_clean_env(), timeout=60)
+    assert refused.returncode == 2 and error in refused.stderr
+
+
+# -- the token presented to a peer ----------------------------------------------------------------
+
+def test_outbound_message_send_presents_the_token_configured_for_that_peer(tmp_path: Path, artifacts) -> None:
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+    orchestrator_token = "orchestrator-token-" + "x" * 30
+    worker_credentials = _credentials(tmp_path, f"  - {{name: orchestrator, origin: peer, trust: [operator], "
+                                                f"token_sha256: {_sha(orchestrator_token)}}}")
+    worker_capsule = chaos_capsule(tmp_path, "worker", lifecycle={"task_acceptance": "queue"})
+    with serving(worker_capsule, tmp_path / "worker-state", "--credentials", str(worker_credentials),
+                 env={**_clean_env(), "PARTNER_TOKEN_FOR_TEST": PARTNER}) as worker:
+        port = worker.url.rsplit(":", 1)[1].rstrip("/")
+        peers = tmp_path / "orchestrator-credentials.yaml"
+        peers.write_text(f"peers:\n  - {{url: 'http://127.0.0.1:{port}', token_env: ORCH_TOKEN_FOR_TEST}}\n")
+        allow = {"network": {"allow": [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]}}
+        orchestrator_dir = script_capsule(tmp_path, "orchestrator", artifacts.fixture("pull-capsule"), capabilities=allow)
+        with serving(orchestrator_dir, tmp_path / "orch-state", "--credentials", str(peers),
+                     env={**_clean_env(), "ORCH_TOKEN_FOR_TEST": orchestrator_token}) as orchestrator:
+            reports = []
+            for url in (worker.url, f"http://localhost:{port}/"):  # configured; the same daemon by another name
+                task = orchestrator.send(json.dumps({"send": [url, "hello worker"]}))
+                done = orchestrator.wait_state(task["id"], "completed", "failed")
+                reports.append(json.loads(done["status"]["response"])["send"])
+        peer_task_id = reports[0]["ok"][0]
+        assert wait_state(worker, peer_task_id, "completed")["status"]["response"] == "answer: hello worker"
+        events = worker.all_events()
+        received = next(e for e in events if e["event_type"] == "a2a_task_received" and e["task_id"] == peer_task_id)
+        start = next(e for e in events if e["event_type"] == "task_start" and e["task_id"] == peer_task_id)
+        assert (start["origin"], start["trust"], received["principal"]) == ("peer", "operator", "orchestrator")
+        assert "peer error -32030: Unauthenticated: a credential is required" in reports[1]["err"]
