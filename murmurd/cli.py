@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -398,7 +398,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     security = _serve_security(args)
     if security is None:
         return 2
-    auth, tls = security
+    auth, tls, load_auth = security
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
@@ -410,7 +410,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
-        auth=auth, tls=tls, insecure=args.insecure,
+        auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
     )
     host = ComponentHost()
     try:
@@ -431,8 +431,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         host.close()
 
 
-def _serve_security(args: argparse.Namespace) -> tuple[AuthConfig, TlsFiles | None] | None:
-    """(credentials, TLS files) for `serve`, or None after reporting why they are unusable."""
+def _serve_security(
+        args: argparse.Namespace) -> tuple[AuthConfig, TlsFiles | None, Callable[[], AuthConfig]] | None:
+    """(credentials, TLS files, how to read the credentials again) for `serve`, or None after
+    reporting why they are unusable."""
     import os
 
     from murmurd.a2a.auth.config import CredentialsError, load_auth
@@ -443,13 +445,18 @@ def _serve_security(args: argparse.Namespace) -> tuple[AuthConfig, TlsFiles | No
         return None
     tls = None if args.tls_cert is None else TlsFiles(
         Path(args.tls_cert), Path(args.tls_key), Path(args.tls_client_ca) if args.tls_client_ca else None)
+    credentials = Path(args.credentials) if args.credentials else None
+    token_file = Path(args.token_file) if args.token_file else None
+
+    def load() -> AuthConfig:
+        return load_auth(credentials, token_file, os.environ)
+
     try:
-        auth = load_auth(Path(args.credentials) if args.credentials else None,
-                         Path(args.token_file) if args.token_file else None, os.environ)
+        auth = load()
     except CredentialsError as exc:
         _eprint(f"murmurd serve: {exc}")
         return None
-    return auth, tls
+    return auth, tls, load
 
 
 def _base_url(url: str) -> str:

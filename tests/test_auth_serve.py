@@ -346,3 +346,41 @@ def test_outbound_message_send_presents_the_token_configured_for_that_peer(tmp_p
         start = next(e for e in events if e["event_type"] == "task_start" and e["task_id"] == peer_task_id)
         assert (start["origin"], start["trust"], received["principal"]) == ("peer", "operator", "orchestrator")
         assert "peer error -32030: Unauthenticated: a credential is required" in reports[1]["err"]
+
+
+# -- reloading ----------------------------------------------------------------------------------
+
+def _wait_line(served: Served, text: str, timeout: float = 20) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [line for line in served.stderr if text in line]
+        if found:
+            return found[-1]
+        assert time.monotonic() < deadline, "".join(served.stderr)
+        time.sleep(0.05)
+
+
+def test_sighup_reloads_the_credentials_and_a_bad_file_changes_nothing(tmp_path: Path, artifacts) -> None:
+    import signal
+
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+    credentials = _credentials(tmp_path)
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue"})
+    with serving(capsule, tmp_path / "state", "--credentials", str(credentials),
+                 env={**_clean_env(), "PARTNER_TOKEN_FOR_TEST": PARTNER}) as served:
+        get = {"id": "tsk_" + "0" * 32}
+        assert rpc(served, "tasks/get", get, bearer(PARTNER)).json()["error"]["code"] == -32001  # let in
+        credentials.write_text(credentials.read_text().replace("token_env: PARTNER_TOKEN_FOR_TEST}",
+                                                               "token_env: PARTNER_TOKEN_FOR_TEST, revoked: true}"))
+        served.proc.send_signal(signal.SIGHUP)
+        _wait_line(served, "murmur: credentials reloaded: 5 credential(s), 0 peer token(s)")
+        revoked = rpc(served, "tasks/get", get, bearer(PARTNER))
+        assert revoked.status_code == 401 and "credential 'partner' is revoked" in revoked.json()["error"]["message"]
+        credentials.write_text("credentials: [{name: broken}]\n")
+        served.proc.send_signal(signal.SIGHUP)
+        line = _wait_line(served, "murmur: credentials not reloaded")
+        assert "credentials.0.origin" in line and OPS not in line
+        assert rpc(served, "tasks/get", get, bearer(OPS)).json()["error"]["code"] == -32001  # still in force
+        assert rpc(served, "tasks/get", get, bearer(PARTNER)).status_code == 401

@@ -65,6 +65,8 @@ ALLOWED: dict[str, str] = {
     "authoring/build.py: os.replace(tmp, dest)": "the build cache and the artifact's built .wasm",
     "authoring/build.py: tmp.unlink(missing_ok=True)": "the build cache and the artifact's built .wasm",
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
+    "a2a/auth/config.py: with open(path, \"rb\") as handle:":
+        "the operator's credentials file and token files (--credentials, --token-file, token_file:)",
     "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":

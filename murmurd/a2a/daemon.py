@@ -22,7 +22,7 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
-from murmurd.a2a.auth.outbound import PeerTokens
+from murmurd.a2a.auth.outbound import PeerHeaders
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
@@ -185,7 +185,7 @@ class CapsuleDaemon:
         *,
         policy: LifecyclePolicy,
         log: EventLog | None = None,
-        peer_tokens: PeerTokens | None = None,
+        peer_tokens: PeerHeaders | None = None,
     ) -> None:
         """`peer_tokens`: the bearer token outbound `message/send` presents to each peer."""
         self.staged = staged

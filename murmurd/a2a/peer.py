@@ -12,7 +12,7 @@ import secrets
 
 import httpx
 
-from murmurd.a2a.auth.outbound import PeerTokens
+from murmurd.a2a.auth.outbound import PeerHeaders, PeerTokens
 from murmurd.host import ImportFailed
 from murmurd.host.context import PeerTask
 from murmurd.trace.writer import TraceWriter
@@ -30,12 +30,12 @@ class PeerClient:
     """Sends `message/send` to peers over one pooled httpx client."""
 
     def __init__(self, trace: TraceWriter | None, *, timeout: float = 30.0,
-                 client: httpx.AsyncClient | None = None, tokens: PeerTokens | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, tokens: PeerHeaders | None = None) -> None:
         """`client`: another PeerClient's connection pool to share (one per daemon: building
         one loads the CA bundle, ~20 ms of the event loop); it stays open when this one closes.
         `tokens`: the bearer token to present to each peer."""
         self.trace = trace
-        self.tokens = tokens or PeerTokens()
+        self.tokens: PeerHeaders = tokens or PeerTokens()
         self._owns_client = client is None
         self.client = client or httpx.AsyncClient(timeout=timeout)
 

@@ -22,6 +22,8 @@ import uvicorn
 
 from murmurd.a2a.auth.binding import UnsafeServe, check_serve
 from murmurd.a2a.auth.config import AuthConfig
+from murmurd.a2a.auth.current import CurrentAuth
+from murmurd.a2a.auth.reload import reload_credentials
 from murmurd.a2a.auth.tls import TlsFiles
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
@@ -106,6 +108,7 @@ class ServeOptions:
     retain_finished_count: int | None = 10_000  # None: no count limit
     prune_interval_secs: float = 60.0
     auth: AuthConfig = field(default_factory=AuthConfig)  # the credentials accepted (none: open)
+    load_auth: Callable[[], AuthConfig] | None = None  # reads them again on SIGHUP (None: no reload)
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
     insecure: bool = False  # serve a non-loopback address without any credential
 
@@ -176,14 +179,15 @@ async def _serve_locked(
         max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
+    auth = CurrentAuth(options.auth)
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer),
-                           peer_tokens=options.auth.peers)
+                           peer_tokens=auth)
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
-                                          max_streams_per_client=max_streams_per_client, auth=options.auth,
+                                          max_streams_per_client=max_streams_per_client, auth=auth,
                                           mtls=options.tls is not None and options.tls.client_ca is not None))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
@@ -202,6 +206,18 @@ async def _serve_locked(
     signalled = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signalled.set)
+    reloads: set[asyncio.Task[bool]] = set()
+    if options.load_auth is not None:
+        load = options.load_auth
+
+        def reload() -> None:
+            task = asyncio.create_task(reload_credentials(
+                auth, load, lambda config: check_serve(options.host, config, options.tls, insecure=options.insecure),
+                announce))
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, reload)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     pruning = asyncio.create_task(prune_periodically(store, options.retention, options.prune_interval_secs))
     try:
@@ -219,7 +235,7 @@ async def _serve_locked(
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
         shell_watchdog.kill_running()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         server.should_exit = True
         with contextlib.suppress(Exception):

@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from murmurd.a2a import inbound, jsonrpc, wire
 from murmurd.a2a.auth.config import AuthConfig
+from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
 from murmurd.a2a.auth.principal import at_least_as_trusted
 from murmurd.a2a.card import agent_card
@@ -54,7 +55,7 @@ class ServerConfig:
     max_response_bytes: int = 4 * 1024 * 1024  # a batch's answers, encoded
     max_streams: int = 128  # open SSE streams: keep it below the connection cap
     max_streams_per_client: int = 64  # open SSE streams from one peer address
-    auth: AuthConfig = field(default_factory=AuthConfig)  # no credential: every caller is the operator
+    auth: CurrentAuth = field(default_factory=CurrentAuth)  # no credential: every caller is the operator
     mtls: bool = False  # murmurd terminates TLS and verifies client certificates
 
 
@@ -156,24 +157,31 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     staged = daemon.staged
     tools = model_tools(staged)
-    card = agent_card(
-        staged.manifest.name, staged.manifest.version, "", config.url,
-        [t.name for t in tools], bool(shell_allow(staged)), bool(staged.grants.capsule.network),
-        tool_descriptions={t.name: t.description for t in tools},
-        bearer=any(c.digest is not None for c in config.auth.credentials),
-        mtls=config.mtls and config.auth.uses_tls_subjects,
-    )
+
+    def card_for(auth: AuthConfig) -> dict[str, Any]:
+        return agent_card(
+            staged.manifest.name, staged.manifest.version, "", config.url,
+            [t.name for t in tools], bool(shell_allow(staged)), bool(staged.grants.capsule.network),
+            tool_descriptions={t.name: t.description for t in tools},
+            bearer=any(c.digest is not None for c in auth.credentials),
+            mtls=config.mtls and auth.uses_tls_subjects,
+        )
+
+    built = (config.auth.config, card_for(config.auth.config))  # rebuilt when credentials are reloaded
 
     @app.get("/.well-known/agent-card.json")
     @app.get("/.well-known/agent.json")
     async def agent_card_route() -> JSONResponse:
-        return JSONResponse(card)
+        nonlocal built
+        if built[0] is not config.auth.config:
+            built = (config.auth.config, card_for(config.auth.config))
+        return JSONResponse(built[1])
 
     @app.post("/")
     async def jsonrpc_route(request: Request) -> Response:
         return await router.dispatch(request)
 
-    app.add_middleware(AuthMiddleware, config=config.auth)
+    app.add_middleware(AuthMiddleware, auth=config.auth)
     return app
 
 
@@ -285,7 +293,7 @@ class Router:
 
     async def _submit(self, dialect: Dialect, send: wire.SendRequest, request: Request) -> TaskRecord:
         caller = caller_of(request)
-        auth = self.config.auth
+        auth = self.config.auth.config
         message = send.message
         task_id, requested = send.task_id, None
         if send.client_task_id and task_id is not None and self.daemon.dialect_of(task_id) is None:

@@ -17,7 +17,7 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from murmurd.a2a.auth.config import AuthConfig
+from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.principal import Principal, TaskIdentity, Widening, narrow
 from murmurd.a2a.auth.verify import Unauthenticated, authenticate
 from murmurd.a2a.jsonrpc import JsonRpcError, error_response
@@ -56,8 +56,8 @@ def _utc_now() -> datetime:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, config: AuthConfig, *, clock: Callable[[], datetime] = _utc_now) -> None:
-        self.app, self.config, self.clock = app, config, clock
+    def __init__(self, app: ASGIApp, auth: CurrentAuth, *, clock: Callable[[], datetime] = _utc_now) -> None:
+        self.app, self.auth, self.clock = app, auth, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or scope["method"] == "OPTIONS":
@@ -65,7 +65,7 @@ class AuthMiddleware:
             return
         headers = Headers(scope=scope)
         try:
-            principal = authenticate(self.config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), self.clock())
+            principal = authenticate(self.auth.config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), self.clock())
             identity = narrow(principal, headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER))
         except Unauthenticated as exc:
             await _refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})

@@ -7,6 +7,7 @@ for `https://billing.example:8443` goes with every message to that agent and to 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 from urllib.parse import urlsplit
 
 PeerKey = tuple[str, str, int]
@@ -24,6 +25,10 @@ def peer_key(url: str) -> PeerKey | None:
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         return None
     return scheme, parts.hostname.lower(), port if port is not None else _DEFAULT_PORTS[scheme]
+
+
+class PeerHeaders(Protocol):
+    def headers_for(self, url: str) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
