@@ -206,12 +206,12 @@ def test_a_bad_credentials_file_is_refused_naming_the_problem(extra: str, messag
 
 def test_tokens_load_from_files_and_the_environment_and_are_kept_only_hashed(tmp_path: Path) -> None:
     (tmp_path / "ops.token").write_text(OPS_TOKEN + "\n")
-    config = parse_credentials(f"""
+    config = parse_credentials("""
 credentials:
-  - {{name: ops, origin: operator, token_file: ops.token}}
-  - {{name: partner, origin: peer, trust: [partner], token_env: PT}}
+  - {name: ops, origin: operator, token_file: ops.token}
+  - {name: partner, origin: peer, trust: [partner], token_env: PT}
 peers:
-  - {{url: "https://billing.example:8443/a2a", token_env: PT}}
+  - {url: "https://billing.example:8443/a2a", token_env: PT}
 """, base=tmp_path, env={"PT": PARTNER_TOKEN})
     assert authenticate(config, f"Bearer {OPS_TOKEN}", None, NOW).name == "ops"
     assert authenticate(config, f"Bearer {PARTNER_TOKEN}", None, NOW).name == "partner"

@@ -10,7 +10,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,7 +201,7 @@ def test_a_reply_from_a_less_trusted_credential_is_refused_and_an_operator_may_a
     assert wait_state(served, task_id, "completed")["status"]["response"] == "answer: operator says go"
 
 
-def test_a_peer_may_answer_a_task_it_created_but_not_one_an_operator_created(served: Served) -> None:
+def test_a_peer_may_answer_or_cancel_a_task_it_created_but_not_one_an_operator_created(served: Served) -> None:
     own = _asking(served, PARTNER)
     ok = rpc(served, "message/send", {"message": message("partner says go", taskId=own)}, bearer(PARTNER))
     assert ok.status_code == 200
@@ -210,7 +209,13 @@ def test_a_peer_may_answer_a_task_it_created_but_not_one_an_operator_created(ser
     operators = _asking(served, OPS)
     refused = rpc(served, "message/send", {"message": message("partner says go", taskId=operators)}, bearer(PARTNER))
     assert refused.status_code == 403
-    rpc(served, "tasks/cancel", {"id": operators}, bearer(OPS))
+    not_cancelled = rpc(served, "tasks/cancel", {"id": operators}, bearer(PARTNER))
+    assert not_cancelled.status_code == 403 and "may cancel it" in not_cancelled.json()["error"]["message"]
+    assert wait_state(served, operators, "input-required")
+    assert rpc(served, "tasks/cancel", {"id": operators}, bearer(OPS)).json()["result"]["status"]["state"] == "canceled"
+    theirs = _asking(served, PARTNER)
+    cancelled = rpc(served, "tasks/cancel", {"id": theirs}, bearer(PARTNER)).json()["result"]
+    assert cancelled["status"]["state"] == "canceled"
 
 
 # -- the official SDK client ----------------------------------------------------------------------
@@ -267,6 +272,28 @@ def test_murmurd_send_presents_a_token_file_or_the_environment(served: Served, t
     without = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert without.returncode == 1
     assert "JSON-RPC error -32030: Unauthenticated: a credential is required" in without.stderr
+
+
+def test_murmurd_watch_presents_its_token(served: Served, tmp_path: Path) -> None:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MURMUR_TOKEN")}
+    command = [sys.executable, "-m", "murmurd", "watch", served.url]
+    refused = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    assert refused.returncode == 1 and "-32030" in refused.stderr
+    (tmp_path / "token").write_text(OPS)
+    watcher = subprocess.Popen([*command, "--token-file", str(tmp_path / "token")], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    try:
+        time.sleep(1.5)
+        task = rpc(served, "message/send", {"message": message("watched")}, bearer(OPS)).json()["result"]
+        wait_state(served, task["id"], "completed")
+        time.sleep(0.5)
+        assert watcher.poll() is None  # still following the stream
+    finally:
+        watcher.terminate()
+        out, _err = watcher.communicate(timeout=10)
+    assert f"[{task['id']}] completed" in out
 
 
 # -- public binds -------------------------------------------------------------------------------

@@ -262,6 +262,7 @@ class Router:
             return wire.render_task(dialect, await self._get(query.task_id), query.history_length)
         if operation is Operation.CANCEL:
             query = wire.parse_task_query(dialect, entry.params)
+            self._may_act_on(request, await self._get(query.task_id))
             try:
                 record = await self.daemon.cancel(query.task_id)
             except TaskNotFound:
@@ -284,6 +285,14 @@ class Router:
                                     history_length=listing.history_length,
                                     include_artifacts=listing.include_artifacts)
         raise jsonrpc.JsonRpcError.method_not_found(entry.method)
+
+    def _may_act_on(self, request: Request, record: TaskRecord) -> None:
+        """Cancelling a task takes a credential at least as trusted as its creator's (as a
+        reply does), or an operator."""
+        principal = caller_of(request).principal
+        if not at_least_as_trusted(principal, self.config.auth.config.principal_named(record.principal)):
+            raise forbidden(f"task {record.id} was created by a more trusted credential; "
+                            "only it, an equally trusted credential or an operator may cancel it")
 
     async def _get(self, task_id: str) -> TaskRecord:
         try:
