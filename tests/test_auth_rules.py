@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from murmurd.a2a.auth import tokens
 from murmurd.a2a.auth.binding import UnsafeServe, check_serve, is_loopback
@@ -37,6 +39,9 @@ credentials:
 {extra}
 """
     return parse_credentials(text, base=base, env={"PARTNER_TOKEN": PARTNER_TOKEN, **(env or {})})
+
+
+_CONFIG = _config()
 
 
 # -- constant-time comparison ---------------------------------------------------------------------
@@ -129,6 +134,24 @@ def test_a_client_certificate_names_a_principal_unless_a_bearer_header_is_sent()
         authenticate(config, None, frozenset({("CN", "stranger")}), NOW)
     with pytest.raises(Unauthenticated, match="unknown bearer token"):  # the header decides, not the cert
         authenticate(config, "Bearer " + "q" * 20, frozenset({("O", "Example"), ("CN", "billing")}), NOW)
+
+
+@settings(max_examples=300, deadline=None)
+@given(header=st.one_of(st.none(), st.text(max_size=300), st.text(max_size=50).map(lambda t: "Bearer " + t),
+                        st.binary(max_size=100).map(lambda b: b.decode("latin-1"))),
+       origin=st.one_of(st.none(), st.text(max_size=20)), trust=st.one_of(st.none(), st.text(max_size=40)))
+def test_any_header_is_either_a_principal_a_401_or_a_403_never_anything_else(header, origin, trust) -> None:
+    config = _CONFIG
+    try:
+        principal = authenticate(config, header, None, NOW)
+    except Unauthenticated as exc:
+        assert OPS_TOKEN not in str(exc) and PARTNER_TOKEN not in str(exc)
+        return
+    try:
+        identity = narrow(principal, origin, trust)
+    except Widening:
+        return
+    assert identity.origin in ("operator", "peer")
 
 
 # -- narrowing ------------------------------------------------------------------------------------

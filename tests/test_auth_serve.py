@@ -334,6 +334,7 @@ def test_serving_a_public_address_without_a_credential_is_refused_unless_insecur
     (["--tls-cert", "x.pem"], "--tls-cert and --tls-key go together"),
     (["--token-file", "/nonexistent/token"], "cannot read token file /nonexistent/token"),
     (["--credentials", "/nonexistent/credentials.yaml"], "cannot read credentials file"),
+    (["--tls-cert", "/nonexistent/c.pem", "--tls-key", "/nonexistent/k.pem"], "cannot use --tls-cert /nonexistent/c.pem"),
 ])
 def test_unusable_security_options_exit_2(tmp_path: Path, args: list[str], error: str) -> None:
     (tmp_path / "murmur.yaml").write_text("name: x\nversion: 1.0.0\n")
