@@ -31,6 +31,7 @@ PARTNER = "partner-token-" + "p" * 32
 LOW = "low-token-" + "l" * 32
 OLD = "old-token-" + "d" * 32
 GONE = "gone-token-" + "g" * 32
+PAGE = "https://console.example"
 
 
 def _sha(token: str) -> str:
@@ -87,7 +88,7 @@ def served(tmp_path_factory, artifacts) -> Iterator[Served]:
     artifacts.example("echo")
     root = tmp_path_factory.mktemp("auth")
     capsule = chaos_capsule(root, lifecycle={"task_acceptance": "queue", "queue_depth": 50})
-    with serving(capsule, root / "state", "--credentials", str(_credentials(root)),
+    with serving(capsule, root / "state", "--credentials", str(_credentials(root)), "--cors-origin", PAGE,
                  env={"PARTNER_TOKEN_FOR_TEST": PARTNER}) as running:
         yield running
 
@@ -103,6 +104,31 @@ def test_the_agent_card_needs_no_credential_and_names_the_scheme_in_both_shapes(
         assert card["security"] == [{"bearer": []}]
         assert card["securityRequirements"] == [{"schemes": {"bearer": {"list": []}}}]
         assert "mtls" not in card["securitySchemes"]  # no client CA: no mutual TLS
+
+
+def test_only_the_card_and_the_probes_are_open_every_other_route_needs_a_credential(served: Served) -> None:
+    base = served.url.rstrip("/")
+    assert httpx.get(base + "/healthz", timeout=10).status_code == 200
+    assert httpx.get(base + "/readyz", timeout=10).status_code == 200
+    for path in ("/metrics", "/stream", "/tasks/tsk_x/stream", "/console/", "/"):
+        refused = httpx.get(base + path, timeout=10)
+        assert refused.status_code == 401, path
+        assert refused.json()["error"]["code"] == -32030
+    assert httpx.get(base + "/metrics", headers=bearer(OPS), timeout=10).status_code == 200
+    assert "murmurd_tasks_running" in httpx.get(base + "/metrics", headers=bearer(OPS), timeout=10).text
+
+
+def test_a_browser_page_gets_its_preflight_and_reads_a_401(served: Served) -> None:
+    preflight = httpx.options(served.url, timeout=10, headers={
+        "origin": PAGE, "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type"})
+    assert preflight.status_code == 200
+    assert preflight.headers["access-control-allow-origin"] == PAGE
+    assert "authorization" in preflight.headers["access-control-allow-headers"].lower()
+    refused = httpx.post(served.url, json={}, headers={"origin": PAGE}, timeout=10)
+    assert refused.status_code == 401 and refused.headers["access-control-allow-origin"] == PAGE
+    allowed = rpc(served, "tasks/get", {"id": "tsk_" + "0" * 32}, {**bearer(OPS), "origin": PAGE})
+    assert allowed.status_code == 200 and allowed.headers["access-control-allow-origin"] == PAGE
 
 
 # -- refusals -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
+from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
 
@@ -70,6 +71,12 @@ def _tls_config(tls: TlsFiles | None) -> dict[str, object]:
     if tls.client_ca is not None:
         config.update(ssl_ca_certs=str(tls.client_ca), ssl_cert_reqs=ssl.CERT_OPTIONAL)
     return config
+
+
+def cors_origins(manifest: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The origins a browser page may call from: the manifest's, then `--cors-origin`'s (each
+    checked again here: the manifest's were validated, but options may come from code)."""
+    return tuple(dict.fromkeys(check_origin(origin) for origin in [*manifest, *flags]))
 
 
 class _Server(uvicorn.Server):
@@ -111,6 +118,7 @@ class ServeOptions:
     load_auth: Callable[[], AuthConfig] | None = None  # reads them again on SIGHUP (None: no reload)
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
     insecure: bool = False  # serve a non-loopback address without any credential
+    cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -188,7 +196,9 @@ async def _serve_locked(
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
                                           max_streams_per_client=max_streams_per_client, auth=auth,
-                                          mtls=options.tls is not None and options.tls.client_ca is not None))
+                                          mtls=options.tls is not None and options.tls.client_ca is not None,
+                                          cors_origins=cors_origins(staged.manifest.network.cors_origins,
+                                                                    options.cors_origins)))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]
@@ -238,6 +248,7 @@ async def _serve_locked(
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         server.should_exit = True
+        daemon.log.close_subscribers()  # open streams end, so the server is not kept waiting
         with contextlib.suppress(Exception):
             await serving
         sock.close()

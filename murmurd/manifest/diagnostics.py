@@ -64,6 +64,7 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
     "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
     "E-CAP-010": CodeInfo("error", "capabilities.containment asks for a class murmurd cannot achieve (it achieves advisory)"),
+    "E-CAP-011": CodeInfo("error", "a network.cors_origins entry is not an origin (scheme://host[:port]); '*' is refused"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
     # -- inference -----------------------------------------------------------------------------
     "E-INF-001": CodeInfo("error", "inference.endpoint has no scheme"),

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
+from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
@@ -266,6 +267,14 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
         rule = (f"disagrees with capabilities.network.internal_port ({older}); set the port once, "
                 "at the top level as upstream does")
         found.append(diagnostic("E-CAP-009", "network.internal_port", rule, top))
+    origins = network.get("cors_origins")
+    if isinstance(origins, list):
+        for i, origin in enumerate(origins):
+            if isinstance(origin, str):
+                try:
+                    check_origin(origin)
+                except BadOrigin as exc:
+                    found.append(diagnostic("E-CAP-011", f"network.cors_origins[{i}]", str(exc), origin[:200]))
     return found
 
 
