@@ -288,3 +288,11 @@ def test_a_public_bind_needs_a_credential_or_insecure() -> None:
     subjects = _config("  - {name: m, origin: peer, trust: [x], tls_subject: CN=m}")
     with pytest.raises(UnsafeServe, match="--tls-client-ca"):
         check_serve("127.0.0.1", subjects, TlsFiles(Path("c"), Path("k")), insecure=False)
+
+
+def test_the_exempt_paths_are_the_card_and_the_probes_only() -> None:
+    from murmurd.a2a.auth.edge import EXEMPT_PATHS
+    from murmurd.a2a.health import HEALTH_PATH, METRICS_PATH, READY_PATH
+
+    assert EXEMPT_PATHS == {"/.well-known/agent-card.json", "/.well-known/agent.json", HEALTH_PATH, READY_PATH}
+    assert METRICS_PATH not in EXEMPT_PATHS
