@@ -20,7 +20,8 @@ Order (each step may need the one before it):
 6. `no_new_privs`, then Landlock: writes only beneath the workdir (and `/dev/null`), execution
    anywhere but the workdir (unless `workdir_exec`), signals and abstract sockets scoped;
 7. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
-   signal set again (credential changes clear it), then `execve`.
+   signal set again (credential changes clear it), SIGPIPE and SIGXFSZ back to their default
+   (Python ignores them, and an ignored signal stays ignored across exec), then `execve`.
 
 Any failure is written to the error pipe and the helper exits 127 without running the command:
 a capsule is never run with less confinement than murmurd planned and reported.
@@ -235,6 +236,9 @@ def confine_and_exec(spec: dict, argv: list[str]) -> None:
             restrict_filesystem(spec["landlock"])
         drop_capabilities()
         die_with_parent(int(spec["parent"]))
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):  # Python ignores these; an ignored signal stays so across exec
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
         env = dict(os.environ)
         if spec.get("lc_ctype") is None:
             env.pop("LC_CTYPE", None)  # Python's locale coercion added it; the command never asked
