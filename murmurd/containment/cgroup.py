@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+PREFIX = "murmurd-shell-"
+STALE_SECONDS = 60.0
 _KILL_ROUNDS = 50
 _RMDIR_ROUNDS = 40
 
@@ -79,6 +81,23 @@ def probe() -> tuple[Path | None, str | None]:
     return root, None
 
 
+def sweep_stale(root: Path) -> None:
+    """Remove the empty command groups a murmurd killed before its own cleanup left behind. Only
+    groups older than a minute: a fresh one may not have its command yet. The kernel refuses to
+    remove a group that still has tasks, so a running command's group is never touched."""
+    now = time.time()
+    try:
+        entries = [e for e in os.scandir(root) if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if now - entry.stat(follow_symlinks=False).st_mtime > STALE_SECONDS:
+                os.rmdir(entry.path)
+        except OSError:
+            continue
+
+
 @dataclass
 class PidsCgroup:
     """One command's cgroup. `procs_file` is what the child writes its pid to before exec."""
@@ -87,7 +106,8 @@ class PidsCgroup:
 
     @classmethod
     def create(cls, root: Path, pids_max: int) -> PidsCgroup:
-        path = root / f"murmurd-shell-{secrets.token_hex(8)}"
+        sweep_stale(root)
+        path = root / f"{PREFIX}{secrets.token_hex(8)}"
         path.mkdir()
         group = cls(path)
         try:

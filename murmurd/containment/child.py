@@ -191,7 +191,8 @@ def restrict_filesystem(spec: dict) -> None:
                 _exec_everywhere_but(ruleset, "/", workdir)
             else:
                 landlock.allow_beneath(ruleset, "/", landlock.EXECUTE)
-            landlock.allow_beneath(ruleset, workdir, in_workdir)
+            for writable in [workdir, *spec.get("also_writable", [])]:
+                landlock.allow_beneath(ruleset, writable, in_workdir)
             for device in _WRITABLE_DEVICES:
                 if os.path.exists(device):
                     landlock.allow_beneath(ruleset, device, landlock.WRITE_FILE | landlock.TRUNCATE)

@@ -372,7 +372,8 @@ def spawn_confined(
         "cgroup_procs": group.procs_file if group is not None else None,
         "netns": bool(plan and plan.netns),
         "rlimits": policy.limits.rlimits(in_user_namespace=bool(plan and plan.netns)),
-        "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec}
+        "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec,
+                      "also_writable": [] if policy.home.is_relative_to(policy.workdir) else [str(policy.home)]}
                      if plan is not None and plan.landlock else None),
         "executable": invocation.executable,
         "lc_ctype": invocation.env.get("LC_CTYPE"),
