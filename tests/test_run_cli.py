@@ -194,7 +194,7 @@ def test_explain_scope_reports_grants_without_staging(tmp_path: Path) -> None:
     (line,) = proc.stdout.splitlines()
     grants = json.loads(line)
     assert grants["declared_containment"] == "advisory" and grants["floor_met"] is True
-    here = plan_containment(probe_host(), "auto")  # what this host achieves (docs/security.md)
+    here = plan_containment(probe_host(), "auto")  # what this host achieves (docs/containment.md)
     assert grants["enforcement_tier"] == here.mechanism and grants["shell_allow"] == []
     assert not (capsule / "workdir").exists()
     human = _murmurd("run", str(capsule), "--task", "x", "--explain-scope", "--containment", "sealed")

@@ -71,7 +71,7 @@ async def test_a_conversation_calls_a_wasm_tool_a_skill_and_a_shell_tool(tmp_pat
     assert start["capabilities"] == ["shell"]
     assert start["system_prompt_source"] == "none" and start["system_prompt_sha256"] is None
     assert "system_prompt" not in start
-    here = plan_containment(probe_host(), "auto")  # what this host achieves (docs/security.md)
+    here = plan_containment(probe_host(), "auto")  # what this host achieves (docs/containment.md)
     assert (start["containment_declared"], start["containment_achieved"], start["workdir_exec"]) == (
         "advisory", here.achieved, here.workdir_exec)
     grants = start["effective_grants"]

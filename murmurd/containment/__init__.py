@@ -2,5 +2,5 @@
 
 A base layer (standard library only, no murmurd imports): the manifest, staging and session
 layers read its plan; `child.py` runs as its own process between murmurd and each command. See
-docs/security.md. Nothing is imported here, so the exec'd helper stays cheap to start.
+docs/containment.md. Nothing is imported here, so the exec'd helper stays cheap to start.
 """

@@ -2,7 +2,7 @@
 `W-SEC` warnings that say exactly what is not enforced. Pure: the host facts come in as
 `HostSupport`.
 
-Classes (upstream's names, murmurd's mechanisms; docs/security.md):
+Classes (upstream's names, murmurd's mechanisms; docs/containment.md):
 
 - `scoped` needs both a network namespace (no network but loopback) and Landlock (writes only
   beneath the workdir, no execution of workdir files), and `workdir_exec` false;

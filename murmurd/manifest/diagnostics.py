@@ -66,7 +66,7 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-010": CodeInfo("error", "capabilities.containment (or --containment) asks for a class murmurd cannot achieve on this host"),
     "E-CAP-011": CodeInfo("error", "MURMURD_SHELL_CONFINEMENT is not auto or none"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
-    # -- shell containment on this host (docs/security.md) --------------------------------------
+    # -- shell containment on this host (docs/containment.md) --------------------------------------
     "W-SEC-001": CodeInfo("warning", "shell children get neither a network namespace nor Landlock: environment and rlimits only"),
     "W-SEC-002": CodeInfo("warning", "shell children's filesystem writes and execution are not confined (no Landlock)"),
     "W-SEC-003": CodeInfo("warning", "bash is allowed with a network allowlist and no network confinement"),
