@@ -31,13 +31,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import json
 import os
 import resource
 import signal
-import socket
-import struct
 import sys
 
 try:
@@ -122,6 +119,10 @@ def _write(path: str, text: str) -> None:
 def enter_network_namespace() -> None:
     """A user namespace (own uid/gid mapped to themselves) holding a fresh network namespace in
     which only the loopback interface exists, up."""
+    import fcntl  # here: only a namespace needs them, and every import delays every command
+    import socket
+    import struct
+
     uid, gid = os.getuid(), os.getgid()
     _call(_libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNET)), "unshare(CLONE_NEWUSER|CLONE_NEWNET)")
     try:
