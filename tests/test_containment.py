@@ -312,3 +312,29 @@ async def test_the_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_
     staged = staged_capsule(tmp_path, host, [], {"shell": {"allow": ["sh"]}}, env=UNCONFINED, said=said)
     assert any("W-SEC-001" in line for line in said)
     assert "warning W-SEC-001 capabilities.shell.allow:" in (staged.workdir.root / "logs" / "bootstrap.log").read_text()
+
+
+async def test_a_components_shell_execute_runs_under_the_same_containment(tmp_path: Path, host, artifacts) -> None:
+    """`murmur:shell/execute` (here from a capsule component) goes through the same runner and
+    plan as the model's shell tools: the declared limit, and Landlock where the host has it."""
+    from loopkit import capsule_dir
+    from murmurd.session.session import Session, TaskSpec
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    manifest = {"name": "script", "version": "1.0.0",
+                "capabilities": {"shell": {"allow": ["sh"]}, "resources": {"cpu_seconds": 7}}}
+    directory = capsule_dir(tmp_path, manifest, artifacts.fixture("pull-capsule"))
+    staged = stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"))
+    script = f"echo out > {outside}/escaped.txt; echo rc=$?; grep 'Max cpu time' /proc/self/limits"
+    session = Session(staged, host)
+    await session.open()
+    try:
+        outcome = await session.run_task(TaskSpec("tsk_" + "0" * 32, json.dumps({"shell": ["sh", ["-c", script]]})))
+    finally:
+        await session.close()
+    assert outcome.exit_status == "ok", outcome.error
+    exit_code, stdout, _ = json.loads(staged.workdir.result.read_text())["shell"]["ok"]
+    assert exit_code == 0 and stdout.split()[-3:-1] == ["7", "8"]  # Max cpu time  7  8  seconds
+    if HERE.landlock:
+        assert "rc=2" in stdout and not (outside / "escaped.txt").exists()
