@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from loopkit import driver_capsule, run_tasks, trace_events
-from murmurd.containment.host import probe_host
-from murmurd.containment.plan import plan_containment
+from murmurd.containment.host import HostSupport, probe_host
+from murmurd.containment.plan import plan_containment, shell_warnings, shortfall
 from murmurd.session.shell import ShellFailed, ShellPolicy, prepare_shell, run_prepared
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagedCapsule, stage_capsule
@@ -338,3 +338,50 @@ async def test_a_components_shell_execute_runs_under_the_same_containment(tmp_pa
     assert exit_code == 0 and stdout.split()[-3:-1] == ["7", "8"]  # Max cpu time  7  8  seconds
     if HERE.landlock:
         assert "rc=2" in stdout and not (outside / "escaped.txt").exists()
+
+
+# --------------------------------------------------------------------------- the plan on other kernels (pure)
+
+
+
+def kernel(*, abi: int = 7, netns: bool = True, pids: bool = True, root: bool = True) -> HostSupport:
+    """What another kernel's probe would say (the plan is pure; the probe itself is tested above)."""
+    return HostSupport(landlock_abi=abi, netns=netns, pids_root=Path("/sys/fs/cgroup/pids") if pids else None,
+                       root_uid=root, landlock_error=None if abi else "the kernel has no Landlock",
+                       netns_error=None if netns else "unshare(CLONE_NEWUSER|CLONE_NEWNET): Operation not permitted",
+                       pids_error=None if pids else "no pids cgroup controller is mounted")
+
+
+@pytest.mark.parametrize(("support", "achieved", "mechanism", "codes"), [
+    (kernel(), "scoped", "netns+landlock", ["W-SEC-005"]),
+    (kernel(abi=0), "advisory", "netns", ["W-SEC-002"]),
+    (kernel(netns=False), "advisory", "landlock", ["W-SEC-013"]),
+    (kernel(abi=0, netns=False), "advisory", "none", ["W-SEC-001"]),
+    (kernel(pids=False), "scoped", "netns+landlock", ["W-SEC-005", "W-SEC-010"]),
+])
+def test_each_kernel_gets_its_class_and_warnings(support: HostSupport, achieved: str, mechanism: str,
+                                                  codes: list[str]) -> None:
+    plan = plan_containment(support, "auto")
+    assert (plan.achieved, plan.mechanism) == (achieved, mechanism)
+    found = shell_warnings(plan, support, shell_allow=["sh"], network_allow=[], declares_workdir_exec=False)
+    assert [code for code, _, _ in found] == codes
+    assert shell_warnings(plan, support, shell_allow=[], network_allow=[], declares_workdir_exec=False) == []
+
+
+def test_the_warnings_name_the_missing_mechanism_and_its_reason() -> None:
+    support = kernel(netns=False, pids=False)
+    ((_, _, network), (_, _, pids)) = shell_warnings(plan_containment(support, "auto"), support, shell_allow=["sh"],
+                                                     network_allow=[], declares_workdir_exec=False)
+    assert "Operation not permitted" in network and "reach any host murmurd can" in network
+    assert "uid 0, which the kernel exempts from RLIMIT_NPROC" in pids
+    support = kernel(pids=False, root=False)
+    (_, (_, _, pids)) = shell_warnings(plan_containment(support, "auto"), support, shell_allow=["sh"],
+                                       network_allow=[], declares_workdir_exec=False)
+    assert "cgroup_pids_max is not enforced" in pids and "RLIMIT_NPROC" not in pids
+
+
+def test_a_floor_names_what_is_missing() -> None:
+    assert shortfall("scoped", plan_containment(kernel(), "auto")) is None
+    assert "no Landlock: the kernel has no Landlock" in shortfall("scoped", plan_containment(kernel(abi=0), "auto"))
+    assert "composed root" in shortfall("sealed", plan_containment(kernel(), "auto"))
+    assert "workdir_exec" in shortfall("scoped", plan_containment(kernel(), "auto", workdir_exec=True))
