@@ -13,11 +13,12 @@ COPY murmurd ./murmurd
 COPY wit ./wit
 COPY examples ./examples
 RUN pip install . \
-    && useradd --system --home-dir /var/lib/murmurd --create-home murmurd \
+    && useradd --system --uid 10001 --user-group --home-dir /var/lib/murmurd --create-home murmurd \
     && mkdir -p /var/cache/murmurd /var/lib/murmurd/state \
     && chown -R murmurd /var/cache/murmurd /var/lib/murmurd
 
-USER murmurd
+# numeric, so Kubernetes' runAsNonRoot can verify it (deploy/kubernetes runs as 10001 too)
+USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["murmurd"]
 CMD ["serve", "/capsule", "--host", "0.0.0.0", "--port", "8080", "--state-dir", "/var/lib/murmurd/state", "--after-task", "sleep"]

@@ -417,6 +417,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
+        cors_origins=tuple(args.cors_origins),
     )
     host = ComponentHost()
     try:
@@ -545,6 +546,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
                        help="keep at most this many finished tasks; 0 = no limit (default 10000)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
+                       help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
+                            "adds to the manifest's network.cors_origins (default: none)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -591,6 +595,13 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
     if args.max_streams is not None and args.max_streams >= args.max_connections:
         parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
                      "so ordinary requests always have a connection")
+    from murmurd.a2a.cors import BadOrigin, check_origin
+
+    for origin in args.cors_origins:
+        try:
+            check_origin(origin)
+        except BadOrigin as exc:
+            parser.error(f"--cors-origin: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

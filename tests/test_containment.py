@@ -304,7 +304,7 @@ def test_an_unknown_confinement_setting_is_an_error(tmp_path: Path) -> None:
                    env={**os.environ, "MURMURD_SHELL_CONFINEMENT": "off"})
     report = json.loads(proc.stdout)
     assert proc.returncode == 1 and [d["code"] for d in report["diagnostics"] if d["severity"] == "error"] == [
-        "E-CAP-011"]
+        "E-CAP-012"]
 
 
 async def test_the_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_path: Path, host) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
+from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
@@ -179,7 +180,8 @@ class CapsuleDaemon:
     ) -> None:
         self.staged = staged
         self.host = host
-        self.store = store
+        self.metrics = DaemonMetrics()  # this daemon's own registry (GET /metrics)
+        self.store: TaskStore = self.metrics.timed_store(store)
         self.policy = policy
         self.log = log or EventLog()
         shared = policy.bound == 1
@@ -207,6 +209,7 @@ class CapsuleDaemon:
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
+        self.metrics.watch_tasks(running=lambda: len(self._running), queued=lambda: len(self._queue))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -557,6 +560,7 @@ class CapsuleDaemon:
             await self.store.put(brief)
         except Exception:
             logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+        self.metrics.task_changed(brief)
         self._records.pop(record.id, None)
         self.log.publish("status", record.id, record.status_frame(True), final=True)
         async with self._changed:
@@ -630,6 +634,7 @@ class CapsuleDaemon:
     async def _save(self, record: TaskRecord, *, final: bool) -> None:
         record.updated_at = now_ms()
         await self.store.put(record)
+        self.metrics.task_changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         async with self._changed:
             self._changed.notify_all()

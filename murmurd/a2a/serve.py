@@ -26,6 +26,7 @@ from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
+from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
 
@@ -53,6 +54,12 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+def cors_origins(manifest: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The origins a browser page may call from: the manifest's, then `--cors-origin`'s (each
+    checked again here: the manifest's were validated, but options may come from code)."""
+    return tuple(dict.fromkeys(check_origin(origin) for origin in [*manifest, *flags]))
 
 
 class _Server(uvicorn.Server):
@@ -90,6 +97,7 @@ class ServeOptions:
     retain_finished_secs: float | None = 7 * 24 * 3600.0  # None: keep finished tasks forever
     retain_finished_count: int | None = 10_000  # None: no count limit
     prune_interval_secs: float = 60.0
+    cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -157,7 +165,9 @@ async def _serve_locked(
     max_streams, max_streams_per_client = options.stream_caps
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
-                                          max_streams_per_client=max_streams_per_client))
+                                          max_streams_per_client=max_streams_per_client,
+                                          cors_origins=cors_origins(staged.manifest.network.cors_origins,
+                                                                    options.cors_origins)))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
@@ -194,6 +204,7 @@ async def _serve_locked(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         server.should_exit = True
+        daemon.log.close_subscribers()  # open streams end, so the server is not kept waiting
         with contextlib.suppress(Exception):
             await serving
         sock.close()

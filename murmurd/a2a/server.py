@@ -11,7 +11,7 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +20,11 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
-from murmurd.a2a import inbound, jsonrpc, wire
+from murmurd import console
+from murmurd.a2a import cors, get_streams, inbound, jsonrpc, wire
 from murmurd.a2a.card import agent_card
 from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -53,6 +55,7 @@ class ServerConfig:
     max_response_bytes: int = 4 * 1024 * 1024  # a batch's answers, encoded
     max_streams: int = 128  # open SSE streams: keep it below the connection cap
     max_streams_per_client: int = 64  # open SSE streams from one peer address
+    cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
 
 
 class StreamSlots:
@@ -163,6 +166,11 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     async def jsonrpc_route(request: Request) -> Response:
         return await router.dispatch(request)
 
+    get_streams.add_get_streams(app, router)
+    console.add_console(app)
+    cors.add_cors(app, config.cors_origins)
+    add_operational_routes(app, daemon)  # /healthz, /readyz, /metrics
+    daemon.metrics.watch_streams(lambda: router.streams.total)
     return app
 
 
@@ -203,6 +211,10 @@ class Router:
         if result is None:
             return Response(status_code=204)
         return _JSONResponse(result)
+
+    def refuse(self, status: int, failure: jsonrpc.JsonRpcError, headers: dict[str, str] | None = None) -> Response:
+        """A plain HTTP refusal (GET routes) with a JSON-RPC error object as its body."""
+        return _JSONResponse(jsonrpc.error_response(None, failure), status_code=status, headers=headers)
 
     def _is_streaming(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> bool:
         try:
@@ -299,10 +311,16 @@ class Router:
     async def _stream(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Response:
         """A stream, holding one of the stream slots from before its task is submitted (a
         refused stream creates no task) until its response ends."""
+        return await self._in_slot(request, entry.id, lambda release: self._open_stream(entry, request, release))
+
+    async def _in_slot(self, request: Request, request_id: Any,
+                       open_stream: Callable[[Callable[[], None]], Awaitable[Response]]) -> Response:
+        """`open_stream(release)`'s response, holding a stream slot until that response ends
+        (at once when it is not a stream)."""
         client = request.client.host if request.client is not None else ""
         refusal = self.streams.take(client)
         if refusal is not None:
-            return _JSONResponse(jsonrpc.error_response(entry.id, refusal), status_code=503,
+            return _JSONResponse(jsonrpc.error_response(request_id, refusal), status_code=503,
                                  headers={"Retry-After": "1"})
         released = False
 
@@ -313,7 +331,7 @@ class Router:
                 self.streams.give_back(client)
 
         try:
-            response = await self._open_stream(entry, request, release)
+            response = await open_stream(release)
         except BaseException:
             release()
             raise
@@ -348,19 +366,52 @@ class Router:
             return self._upstream_stream(record, after, release)
         return self._a2a_stream(dialect, entry.id, record, after, release)
 
-    def _watch(self, request: Request, release: Callable[[], None]) -> Response:
-        after = _last_event_id(request, default=self.daemon.log.last_id)
+    # -- GET streams (EventSource; see murmurd.a2a.get_streams) -------------------------------
 
+    async def get_watch_stream(self, request: Request, query: get_streams.StreamQuery) -> Response:
+        """`GET /stream`: the watch stream from now, or after `query.after`."""
+        after = self.daemon.log.last_id if query.after is None else query.after
+
+        async def open_stream(release: Callable[[], None]) -> Response:
+            return self._watch_after(after, release, retry=True)
+
+        return await self._in_slot(request, None, open_stream)
+
+    async def get_task_stream(self, request: Request, task_id: str, query: get_streams.StreamQuery) -> Response:
+        """`GET /tasks/{id}/stream`: the task's buffered events and then its live ones (a
+        finished task's replay, then it closes); after `query.after` when given."""
+        async def open_stream(release: Callable[[], None]) -> Response:
+            try:
+                record = await self.daemon.get(task_id)
+            except TaskNotFound:
+                return self.refuse(404, jsonrpc.JsonRpcError.task_not_found(task_id))
+            after = 0 if query.after is None else query.after
+            if query.framing == "upstream":
+                return self._upstream_stream(record, after, release, retry=True)
+            dialect = get_streams.a2a_dialect(self.daemon.dialect_of(record.id))
+            return self._a2a_stream(dialect, None, record, after, release, retry=True)
+
+        return await self._in_slot(request, None, open_stream)
+
+    def _watch(self, request: Request, release: Callable[[], None]) -> Response:
+        return self._watch_after(_last_event_id(request, default=self.daemon.log.last_id), release)
+
+    def _watch_after(self, after: int, release: Callable[[], None], retry: bool = False) -> Response:
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
                 yield _encode([sse_frame(event) for event in batch])
 
         return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
-    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None]) -> Response:
+    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None],
+                         retry: bool = False) -> Response:
         log = self.daemon.log
 
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
                 yield _encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
                 return
@@ -370,7 +421,7 @@ class Router:
         return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
     def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
-                    release: Callable[[], None]) -> Response:
+                    release: Callable[[], None], retry: bool = False) -> Response:
         renderer = wire.StreamRenderer(dialect)
         log = self.daemon.log
 
@@ -378,6 +429,8 @@ class Router:
             return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
 
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             snapshot = renderer.render("task", record)
             if snapshot is not None:
                 yield _encode([data(snapshot)])
@@ -400,6 +453,9 @@ class Router:
                     return
 
         return _SlotStream(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
+
+
+_RETRY_FRAME = ServerSentEvent(retry=get_streams.RETRY_MS).encode()
 
 
 def _encode(frames: list[dict[str, str]]) -> bytes:

@@ -58,6 +58,9 @@ class TopNetwork(_Model):
     """The top-level `network:` block as upstream writes it: the A2A port; None means OS-assigned."""
 
     internal_port: int | None = Field(default=None, ge=1, le=65535)
+    # murmurd extension: browser origins (scheme://host[:port]) allowed to call the A2A endpoint,
+    # card and streams through CORS (`serve --cors-origin` adds more); none by default.
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 class FilesystemCapability(_Model):

@@ -64,7 +64,8 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
     "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
     "E-CAP-010": CodeInfo("error", "capabilities.containment (or --containment) asks for a class murmurd cannot achieve on this host"),
-    "E-CAP-011": CodeInfo("error", "MURMURD_SHELL_CONFINEMENT is not auto or none"),
+    "E-CAP-011": CodeInfo("error", "a network.cors_origins entry is not an origin (scheme://host[:port]); '*' is refused"),
+    "E-CAP-012": CodeInfo("error", "MURMURD_SHELL_CONFINEMENT is not auto or none"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
     # -- shell containment on this host (docs/containment.md) --------------------------------------
     "W-SEC-001": CodeInfo("warning", "shell children get neither a network namespace nor Landlock: environment and rlimits only"),

@@ -35,6 +35,7 @@ from murmurd.containment.host import probe_host
 from murmurd.containment.plan import SETTING_VARIABLE, plan_containment, setting_from, shell_warnings, shortfall
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
+from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
@@ -259,7 +260,7 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
     try:
         setting = setting_from(env)
     except ValueError as exc:
-        return [diagnostic("E-CAP-011", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
     caps = model.capabilities
     support = probe_host()
     plan = plan_containment(support, setting, caps.filesystem.workdir_exec)
@@ -289,6 +290,14 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
         rule = (f"disagrees with capabilities.network.internal_port ({older}); set the port once, "
                 "at the top level as upstream does")
         found.append(diagnostic("E-CAP-009", "network.internal_port", rule, top))
+    origins = network.get("cors_origins")
+    if isinstance(origins, list):
+        for i, origin in enumerate(origins):
+            if isinstance(origin, str):
+                try:
+                    check_origin(origin)
+                except BadOrigin as exc:
+                    found.append(diagnostic("E-CAP-011", f"network.cors_origins[{i}]", str(exc), origin[:200]))
     return found
 
 

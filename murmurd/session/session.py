@@ -21,6 +21,7 @@ from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
+from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
 from murmurd.session import seeding
 from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState
@@ -162,6 +163,7 @@ class Session:
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
         self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
+        self.services.trace_egress = self._egress_denied  # (the services may be the daemon's own)
         self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
@@ -350,6 +352,10 @@ class Session:
             return ""
         except OSError as exc:
             raise TaskFailed(f"the capsule's {RESULT} is refused: {exc}") from None
+
+    def _egress_denied(self, denial: EgressDenial) -> None:
+        """A tool's, driver's or the capsule's wasi:http request refused by its grant (worker thread)."""
+        self.trace.write(EGRESS_DENIED, turn=self.dispatcher.turn, **denial.fields())
 
     def _write(self, event_type: str, **fields: Any) -> None:
         """A trace event whose loss ends the session (every event but `compaction`)."""

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
 
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import CLASSES, ContainmentPlan, plan_containment, setting_from, shortfall
+from murmurd.host.egress import EgressPolicy, url_origin
 from murmurd.manifest.capsule import (
     ArtifactCapabilities,
     ArtifactRef,
@@ -109,12 +109,15 @@ def capsule_grant(caps: Capabilities, host_env: Mapping[str, str]) -> Grant:
     )
 
 
-def _narrow_list(name: str, field_name: str, ceiling: tuple[str, ...], wanted: list[str] | None, warnings: list[str]) -> tuple[str, ...]:
+def _narrow_list(name: str, field_name: str, ceiling: tuple[str, ...], wanted: list[str] | None, warnings: list[str],
+                 within: Callable[[str], bool] | None = None) -> tuple[str, ...]:
+    """The entries of `wanted` the ceiling covers (`within`; by default: listed verbatim)."""
     if wanted is None:
         return ceiling
+    covered = within or (lambda entry: entry in ceiling)
     kept = []
     for entry in wanted:
-        if entry in ceiling:
+        if covered(entry):
             kept.append(entry)
         else:
             warnings.append(f"{name}: {field_name} entry {entry!r} is outside the capsule's grant; dropped")
@@ -126,7 +129,10 @@ def _narrow(
 ) -> Grant:
     if own is None:
         return ceiling
-    network = _narrow_list(name, "network.allow", ceiling.network, own.network.allow if own.network else None, warnings)
+    # A network entry is kept when every origin it lists is one the capsule's grant lists
+    # (`http://h:8080` within `h:8080`), not only when it is spelled the same.
+    network = _narrow_list(name, "network.allow", ceiling.network, own.network.allow if own.network else None, warnings,
+                           EgressPolicy.from_allow(ceiling.network).covers)
     shell = _narrow_list(name, "shell.allow", ceiling.shell, own.shell.allow if own.shell else None, warnings)
     env = ceiling.env
     if own.env is not None:
@@ -210,34 +216,10 @@ def compute_grants(manifest: CapsuleManifest, host_env: Mapping[str, str]) -> Gr
     return grants
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
-    """Whether `url` is covered by a `network.allow` entry.
-
-    Entry forms: `scheme://host[:port]` (scheme, host and port must match; the port defaults by
-    scheme), `host:port` (any scheme), `host` (any scheme and port). Host names compare
-    case-insensitively; a path on `url` does not matter.
-    """
-    try:
-        target = urlsplit(url)
-        host, port = (target.hostname or "").lower(), target.port or _DEFAULT_PORTS.get(target.scheme)
-    except ValueError:
-        return False
-    if not host or target.scheme not in _DEFAULT_PORTS:
-        return False
-    for entry in allow:
-        if "://" in entry:
-            parts = urlsplit(entry)
-            entry_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-            if parts.scheme == target.scheme and (parts.hostname or "").lower() == host and entry_port == port:
-                return True
-            continue
-        entry_host, _, entry_port_text = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if entry_host.lower() == host and (not entry_port_text or entry_port_text == str(port)):
-            return True
-    return False
+    """Whether `url`'s origin (scheme, host, port) is one a `network.allow` entry lists
+    (`murmurd.host.egress` has the forms); a path on `url` does not matter."""
+    return EgressPolicy.from_allow(allow).allows(url_origin(url))
 
 
 CONTAINMENT_CLASSES = CLASSES  # weakest first

@@ -118,8 +118,7 @@ class StagedCapsule:
             env=env,
             preopen=self.workdir.path(grant.filesystem) if grant.filesystem is not None else None,
             log_path=self.workdir.path(self.workdir.book(log_file(log_name))) if log_name else None,
-            # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
-            network=bool(grant.network),
+            network=grant.network,  # wasi:http reaches exactly these origins
             limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
             root=self.workdir.root,
         )
