@@ -106,17 +106,23 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     import os
 
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants
+    from murmurd.staging.grants import compute_grants, effective_grants
 
     manifest, report = load_capsule(Path(args.capsule_dir))
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1
     grants = compute_grants(manifest, os.environ)
+    containment = _containment_summary(effective_grants(manifest, grants, env=os.environ))
     if args.json:
-        print(json.dumps(grants.to_json(), indent=2, sort_keys=True))
+        print(json.dumps({**grants.to_json(), "containment": containment}, indent=2, sort_keys=True))
         return 0
     print(f"{manifest.name} {manifest.version}")
+    print(f"  containment: {containment['achieved']} (declared {containment['declared']}, "
+          f"mechanism {containment['mechanism']}, floor met: {'yes' if containment['floor_met'] else 'no'})")
+    for code in report.warnings:
+        if code.code.startswith("W-SEC-"):
+            print(f"  {code.code}: {code.message}")
     for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
         print(f"  {name}:")
         for key, value in grant.to_json().items():
@@ -228,6 +234,16 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     return lines
 
 
+def _containment_summary(grants: dict) -> dict:
+    """The containment part of `effective_grants`, as `murmurd explain` shows it."""
+    summary = {"declared": grants["declared_containment"], "achieved": grants["achieved_containment"],
+               "mechanism": grants["enforcement_tier"], "floor_met": grants["floor_met"],
+               "workdir_exec": grants["workdir_exec"]}
+    if "shortfall_reason" in grants:
+        summary["shortfall_reason"] = grants["shortfall_reason"]
+    return summary
+
+
 def _render_scope(grants: dict) -> str:
     """`--explain-scope`'s human layout (upstream's): containment, then every effective grant."""
     def shown(value: object) -> str:
@@ -257,7 +273,8 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants, containment_floor, effective_grants, shortfall
+    from murmurd.containment.plan import shortfall
+    from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
 
     explain = getattr(args, "explain_scope", False)
     if not explain and args.containment is None:
@@ -267,10 +284,10 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
         return None  # staging reports every error
     floor = containment_floor(manifest, args.containment)
     if explain:
-        grants = effective_grants(manifest, compute_grants(manifest, env), floor)
+        grants = effective_grants(manifest, compute_grants(manifest, env), floor, env)
         print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
         return 0
-    reason = shortfall(floor)
+    reason = shortfall(floor, containment_plan(manifest, env))
     if reason is None:
         return None
     _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
