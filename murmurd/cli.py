@@ -111,17 +111,23 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     import os
 
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants
+    from murmurd.staging.grants import compute_grants, effective_grants
 
     manifest, report = load_capsule(Path(args.capsule_dir))
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1
     grants = compute_grants(manifest, os.environ)
+    containment = _containment_summary(effective_grants(manifest, grants, env=os.environ))
     if args.json:
-        print(json.dumps(grants.to_json(), indent=2, sort_keys=True))
+        print(json.dumps({**grants.to_json(), "containment": containment}, indent=2, sort_keys=True))
         return 0
     print(f"{manifest.name} {manifest.version}")
+    print(f"  containment: {containment['achieved']} (declared {containment['declared']}, "
+          f"mechanism {containment['mechanism']}, floor met: {'yes' if containment['floor_met'] else 'no'})")
+    for code in report.warnings:
+        if code.code.startswith("W-SEC-"):
+            print(f"  {code.code}: {code.message}")
     for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
         print(f"  {name}:")
         for key, value in grant.to_json().items():
@@ -233,6 +239,16 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     return lines
 
 
+def _containment_summary(grants: dict) -> dict:
+    """The containment part of `effective_grants`, as `murmurd explain` shows it."""
+    summary = {"declared": grants["declared_containment"], "achieved": grants["achieved_containment"],
+               "mechanism": grants["enforcement_tier"], "floor_met": grants["floor_met"],
+               "workdir_exec": grants["workdir_exec"]}
+    if "shortfall_reason" in grants:
+        summary["shortfall_reason"] = grants["shortfall_reason"]
+    return summary
+
+
 def _render_scope(grants: dict) -> str:
     """`--explain-scope`'s human layout (upstream's): containment, then every effective grant."""
     def shown(value: object) -> str:
@@ -262,7 +278,8 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants, containment_floor, effective_grants, shortfall
+    from murmurd.containment.plan import shortfall
+    from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
 
     explain = getattr(args, "explain_scope", False)
     if not explain and args.containment is None:
@@ -272,10 +289,10 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
         return None  # staging reports every error
     floor = containment_floor(manifest, args.containment)
     if explain:
-        grants = effective_grants(manifest, compute_grants(manifest, env), floor)
+        grants = effective_grants(manifest, compute_grants(manifest, env), floor, env)
         print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
         return 0
-    reason = shortfall(floor)
+    reason = shortfall(floor, containment_plan(manifest, env))
     if reason is None:
         return None
     _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
@@ -515,6 +532,71 @@ def _cmd_watch(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from murmurd.traceview import commands
+
+    console, workdir = commands.Console(), Path(args.workdir)
+    if args.trace_command == "show":
+        return commands.show(console, workdir, args.session, as_json=args.json,
+                             html=Path(args.html) if args.html else None)
+    if args.trace_command == "steps":
+        return commands.steps(console, workdir, args.session, verbose=args.verbose, as_json=args.json)
+    if args.trace_command == "diff":
+        return commands.diff(console, workdir, args.sessions, as_json=args.json)
+    return commands.report(console, workdir, args.sessions, last=args.last, since=args.since, as_json=args.json)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from murmurd.eval import commands
+
+    console = commands.Console()
+    if args.eval_command == "show":
+        return commands.show(console, Path(args.workdir), args.session, as_json=args.json)
+    if args.eval_command == "diff":
+        return commands.diff(console, Path(args.workdir), args.a, args.b, as_json=args.json)
+    return commands.run(console, Path(args.capsule_dir), Path(args.dataset), no_env_file=args.no_env_file)
+
+
+def _add_trace(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    trace = commands.add_parser("trace", help="read session traces: show, steps, diff, report")
+    sub = trace.add_subparsers(dest="trace_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    selector = "a session: id, id suffix, or a trace path (default: the latest)"
+    show = sub.add_parser("show", parents=[where], help="one session's sections")
+    show.add_argument("session", nargs="?", help=selector)
+    show.add_argument("--html", metavar="FILE", help="write a self-contained HTML timeline of the session to FILE")
+    steps = sub.add_parser("steps", parents=[where], help="one row per inference turn")
+    steps.add_argument("session", nargs="?", help=selector)
+    steps.add_argument("-v", "--verbose", action="store_true", help="add the first string of each turn's input")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions side by side (default @2 @1)")
+    diff.add_argument("sessions", nargs="*", help="two sessions (also @N: the N-th most recent)")
+    report = sub.add_parser("report", parents=[where], help="statistics over several sessions")
+    report.add_argument("sessions", nargs="*", help="sessions (default: every session)")
+    report.add_argument("--last", type=int, help="the N most recent sessions")
+    report.add_argument("--since", help="sessions started within <N>m, <N>h or <N>d")
+    trace.set_defaults(handler=_cmd_trace)
+
+
+def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    evals = commands.add_parser("eval", help="read and run evals: show, diff, run")
+    sub = evals.add_subparsers(dest="eval_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    show = sub.add_parser("show", parents=[where], help="one session's eval.jsonl")
+    show.add_argument("session", nargs="?", help="a session: id, id suffix, or an eval.jsonl path (default: the latest)")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
+    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
+    run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
+    run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    evals.set_defaults(handler=_cmd_eval)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -644,6 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=_cmd_list)
+
+    _add_trace(commands)
+    _add_eval(commands)
     return parser
 
 

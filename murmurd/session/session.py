@@ -195,13 +195,15 @@ class Session:
     async def open(self) -> None:
         self.hooks.loop = asyncio.get_running_loop()
         manifest = self.staged.manifest
-        grants = effective_grants(manifest, self.staged.grants)
+        grants = effective_grants(manifest, self.staged.grants, env=self.staged.host_env)
         self.trace.write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
-            model=manifest.inference.model if manifest.inference else None,
-            max_turns=manifest.inference.max_turns if manifest.inference else None,
+            # always present, as upstream's readers require (`mur trace`, `murmurd trace`): "" when
+            # the manifest names no model (the driver's default), 0 turns for a script capsule
+            model=(manifest.inference.model or "") if manifest.inference else "",
+            max_turns=manifest.inference.max_turns if manifest.inference else 0,
             # upstream's categories granted anything, and the tools the model is offered
             capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
                                          ("shell", grants["shell_allow"])) if v],

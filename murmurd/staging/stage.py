@@ -111,7 +111,7 @@ class StagedCapsule:
         grant = self.grant_for(name)
         env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
         if name is not None and name in self.artifacts and self.artifacts[name].kind == "hook":
-            env.update(hook_env(self.manifest.observability.otel_endpoint, self.host_env))
+            env.update(hook_env(self.manifest.observability, self.host_env))
         env.update(extra_env or {})
         limits = grant.limits
         return CallGrant(
