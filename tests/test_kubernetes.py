@@ -38,9 +38,9 @@ KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 # The oldest Kubernetes the manifests support (autoscaling/v2, policy/v1, emptyDir sizeLimit)
 # and the newest whose schemas kubernetes-validate bundles.
 KUBERNETES_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
-# Flags of other issues' work, not yet in this branch's CLI: the auth helper's token file
-# (issue 14). Remove an entry once `murmurd serve` accepts the flag.
-PENDING_FLAGS = {"--auth-file": 1}
+# Flags of other issues' work, not yet in this branch's CLI. Remove an entry once `murmurd serve`
+# accepts the flag.
+PENDING_FLAGS: dict[str, int] = {}
 WRITABLE_PATHS = {"/var/lib/murmurd/capsule", "/var/lib/murmurd/state", "/var/cache/murmurd", "/tmp"}
 SHUTDOWN_MARGIN_MAX = 15  # seconds the grace may exceed what the daemon needs
 
@@ -232,7 +232,7 @@ def test_secrets_and_the_capsule_come_from_the_rendered_objects(documents, pod, 
     assert store_url["stringData"]["url"].startswith("postgresql://")
     # the token file the daemon is told to read is the auth Secret's key, at its mount
     auth_mount = next(m for m in daemon_container["volumeMounts"] if m["name"] == "auth")
-    token_file = daemon_container["args"][daemon_container["args"].index("--auth-file") + 1]
+    token_file = daemon_container["args"][daemon_container["args"].index("--token-file") + 1]
     assert Path(token_file).parent == Path(auth_mount["mountPath"]) and Path(token_file).name in secrets["murmurd-auth"]
     # every configMap volume names a rendered ConfigMap
     config_maps = {d["metadata"]["name"] for d in documents if d["kind"] == "ConfigMap"}
@@ -327,6 +327,9 @@ def test_the_daemon_serves_with_only_the_pods_writable_volumes(documents, pod, d
     for flag, values in PENDING_FLAGS.items():
         at = args.index(flag)
         del args[at:at + 1 + values]
+    token = tmp_path / "auth-token"  # the Secret's mount, read-only in the pod
+    token.write_text("t" * 40 + "\n")
+    args[args.index("--token-file") + 1] = str(token)
     args[1] = _pod_path(scratch, args[1])
     args[args.index("--state-dir") + 1] = _pod_path(scratch, args[args.index("--state-dir") + 1])
     args[args.index("--port") + 1] = "0"
@@ -345,6 +348,7 @@ def test_the_daemon_serves_with_only_the_pods_writable_volumes(documents, pod, d
         url = _served_url(proc, timeout=300)
         ready = httpx.get(url + "/readyz", timeout=10)
         assert ready.status_code == 200, ready.text
+        assert httpx.post(url + "/", json={}, timeout=10).status_code == 401  # everything else needs the token
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=pod["terminationGracePeriodSeconds"]) == 0
     finally:

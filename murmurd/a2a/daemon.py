@@ -16,11 +16,13 @@ import logging
 import os
 import sys
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
+from murmurd.a2a.auth.outbound import PeerHeaders
 from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
@@ -82,6 +84,11 @@ class NotAReply(ValueError):
         self.finished = finished
 
 
+class ReplyRefused(PermissionError):
+    """A reply to an `input-required` task from a credential less trusted than the task's
+    creator (and not an operator): refused, the task keeps waiting."""
+
+
 class AmbiguousReply(NotAReply):
     """A reply that could answer more than one waiting task, or names a task and a context that
     disagree: refused (-32602) rather than guessed."""
@@ -132,6 +139,8 @@ class Submission:
     trust: str = "operator"
     traceparent: str | None = None
     requested_id: str | None = None  # A2A 0.1/0.2: the client chooses the new task's id
+    principal: str | None = None  # the credential it came with (None: no credential configured)
+    may_reply: Callable[[str | None], bool] | None = None  # given a task's creator: may this answer it?
 
 
 class StreamEvents(TaskEvents):
@@ -181,7 +190,9 @@ class CapsuleDaemon:
         policy: LifecyclePolicy,
         log: EventLog | None = None,
         replicas: ReplicaCoordinator | None = None,
+        peer_tokens: PeerHeaders | None = None,
     ) -> None:
+        """`peer_tokens`: the bearer token outbound `message/send` presents to each peer."""
         self.staged = staged
         self.host = host
         self.metrics = DaemonMetrics()  # this daemon's own registry (GET /metrics)
@@ -193,7 +204,7 @@ class CapsuleDaemon:
         # With a session per context, the daemon's own session only records acceptance (its
         # trace); the capsule's hooks run in the context sessions, never here.
         self.session = Session(staged, host) if shared else Session(staged, host, dispatcher=LifecycleDispatcher())
-        self.peers = PeerClient(self.session.trace)
+        self.peers = PeerClient(self.session.trace, tokens=peer_tokens)
         self._own = Slot(self.session, self.peers)
         self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
                                 idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot)
@@ -268,7 +279,7 @@ class CapsuleDaemon:
     async def _open_context_slot(self) -> Slot:
         """A new session for one context: workdir and Session built off the loop (file I/O)."""
         session = await asyncio.to_thread(lambda: Session(open_session_staging(self.staged), self.host))
-        slot = Slot(session, PeerClient(session.trace, client=self.peers.client))
+        slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens))
         try:
             await session.open()
         except BaseException:
@@ -365,7 +376,11 @@ class CapsuleDaemon:
         if isinstance(route, Ambiguous):
             raise AmbiguousReply(f"ambiguous reply: {route.reason}")
         if isinstance(route, Reply):
-            return self._deliver(self._running[route.task_id], submission.message)
+            run = self._running[route.task_id]
+            if submission.may_reply is not None and not submission.may_reply(run.record.principal):
+                raise ReplyRefused(f"task {run.record.id} was created by a more trusted credential; "
+                                   "only it, an equally trusted credential or an operator may answer it")
+            return self._deliver(run, submission.message)
         if self.replicas is not None:
             forwarded = await self._forward_reply(submission)
             if forwarded is not None:
@@ -383,9 +398,10 @@ class CapsuleDaemon:
             history=[submission.message],
             origin=submission.origin,
             trust=submission.trust,
+            principal=submission.principal,
         )
         self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
-                                 message_id=submission.message.message_id,
+                                 message_id=submission.message.message_id, principal=submission.principal,
                                  traceparent_from_caller=submission.traceparent)
         reason = self._refusal(record.context_id)
         if reason is not None:
@@ -437,6 +453,9 @@ class CapsuleDaemon:
             target = waiting[0] if waiting else None
         if target is None:
             return None
+        if submission.may_reply is not None and not submission.may_reply(target.principal):
+            raise ReplyRefused(f"task {target.id} was created by a more trusted credential; "
+                               "only it, an equally trusted credential or an operator may answer it")
         owner = await self.replicas.owner_of(target.id)
         if owner is None:
             return None

@@ -66,6 +66,8 @@ class TopNetwork(_Model):
 class FilesystemCapability(_Model):
     # Relative to the session workdir, never absolute, never escaping with `..`.
     scope: str | None = None
+    # May shell children execute files written in the workdir? (Landlock withholds it by default.)
+    workdir_exec: bool = False
 
 
 class ShellCapability(_Model):
@@ -95,8 +97,9 @@ Containment = Literal["advisory", "scoped", "sealed"]
 
 
 class Resources(_Model):
-    """`capabilities.resources`: OS limits on shell children (None: not declared). murmurd sets
-    the four rlimits (`murmurd.session.rlimits`); the rest are warned as not implemented."""
+    """`capabilities.resources`: OS limits on shell children (None: not declared, upstream's
+    default applies: `murmurd.session.rlimits`). The cgroup memory, cpu and io fields and
+    `workdir_max_bytes` are warned as not implemented."""
 
     max_processes: int | None = Field(default=None, gt=0)
     max_open_files: int | None = Field(default=None, gt=0)
@@ -113,8 +116,8 @@ class Resources(_Model):
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
-    # The containment floor the host must meet. murmurd achieves `advisory` (no Landlock, seccomp
-    # or namespaces on shell children), so validation refuses `scoped` and `sealed`.
+    # The containment floor the host must meet: murmurd achieves `scoped` where the kernel gives
+    # it a network namespace and Landlock (murmurd.containment.plan), never `sealed`.
     containment: Containment | None = None
     network: NetworkCapability = Field(default_factory=NetworkCapability)
     filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)

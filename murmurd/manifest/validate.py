@@ -31,6 +31,8 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import SETTING_VARIABLE, plan_containment, setting_from, shell_warnings, shortfall
 from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.origins import BadOrigin, check_origin
@@ -91,6 +93,8 @@ def validate_manifest(
     found.extend(resolution)
     model, type_errors = _build(resolved)
     found.extend(d for d in type_errors if not _covered(d.path, found))
+    if model is not None:
+        found.extend(_containment(model, env))
     report.extend(found)
     report.extend(unknown_keys(CapsuleManifest, raw))
     return (model if report.ok else None), report
@@ -247,11 +251,30 @@ def _artifact_runtime(path: str, runtime: Any) -> list[Diagnostic]:
 def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
     caps = ctx.section("capabilities")
     found = check_capabilities(caps, "capabilities") if caps is not None else []
-    floor = (caps or {}).get("containment")
-    if floor in ("scoped", "sealed"):
-        rule = ("murmurd confines shell children by environment only (no Landlock, seccomp or namespaces), "
-                "so it achieves 'advisory'; a higher floor is refused rather than run unconfined")
-        found.append(diagnostic("E-CAP-010", "capabilities.containment", rule, floor))
+    return found
+
+
+def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
+    """The floor against what this host achieves (`E-CAP-010`), and the `W-SEC` warnings that
+    say what is not enforced on shell children: the same at `validate` and at every launch."""
+    try:
+        setting = setting_from(env)
+    except ValueError as exc:
+        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+    caps = model.capabilities
+    support = probe_host()
+    plan = plan_containment(support, setting, caps.filesystem.workdir_exec)
+    found: list[Diagnostic] = []
+    floor = caps.containment
+    reason = shortfall(floor, plan) if floor is not None else None
+    if reason is not None:
+        found.append(diagnostic("E-CAP-010", "capabilities.containment",
+                                f"{reason}; refused rather than run with less", floor))
+    warnings = shell_warnings(plan, support, shell_allow=list(caps.shell.allow) if caps.shell else [],
+                              network_allow=list(caps.network.allow),
+                              declares_workdir_exec=caps.filesystem.workdir_exec)
+    for code, path, message in warnings:
+        found.append(diagnostic(code, path, message))
     return found
 
 
@@ -746,25 +769,22 @@ def render_loc(loc: Iterable[Any]) -> str:
 # Fields upstream murmur documents (shared/spec/upstream-manifest-cli.md) that murmurd does not
 # implement: each gets a W-MAN-002 warning naming what it does upstream, in `validate` and at
 # launch. A block murmurd does not model (`capabilities.spawn`) is one warning for the whole block.
-_CONFINEMENT = "murmurd confines shell children by environment only (no Landlock, seccomp, namespaces or cgroups)"
+_CONFINEMENT = "murmurd has no cgroup memory, cpu or io control"
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
     "inference.command": "names the CLI agent of transport: process",
-    "capabilities.resources.max_processes": ("sets RLIMIT_NPROC to the uid's live count plus this; murmurd sets "
-                                             "only max_open_files, max_file_size_bytes, cpu_seconds, memory_bytes"),
     "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
-    "capabilities.resources.cgroup_pids_max": f"sets cgroup pids.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
     "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
-    "capabilities.network.unix_sockets": f"gates AF_UNIX sockets in shell children; {_CONFINEMENT}, so they are never refused",
-    "capabilities.filesystem.workdir_exec": (f"gates executing files written in the workdir; {_CONFINEMENT}, "
-                                             "so workdir files are always executable"),
-    "capabilities.shell.interpreter_runtime": f"widens a binary's Landlock scope; {_CONFINEMENT}",
-    "capabilities.shell.staged_runtime": f"binds a pinned host tree into a sealed root; {_CONFINEMENT}",
+    "capabilities.network.unix_sockets": ("gates AF_UNIX sockets in shell children; murmurd has no seccomp filter, "
+                                          "so they are never refused"),
+    "capabilities.shell.interpreter_runtime": ("widens a binary's Landlock read scope; murmurd's Landlock rules do not "
+                                               "confine reads, so there is nothing to widen"),
+    "capabilities.shell.staged_runtime": "binds a pinned host tree into a sealed root; murmurd never builds one",
     "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
-    "artifacts[].capabilities.resources": f"is inert on an artifact; {_CONFINEMENT}",
+    "artifacts[].capabilities.resources": "is inert on an artifact (capabilities.resources is capsule-wide)",
     "artifacts[].capabilities.spawn": "lets a component spawn native subprocesses; murmurd has no spawn interface",
 }
 

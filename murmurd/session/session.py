@@ -195,7 +195,7 @@ class Session:
     async def open(self) -> None:
         self.hooks.loop = asyncio.get_running_loop()
         manifest = self.staged.manifest
-        grants = effective_grants(manifest, self.staged.grants)
+        grants = effective_grants(manifest, self.staged.grants, env=self.staged.host_env)
         self.trace.write(
             "session_start",
             capsule_name=manifest.name,

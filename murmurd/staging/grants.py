@@ -9,11 +9,14 @@ variables pass only when allowed, never when credential-shaped or matched by `sh
 from __future__ import annotations
 
 import fnmatch
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import CLASSES, ContainmentPlan, plan_containment, setting_from, shortfall
 from murmurd.host.egress import EgressPolicy, url_origin
 from murmurd.manifest.capsule import (
     ArtifactCapabilities,
@@ -225,10 +228,13 @@ def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
     return EgressPolicy.from_allow(allow).allows(url_origin(url))
 
 
-# murmurd confines shell children by environment only: upstream's "Environment-only" tier.
-ACHIEVED_CONTAINMENT = "advisory"
-ENFORCEMENT_TIER = "none"
-CONTAINMENT_CLASSES = ("advisory", "scoped", "sealed")  # weakest first
+CONTAINMENT_CLASSES = CLASSES  # weakest first
+
+
+def containment_plan(manifest: CapsuleManifest, env: Mapping[str, str]) -> ContainmentPlan:
+    """What this host enforces on the capsule's shell children under the operator's
+    `MURMURD_SHELL_CONFINEMENT` (validated before staging: an unknown value is an error there)."""
+    return plan_containment(probe_host(), setting_from(env), manifest.capabilities.filesystem.workdir_exec)
 
 
 def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str:
@@ -238,35 +244,32 @@ def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str
     return max(declared, key=CONTAINMENT_CLASSES.index, default="advisory")
 
 
-def shortfall(floor: str) -> str | None:
-    """Why murmurd cannot meet `floor`, or None when it can."""
-    if CONTAINMENT_CLASSES.index(floor) <= CONTAINMENT_CLASSES.index(ACHIEVED_CONTAINMENT):
-        return None
-    return (f"the floor is {floor!r} but murmurd achieves {ACHIEVED_CONTAINMENT!r}: shell children are confined "
-            "by their environment only (no Landlock, seccomp or namespaces)")
-
-
-def effective_grants(manifest: CapsuleManifest, grants: GrantSet, floor: str | None = None) -> dict[str, Any]:
+def effective_grants(
+    manifest: CapsuleManifest, grants: GrantSet, floor: str | None = None, env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """`session_start.effective_grants` in upstream's shape (what `mur run --explain-scope --json`
     prints), then murmurd's additions: `limits`, per-`components` grants and staging `warnings`.
 
-    `workdir_exec` and `unix_sockets` report what holds, not what was asked: murmurd withholds
-    neither (the manifest fields are warned as unimplemented)."""
+    The containment is this host's (`containment_plan`), `enforcement_tier` murmurd's mechanism
+    (`netns+landlock`, `landlock`, `netns` or `none`). `workdir_exec` reports whether workdir
+    files can be executed (Landlock withholds it unless declared); `unix_sockets` is always true:
+    murmurd has no seccomp filter, so AF_UNIX sockets are never refused."""
     caps = manifest.capabilities
+    plan = containment_plan(manifest, os.environ if env is None else env)
     declared = floor or containment_floor(manifest)
-    reason = shortfall(declared)
+    reason = shortfall(declared, plan)
     head: dict[str, Any] = {
         "declared_containment": declared,
-        "achieved_containment": ACHIEVED_CONTAINMENT,
+        "achieved_containment": plan.achieved,
         "floor_met": reason is None,
     }
     if reason is not None:
         head["shortfall_reason"] = reason
     return {
         **head,
-        "enforcement_tier": ENFORCEMENT_TIER,
+        "enforcement_tier": plan.mechanism,
         "filesystem_scope": caps.filesystem.scope,
-        "workdir_exec": True,
+        "workdir_exec": plan.workdir_exec,
         "network_allow": list(caps.network.allow),
         "unix_sockets": True,
         "shell_allow": list(caps.shell.allow) if caps.shell else [],
