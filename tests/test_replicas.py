@@ -257,3 +257,50 @@ def test_a_replica_restarted_under_its_name_fails_its_own_leftovers_at_once(tmp_
     finally:
         second.proc.send_signal(signal.SIGKILL)
         second.proc.wait(timeout=10)
+
+
+def test_a_reply_through_another_replica_obeys_who_may_answer(tmp_path: Path, postgres_dsn: str) -> None:
+    import hashlib
+
+    from a2akit import chaos_capsule, start
+    from replicakit import QUEUE
+
+    partner, low, ops = "partner-" + "p" * 32, "low-" + "l" * 32, "ops-" + "o" * 32
+
+    def sha(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    credentials = tmp_path / "credentials.yaml"
+    credentials.write_text(f"""
+credentials:
+  - {{name: ops, origin: operator, token_sha256: {sha(ops)}}}
+  - {{name: partner, origin: peer, trust: [partner, internal], token_sha256: {sha(partner)}}}
+  - {{name: low, origin: peer, trust: [partner], token_sha256: {sha(low)}}}
+""")
+    started = [start(chaos_capsule(tmp_path / f"r{i}", lifecycle=QUEUE), tmp_path / f"s{i}", "--store", postgres_dsn,
+                     "--credentials", str(credentials)) for i in range(2)]
+    a, b = started
+
+    def call(served, method: str, params: dict, token: str) -> httpx.Response:  # type: ignore[no-untyped-def]
+        return served.post({"jsonrpc": "2.0", "id": 1, "method": method, "params": params},
+                           {"authorization": f"Bearer {token}"})
+
+    def state(served, task_id: str) -> str:  # type: ignore[no-untyped-def]
+        return call(served, "tasks/get", {"id": task_id}, ops).json()["result"]["status"]["state"]
+
+    try:
+        msg = {"messageId": "ask", "role": "user", "parts": [{"text": "mode:ask"}]}
+        task_id = call(a, "message/send", {"message": msg}, partner).json()["result"]["id"]
+        wait_for(lambda: state(b, task_id) == "input-required", 30, "the task to ask")
+        reply = {"messageId": "r1", "role": "user", "parts": [{"text": "approved"}], "taskId": task_id}
+        refused = call(b, "message/send", {"message": reply}, low)
+        assert refused.status_code == 403 and "created by a more trusted credential" in refused.json()["error"]["message"]
+        time.sleep(0.5)
+        assert state(a, task_id) == "input-required"
+        go = {"messageId": "r2", "role": "user", "parts": [{"text": "operator says go"}], "taskId": task_id}
+        assert call(b, "message/send", {"message": go}, ops).status_code == 200
+        wait_for(lambda: state(a, task_id) == "completed", 30, "the task to complete")
+    finally:
+        for served in started:
+            served.proc.send_signal(signal.SIGKILL)
+            served.proc.wait(timeout=10)
