@@ -65,6 +65,19 @@ def test_three_replicas_share_tasks_sent_round_robin(tmp_path: Path, postgres_ds
             assert {t["id"] for t in listed["tasks"]} == {t["id"] for t in sent}
 
 
+def test_one_context_sent_round_robin_runs_on_one_replica_in_order(tmp_path: Path, store: str | None) -> None:
+    with replicas(tmp_path, 3, store, lease=LEASE) as reps:
+        first = send_async(reps[0], "step 0")
+        context = first["contextId"]
+        sent = [first] + [send_async(reps[i % 3], f"step {i}", contextId=context) for i in range(1, 9)]
+        for i, task in enumerate(sent):
+            assert reps[(i + 2) % 3].wait_state(task["id"], "completed")["status"]["response"] == f"answer: step {i}"
+        ids = [t["id"] for t in sent]
+        runners = [r for r in {id(r): r for r in reps}.values() if set(ids) & set(task_starts(r))]
+        assert len(runners) == 1  # the context's lease kept it on one replica
+        assert [t for t in task_starts(runners[0]) if t in ids] == ids  # in the order they were sent
+
+
 def test_get_reply_and_cancel_through_a_replica_that_does_not_run_the_task(tmp_path: Path, store: str | None) -> None:
     with replicas(tmp_path, 3, store, lease=LEASE) as (a, b, c):
         asking = send_async(a, "mode:ask")
