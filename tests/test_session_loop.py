@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -298,10 +299,14 @@ async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path
     staged = stage(driver_capsule(tmp_path, "chaos-driver", {}), host, tmp_path)
     session = Session(staged, host)
     await session.open()
-    session.trace._file.close()  # the trace file breaks under the session (disk gone, fd closed)
+    await session.trace.flush()
+    # The medium under the trace fills up: its descriptor now writes to /dev/full (ENOSPC).
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, session.trace._file.fileno())
+    os.close(full)
     failed = await session.run_task(TaskSpec("tsk_" + "7" * 32, "hello"))
     assert failed.exit_status == "failed"
-    assert "cannot write task_start to trace" in failed.error
+    assert "E-RUN-007: cannot write task_start to trace" in failed.error and "No space left" in failed.error
     assert staged.workdir.result.read_text() == f"error: {failed.error}"
     later = await session.run_task(TaskSpec("tsk_" + "8" * 32, "hello"))
     assert later.exit_status == "failed" and "the session has ended" in later.error

@@ -226,13 +226,14 @@ class Session:
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
-            self._write_file(TASK, spec.text)
+            await self._write_file(TASK, spec.text)
             self.spans.task_started(spec.task_id, spec.traceparent)
             if spec.announced:
                 self._write(
                     "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
                     message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
                 )
+                await self._flush()  # a trace that cannot be written ends the session before any turn
             if self.staged.capsule_component is not None and self._setup is None:
                 outcome.result_text = await self._run_capsule_component()
             else:
@@ -249,9 +250,9 @@ class Session:
         outcome.counters = state.counters
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
-        self._write_result(outcome)
+        await self._write_result(outcome)
         if spec.announced:
-            self._task_end(outcome)
+            await self._task_end(outcome)
         self.spans.task_ended(outcome.exit_status)
         if self.hooks.active is not None:
             self.hooks.active.result = outcome.result_text
@@ -328,15 +329,15 @@ class Session:
             return 0
         if not self.dispatcher.listens("on-task-start"):
             return 0  # nobody reads it: skip the count
-        text = json.dumps([m.to_driver() for m in spec.history])
-        return await asyncio.to_thread(count_tokens, text)
+        history = [m.to_driver() for m in spec.history]
+        return await asyncio.to_thread(lambda: count_tokens(json.dumps(history)))
 
     async def _run_capsule_component(self) -> str:
         component = self.staged.capsule_component
         assert component is not None
         root = self.staged.workdir.root
         try:
-            workdir_fs.unlink(root, RESULT)
+            await asyncio.to_thread(workdir_fs.unlink, root, RESULT)
         except OSError as exc:
             raise TaskFailed(f"cannot clear {RESULT}: {exc}") from None
         grant = self.staged.call_grant(None, log_name="capsule.log")
@@ -345,7 +346,8 @@ class Session:
         except HostError as exc:
             raise TaskFailed(str(exc)) from None
         try:
-            return workdir_fs.read_text(root, RESULT, max_bytes=MAX_RESULT_BYTES, errors="replace")
+            return await asyncio.to_thread(workdir_fs.read_text, root, RESULT, max_bytes=MAX_RESULT_BYTES,
+                                           errors="replace")
         except FileNotFoundError:
             return ""
         except OSError as exc:
@@ -358,26 +360,35 @@ class Session:
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
 
-    def _write_file(self, rel: str, text: str) -> None:
+    async def _flush(self) -> None:
+        """Wait until every trace line queued so far is written; a failed one ends the session."""
+        try:
+            await self.trace.flush()
+        except TraceWriteError as exc:
+            raise SessionEnded(str(exc)) from None
+
+    async def _write_file(self, rel: str, text: str) -> None:
         """A file the session owns (`task.md`): replaced whole, never written through a symlink."""
         try:
-            workdir_fs.write_text(self.staged.workdir.root, rel, text)
+            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root, rel, text)
         except OSError as exc:
             raise TaskFailed(f"cannot write {rel}: {exc}") from None
 
-    def _write_result(self, outcome: TaskOutcome) -> None:
+    async def _write_result(self, outcome: TaskOutcome) -> None:
         """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
-            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
+            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root,
+                                    self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
             outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
             outcome.exit_status = "failed"
             return
 
-    def _task_end(self, outcome: TaskOutcome) -> None:
+    async def _task_end(self, outcome: TaskOutcome) -> None:
+        """`task_end`, and the barrier: once a task has ended, its every trace line is in the file."""
         counters = outcome.counters
         try:
             self.trace.write(
@@ -386,6 +397,7 @@ class Session:
                 tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
                 error=outcome.error,
             )
+            await self.trace.flush()
         except TraceWriteError as exc:
             self.ended = "failed"
             if outcome.ok:
@@ -407,5 +419,5 @@ class Session:
         except TraceWriteError:
             pass  # already reported: the failed write ended the session
         finally:
-            self.trace.close()
+            await self.trace.aclose()  # every queued line written, then the file closed
             await asyncio.to_thread(self.spans.shutdown, status)
