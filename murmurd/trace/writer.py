@@ -31,7 +31,7 @@ log = logging.getLogger("murmurd.trace")
 
 # The writer thread exits after this long with nothing to write, and starts again on the next
 # event, so an idle session (or a writer nobody closed) holds no thread.
-IDLE_SECONDS = 1.0
+IDLE_SECONDS = 10.0
 
 
 # Upstream's code for a trace write that failed and ended the session (observability fact sheet §1).
