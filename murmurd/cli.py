@@ -5,10 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from murmurd import __version__
+
+if TYPE_CHECKING:
+    from murmurd.a2a.auth.config import AuthConfig
+    from murmurd.a2a.auth.tls import TlsFiles
 
 
 def _eprint(message: str) -> None:
@@ -106,17 +111,23 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     import os
 
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants
+    from murmurd.staging.grants import compute_grants, effective_grants
 
     manifest, report = load_capsule(Path(args.capsule_dir))
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1
     grants = compute_grants(manifest, os.environ)
+    containment = _containment_summary(effective_grants(manifest, grants, env=os.environ))
     if args.json:
-        print(json.dumps(grants.to_json(), indent=2, sort_keys=True))
+        print(json.dumps({**grants.to_json(), "containment": containment}, indent=2, sort_keys=True))
         return 0
     print(f"{manifest.name} {manifest.version}")
+    print(f"  containment: {containment['achieved']} (declared {containment['declared']}, "
+          f"mechanism {containment['mechanism']}, floor met: {'yes' if containment['floor_met'] else 'no'})")
+    for code in report.warnings:
+        if code.code.startswith("W-SEC-"):
+            print(f"  {code.code}: {code.message}")
     for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
         print(f"  {name}:")
         for key, value in grant.to_json().items():
@@ -228,6 +239,16 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     return lines
 
 
+def _containment_summary(grants: dict) -> dict:
+    """The containment part of `effective_grants`, as `murmurd explain` shows it."""
+    summary = {"declared": grants["declared_containment"], "achieved": grants["achieved_containment"],
+               "mechanism": grants["enforcement_tier"], "floor_met": grants["floor_met"],
+               "workdir_exec": grants["workdir_exec"]}
+    if "shortfall_reason" in grants:
+        summary["shortfall_reason"] = grants["shortfall_reason"]
+    return summary
+
+
 def _render_scope(grants: dict) -> str:
     """`--explain-scope`'s human layout (upstream's): containment, then every effective grant."""
     def shown(value: object) -> str:
@@ -257,7 +278,8 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
     from murmurd.manifest.validate import load_capsule
-    from murmurd.staging.grants import compute_grants, containment_floor, effective_grants, shortfall
+    from murmurd.containment.plan import shortfall
+    from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
 
     explain = getattr(args, "explain_scope", False)
     if not explain and args.containment is None:
@@ -267,10 +289,10 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
         return None  # staging reports every error
     floor = containment_floor(manifest, args.containment)
     if explain:
-        grants = effective_grants(manifest, compute_grants(manifest, env), floor)
+        grants = effective_grants(manifest, compute_grants(manifest, env), floor, env)
         print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
         return 0
-    reason = shortfall(floor)
+    reason = shortfall(floor, containment_plan(manifest, env))
     if reason is None:
         return None
     _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
@@ -376,6 +398,7 @@ def _non_negative_float(text: str) -> float:
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
+    from murmurd.a2a.auth.binding import UnsafeServe
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
     from murmurd.a2a.state_dir import StateDirError
     from murmurd.a2a.store import TaskStoreError
@@ -389,6 +412,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     refused = _containment_check(args, env, "serve")
     if refused is not None:
         return refused
+    security = _serve_security(args)
+    if security is None:
+        return 2
+    auth, tls, load_auth = security
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
@@ -400,6 +427,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
+        auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
+        cors_origins=tuple(args.cors_origins),
     )
     host = ComponentHost()
     try:
@@ -413,24 +442,73 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except (PortTaken, StateDirError, TaskStoreError) as exc:
         _eprint(f"murmurd serve: {exc}")
         return 1
+    except UnsafeServe as exc:
+        _eprint(f"murmurd serve: {exc}")
+        return 2
     finally:
         host.close()
+
+
+def _serve_security(
+        args: argparse.Namespace) -> tuple[AuthConfig, TlsFiles | None, Callable[[], AuthConfig]] | None:
+    """(credentials, TLS files, how to read the credentials again) for `serve`, or None after
+    reporting why they are unusable."""
+    import os
+
+    from murmurd.a2a.auth.config import CredentialsError, load_auth
+    from murmurd.a2a.auth.tls import TlsFiles
+
+    if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_client_ca and args.tls_cert is None):
+        _eprint("murmurd serve: --tls-cert and --tls-key go together; --tls-client-ca needs both")
+        return None
+    tls = None if args.tls_cert is None else TlsFiles(
+        Path(args.tls_cert), Path(args.tls_key), Path(args.tls_client_ca) if args.tls_client_ca else None)
+    credentials = Path(args.credentials) if args.credentials else None
+    token_file = Path(args.token_file) if args.token_file else None
+
+    def load() -> AuthConfig:
+        return load_auth(credentials, token_file, os.environ)
+
+    try:
+        auth = load()
+    except CredentialsError as exc:
+        _eprint(f"murmurd serve: {exc}")
+        return None
+    return auth, tls, load
 
 
 def _base_url(url: str) -> str:
     return url if "://" in url else f"http://{url}"
 
 
+def _client_token(args: argparse.Namespace, command: str) -> str | None | bool:
+    """The bearer token `send`/`watch` present (None: none); False after reporting a bad one."""
+    import os
+
+    from murmurd.a2a.auth.config import CredentialsError, client_token
+
+    try:
+        return client_token(Path(args.token_file) if args.token_file else None, os.environ)
+    except CredentialsError as exc:
+        _eprint(f"murmurd {command}: {exc}")
+        return False
+
+
 def _cmd_send(args: argparse.Namespace) -> int:
     from murmurd.a2a import client
 
     url = _base_url(args.url)
+    token = _client_token(args, "send")
+    if token is False:
+        return 2
+    assert token is None or isinstance(token, str)
     try:
         if args.stream:
             final = client.stream(url, args.text, lambda t: print(t, end="", flush=True),
-                                  context_id=args.context_id, task_id=args.task_id)
+                                  context_id=args.context_id, task_id=args.task_id, token=token)
             return 0 if final in ("completed", "input-required") else 1
-        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id), indent=2))
+        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id, token=token),
+                         indent=2))
         return 0
     except client.ClientError as exc:
         _eprint(f"murmurd send: {exc}")
@@ -440,14 +518,83 @@ def _cmd_send(args: argparse.Namespace) -> int:
 def _cmd_watch(args: argparse.Namespace) -> int:
     from murmurd.a2a import client
 
+    token = _client_token(args, "watch")
+    if token is False:
+        return 2
+    assert token is None or isinstance(token, str)
     try:
-        client.watch(_base_url(args.url), lambda t: print(t, end="", flush=True))
+        client.watch(_base_url(args.url), lambda t: print(t, end="", flush=True), token=token)
     except client.ClientError as exc:
         _eprint(f"murmurd watch: {exc}")
         return 1
     except KeyboardInterrupt:
         return 0
     return 0
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from murmurd.traceview import commands
+
+    console, workdir = commands.Console(), Path(args.workdir)
+    if args.trace_command == "show":
+        return commands.show(console, workdir, args.session, as_json=args.json,
+                             html=Path(args.html) if args.html else None)
+    if args.trace_command == "steps":
+        return commands.steps(console, workdir, args.session, verbose=args.verbose, as_json=args.json)
+    if args.trace_command == "diff":
+        return commands.diff(console, workdir, args.sessions, as_json=args.json)
+    return commands.report(console, workdir, args.sessions, last=args.last, since=args.since, as_json=args.json)
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from murmurd.eval import commands
+
+    console = commands.Console()
+    if args.eval_command == "show":
+        return commands.show(console, Path(args.workdir), args.session, as_json=args.json)
+    if args.eval_command == "diff":
+        return commands.diff(console, Path(args.workdir), args.a, args.b, as_json=args.json)
+    return commands.run(console, Path(args.capsule_dir), Path(args.dataset), no_env_file=args.no_env_file)
+
+
+def _add_trace(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    trace = commands.add_parser("trace", help="read session traces: show, steps, diff, report")
+    sub = trace.add_subparsers(dest="trace_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    selector = "a session: id, id suffix, or a trace path (default: the latest)"
+    show = sub.add_parser("show", parents=[where], help="one session's sections")
+    show.add_argument("session", nargs="?", help=selector)
+    show.add_argument("--html", metavar="FILE", help="write a self-contained HTML timeline of the session to FILE")
+    steps = sub.add_parser("steps", parents=[where], help="one row per inference turn")
+    steps.add_argument("session", nargs="?", help=selector)
+    steps.add_argument("-v", "--verbose", action="store_true", help="add the first string of each turn's input")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions side by side (default @2 @1)")
+    diff.add_argument("sessions", nargs="*", help="two sessions (also @N: the N-th most recent)")
+    report = sub.add_parser("report", parents=[where], help="statistics over several sessions")
+    report.add_argument("sessions", nargs="*", help="sessions (default: every session)")
+    report.add_argument("--last", type=int, help="the N most recent sessions")
+    report.add_argument("--since", help="sessions started within <N>m, <N>h or <N>d")
+    trace.set_defaults(handler=_cmd_trace)
+
+
+def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    evals = commands.add_parser("eval", help="read and run evals: show, diff, run")
+    sub = evals.add_subparsers(dest="eval_command", required=True)
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--workdir", default="workdir", help="where the ses_* session directories are (default ./workdir)")
+    where.add_argument("--json", action="store_true", help="the same content as JSON")
+    show = sub.add_parser("show", parents=[where], help="one session's eval.jsonl")
+    show.add_argument("session", nargs="?", help="a session: id, id suffix, or an eval.jsonl path (default: the latest)")
+    diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
+    diff.add_argument("a")
+    diff.add_argument("b")
+    run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
+    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
+    run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
+    run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
+    evals.set_defaults(handler=_cmd_eval)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -528,6 +675,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
                        help="keep at most this many finished tasks; 0 = no limit (default 10000)")
+    serve.add_argument("--credentials", help="credentials file (YAML; docs/security.md); default $MURMUR_CREDENTIALS_FILE")
+    serve.add_argument("--token-file", help="a file holding one operator bearer token "
+                                            "(default $MURMUR_TOKEN_FILE, or the token in $MURMUR_TOKEN)")
+    serve.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    serve.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
+    serve.add_argument("--tls-client-ca", help="verify client certificates against this CA (mutual TLS)")
+    serve.add_argument("--insecure", action="store_true",
+                       help="allow a non-loopback --host with no credential configured (anyone reaching it is the operator)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
+                       help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
+                            "adds to the manifest's network.cors_origins (default: none)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -536,10 +694,12 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--context-id")
     send.add_argument("--task-id", help="reply to this task (input-required)")
     send.add_argument("--stream", action="store_true", help="stream chunks live (message/stream)")
+    send.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     send.set_defaults(handler=_cmd_send)
 
     watch = commands.add_parser("watch", help="render a capsule's live stream (stream/watch)")
     watch.add_argument("url")
+    watch.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     watch.set_defaults(handler=_cmd_watch)
 
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
@@ -566,6 +726,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=_cmd_list)
+
+    _add_trace(commands)
+    _add_eval(commands)
     return parser
 
 
@@ -574,6 +737,13 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
     if args.max_streams is not None and args.max_streams >= args.max_connections:
         parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
                      "so ordinary requests always have a connection")
+    from murmurd.a2a.cors import BadOrigin, check_origin
+
+    for origin in args.cors_origins:
+        try:
+            check_origin(origin)
+        except BadOrigin as exc:
+            parser.error(f"--cors-origin: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,21 +1,26 @@
-"""wasi:http under the network grant: refused before any connection without it, real with it.
+"""wasi:http under the network grant: a request reaches exactly the origins the grant lists.
 
-Every test talks only to a server of its own on 127.0.0.1 (a random port).
+Every test talks only to servers of its own on loopback (127.0.0.1 and 127.0.0.2, random
+ports), each counting the TCP connections its listening socket accepts: a refused request is
+one that no server ever saw a connection for.
 """
 
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+from wasmtime import wat2wasm
 
-from murmurd.host import CallGrant, ComponentHost, ToolInput, ToolStatus
-from murmurd.host.http_policy import DENIED
+from murmurd.host import CallGrant, ComponentHost, SessionContext, ToolInput, ToolStatus
+from murmurd.host.http_policy import DENIED, EgressDenial
 
 
 @dataclass
@@ -34,9 +39,9 @@ class Seen:
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, seen: Seen) -> None:
+    def __init__(self, seen: Seen, address: str) -> None:
         self.seen = seen
-        super().__init__(("127.0.0.1", 0), _Handler)
+        super().__init__((address, 0), _Handler)
 
     def get_request(self):  # type: ignore[no-untyped-def]
         conn, addr = super().get_request()  # one call per accepted TCP connection
@@ -65,28 +70,60 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 class Local:
     seen: Seen
     port: int
+    address: str = "127.0.0.1"
 
-    def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.port}{path}"
+    @property
+    def origin(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    def url(self, path: str, scheme: str = "http", host: str | None = None) -> str:
+        return f"{scheme}://{host or self.address}:{self.port}{path}"
 
 
-@pytest.fixture
-def server() -> Iterator[Local]:
+def _serve(address: str = "127.0.0.1") -> Iterator[Local]:
     seen = Seen()
-    httpd = _Server(seen)
+    httpd = _Server(seen, address)
     thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
-        yield Local(seen, httpd.server_address[1])
+        yield Local(seen, httpd.server_address[1], address)
     finally:
         httpd.shutdown()
         httpd.server_close()
         thread.join(5)
 
 
+@pytest.fixture
+def server() -> Iterator[Local]:
+    """Host A: the origin a grant names."""
+    yield from _serve()
+
+
+@pytest.fixture
+def other_host() -> Iterator[Local]:
+    """Host B: another loopback address (127.0.0.2), its own port."""
+    yield from _serve("127.0.0.2")
+
+
+@pytest.fixture
+def other_port() -> Iterator[Local]:
+    """A's host on another port."""
+    yield from _serve()
+
+
 @pytest.fixture(scope="module")
 def http_get(host: ComponentHost, artifacts):
     return host.load(artifacts.fixture("http-get"))
+
+
+class Denials(SessionContext):
+    """A session context that keeps what the host reports refused (the session traces it)."""
+
+    def __init__(self) -> None:
+        self.seen: list[EgressDenial] = []
+
+    def egress_denied(self, denial: EgressDenial) -> None:
+        self.seen.append(denial)
 
 
 def _sentinel(local: Local) -> tuple[str, int]:
@@ -95,10 +132,13 @@ def _sentinel(local: Local) -> tuple[str, int]:
     The listening socket accepts connections in arrival order, so once the sentinel is
     served, any connection made before it has been accepted (and recorded) too.
     """
-    with socket.create_connection(("127.0.0.1", local.port), timeout=5) as sock:
+    with socket.create_connection((local.address, local.port), timeout=5) as sock:
         address = sock.getsockname()
         sock.sendall(b"GET /sentinel HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        assert sock.recv(64).startswith(b"HTTP/1.0 200")
+        reply = b""
+        while chunk := sock.recv(4096):  # read to the end: the server closes an HTTP/1.0 reply
+            reply += chunk
+        assert reply.startswith(b"HTTP/1.0 200")
     deadline = time.monotonic() + 5
     while "/sentinel" not in local.seen.snapshot()[1]:
         assert time.monotonic() < deadline, "the server never recorded the sentinel"
@@ -111,15 +151,23 @@ def test_the_fixture_imports_wasi_http(http_get) -> None:
     assert f"wasi:http/outgoing-handler@{http_get.http_version}" in http_get.imports
 
 
+def _no_connection(local: Local) -> None:
+    """Nothing but our own sentinel ever reached `local`'s listening socket."""
+    sentinel = _sentinel(local)
+    connections, requests = local.seen.snapshot()
+    assert connections == [sentinel]
+    assert requests == ["/sentinel"]
+
+
 def test_without_a_grant_the_request_is_denied_before_any_connection(host, http_get, server: Local) -> None:
-    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/hello")), grant=CallGrant())
+    session = Denials()
+    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/hello")), grant=CallGrant(), session=session)
     assert result.status is ToolStatus.ERROR
     assert result.summary == f"error-code {DENIED}"
     assert result.data is None
-    sentinel = _sentinel(server)
-    connections, requests = server.seen.snapshot()
-    assert connections == [sentinel]  # the guest opened no TCP connection at all
-    assert requests == ["/sentinel"]
+    _no_connection(server)  # the guest opened no TCP connection at all
+    (denial,) = session.seen
+    assert (denial.artifact, denial.reason) == ("http-get", "no network grant")
 
 
 @pytest.mark.anyio
@@ -129,23 +177,73 @@ async def test_without_a_grant_the_worker_path_is_denied_too(host, http_get, ser
     assert server.seen.snapshot() == ([], [])
 
 
-def test_with_a_network_grant_the_component_fetches_the_url(host, http_get, server: Local) -> None:
-    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/hello")), grant=CallGrant(network=True))
+def test_the_granted_origin_is_reached(host, http_get, server: Local) -> None:
+    session = Denials()
+    grant = CallGrant(network=(server.origin,))
+    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/hello")), grant=grant, session=session)
     assert result.status is ToolStatus.PASSED, result.summary
     assert result.data == "status 200"
     assert dict(result.metadata)["body"] == "hello from /hello"
     connections, requests = server.seen.snapshot()
     assert requests == ["/hello"]
     assert len(connections) == 1
+    assert session.seen == []
 
 
-def test_the_grant_is_per_call(host, http_get, server: Local) -> None:
-    allowed = host.call_tool_sync(http_get, ToolInput(data=server.url("/one")), grant=CallGrant(network=True))
-    denied = host.call_tool_sync(http_get, ToolInput(data=server.url("/two")), grant=CallGrant())
-    again = host.call_tool_sync(http_get, ToolInput(data=server.url("/three")), grant=CallGrant(network=True))
+@pytest.mark.parametrize("target", ["other-host", "other-port", "other-scheme", "userinfo", "another-name"])
+def test_every_other_origin_is_refused_before_any_connection(
+    host, http_get, server: Local, other_host: Local, other_port: Local, target: str
+) -> None:
+    """Granted `http://127.0.0.1:<A>` only: B on 127.0.0.2, A's host on another port, A over
+    https, A with user information, and A by another name of the same address are all refused."""
+    url, reached, origin = {
+        "other-host": (other_host.url("/b"), other_host, other_host.origin),
+        "other-port": (other_port.url("/c"), other_port, other_port.origin),
+        "other-scheme": (server.url("/s", scheme="https"), server, f"https://127.0.0.1:{server.port}"),
+        "userinfo": (server.url("/u", host="user:pw@127.0.0.1"), server, None),
+        "another-name": (server.url("/n", host="localhost"), server, f"http://localhost:{server.port}"),
+    }[target]
+    session = Denials()
+    grant = CallGrant(network=(server.origin,))
+    result = host.call_tool_sync(http_get, ToolInput(data=url), grant=grant, session=session)
+    assert result.status is ToolStatus.ERROR
+    assert result.summary == f"error-code {DENIED}"
+    for local in (server, other_host, other_port):
+        _no_connection(local)
+    (denial,) = session.seen
+    assert denial.artifact == "http-get"
+    assert denial.interface == "wasi:http/outgoing-handler#handle"
+    assert denial.origin == origin
+    assert denial.reason == ("not in capabilities.network.allow" if origin
+                             else "the request names no http(s) origin that can be checked")
+
+
+@pytest.mark.parametrize("entry", ["{host}:{port}", "HTTP://{host}:{port}/", "LOCALHOST.:{port}"])
+def test_each_entry_form_reaches_its_origin(host, http_get, server: Local, entry: str) -> None:
+    name = "localhost" if entry.startswith("LOCALHOST") else server.address
+    grant = CallGrant(network=(entry.format(host=server.address, port=server.port),))
+    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/form", host=name)), grant=grant)
+    assert (result.status, result.data) == (ToolStatus.PASSED, "status 200"), result.summary
+
+
+def test_a_bare_host_lists_only_the_default_ports(host, http_get, server: Local) -> None:
+    grant = CallGrant(network=(server.address,))  # http://127.0.0.1:80 and https://127.0.0.1:443
+    result = host.call_tool_sync(http_get, ToolInput(data=server.url("/bare")), grant=grant)
+    assert result.summary == f"error-code {DENIED}"
+    _no_connection(server)
+
+
+def test_the_grant_is_per_call(host, http_get, server: Local, other_host: Local) -> None:
+    to_a = CallGrant(network=(server.origin,))
+    to_b = CallGrant(network=(other_host.origin,))
+    allowed = host.call_tool_sync(http_get, ToolInput(data=server.url("/one")), grant=to_a)
+    denied = host.call_tool_sync(http_get, ToolInput(data=server.url("/two")), grant=to_b)
+    nothing = host.call_tool_sync(http_get, ToolInput(data=server.url("/three")), grant=CallGrant())
+    again = host.call_tool_sync(http_get, ToolInput(data=server.url("/four")), grant=to_a)
     assert (allowed.data, again.data) == ("status 200", "status 200")
-    assert denied.summary == f"error-code {DENIED}"
-    assert server.seen.snapshot()[1] == ["/one", "/three"]
+    assert denied.summary == nothing.summary == f"error-code {DENIED}"
+    assert server.seen.snapshot()[1] == ["/one", "/four"]
+    assert other_host.seen.snapshot() == ([], [])
 
 
 def test_with_a_grant_a_refused_connection_is_a_wasi_error_code(host, http_get) -> None:
@@ -153,6 +251,40 @@ def test_with_a_grant_a_refused_connection_is_a_wasi_error_code(host, http_get) 
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/"
-    result = host.call_tool_sync(http_get, ToolInput(data=url), grant=CallGrant(network=True))
+    result = host.call_tool_sync(http_get, ToolInput(data=url), grant=CallGrant(network=(f"127.0.0.1:{port}",)))
     assert result.status is ToolStatus.ERROR
-    assert result.summary == "error-code connection-refused"
+    assert result.summary == "error-code connection-refused"  # the native client's own answer, forwarded
+
+
+def test_a_guest_cannot_go_around_wasi_http_through_wasi_sockets(host) -> None:
+    """`wasi:sockets` is linked with WASI, so a guest could try a TCP connection of its own; under
+    the WASI context murmurd configures, wasmtime refuses to create the socket at all, whatever
+    the network grant says, and the listener never accepts anything."""
+    wat = (Path(__file__).parent / "fixtures" / "tcp-connect.wat").read_text()
+    probe = host.load_bytes(wat2wasm(wat), name="tcp-connect")
+    assert "wasi:sockets/tcp@0.2.0" in probe.imports
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(0.3)
+        port = listener.getsockname()[1]
+        for grant in (CallGrant(), CallGrant(network=(f"127.0.0.1:{port}",))):
+            result = host.call_tool_sync(probe, ToolInput(data=str(port)), grant=grant)
+            assert (result.status, result.summary) == (ToolStatus.FAILED, "access-denied")
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nothing ever connected
+
+
+def test_one_store_checks_every_request(host, http_get, server: Local, other_host: Local) -> None:
+    """Several requests in one call share the store's forwarder; each is judged on its own."""
+    session = Denials()
+    urls = [server.url("/1"), other_host.url("/2"), server.url("/3"), server.url("/4", scheme="https"), server.url("/5")]
+    grant = CallGrant(network=(server.origin,))
+    result = host.call_tool_sync(http_get, ToolInput(data=json.dumps({"urls": urls})), grant=grant, session=session)
+    assert result.status is ToolStatus.PASSED, result.summary
+    denied = f"error-code {DENIED}"
+    assert (result.data or "").split("\n") == ["status 200", denied, "status 200", denied, "status 200"]
+    assert server.seen.snapshot()[1] == ["/1", "/3", "/5"]
+    assert len(server.seen.snapshot()[0]) == 3
+    _no_connection(other_host)
+    assert [d.origin for d in session.seen] == [other_host.origin, f"https://127.0.0.1:{server.port}"]

@@ -42,7 +42,27 @@ WASMTIME_BY_NAME = re.compile(
 CHECKED_DESCRIPTOR = re.compile(r"(?:preopen_dir\(|_file\s*=\s*)workdir_fs\.fd_path\(")
 
 # "file: the matching line, stripped" -> why it is not a path beneath a workdir.
+_CGROUP = "the cgroup filesystem (a per-command pids cgroup), never a workdir"
+_HELPER = "the confinement helper, before exec: /proc, the cgroup, ancestors of the workdir root (never below it)"
 ALLOWED: dict[str, str] = {
+    'containment/cgroup.py: lines = Path("/proc/self/mountinfo").read_text().splitlines()': _CGROUP,
+    'containment/cgroup.py: memberships = Path("/proc/self/cgroup").read_text().splitlines()': _CGROUP,
+    'containment/cgroup.py: return "pids" in (directory / "cgroup.subtree_control").read_text().split()': _CGROUP,
+    'containment/cgroup.py: entries = [e for e in os.scandir(root) if e.name.startswith(PREFIX) and e.is_dir(follow_symlinks=False)]': _CGROUP,
+    "containment/cgroup.py: os.rmdir(entry.path)": _CGROUP,
+    "containment/cgroup.py: path.mkdir()": _CGROUP,
+    'containment/cgroup.py: (path / "pids.max").write_text(str(pids_max))': _CGROUP,
+    'containment/cgroup.py: for line in (self.path / "pids.events").read_text().splitlines():': _CGROUP,
+    'containment/cgroup.py: pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]': _CGROUP,
+    "containment/cgroup.py: self.path.rmdir()": _CGROUP,
+    'containment/child.py: with open(procs_file, "w") as sink:': _HELPER,
+    'containment/child.py: with open(path, "w") as sink:': _HELPER + " (/proc/self/uid_map and friends)",
+    "containment/child.py: names = os.listdir(directory)": _HELPER,
+    'containment/child.py: last = int(open("/proc/sys/kernel/cap_last_cap").read())': _HELPER,
+    "containment/landlock.py: fd = os.open(path, os.O_PATH | os.O_CLOEXEC)":
+        "an O_PATH handle for a Landlock rule: the workdir root, an operator's HOME, ancestors' siblings, /dev/null",
+    'session/rlimits.py: for entry in os.scandir("/proc"):': "/proc: the uid's task count for RLIMIT_NPROC",
+    'session/rlimits.py: with open(f"/proc/{entry.name}/status", "rb") as status:': "/proc: the uid's task count for RLIMIT_NPROC",
     "cli.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
     "cli.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
     "manifest/reading.py: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)":
@@ -65,6 +85,8 @@ ALLOWED: dict[str, str] = {
     "authoring/build.py: os.replace(tmp, dest)": "the build cache and the artifact's built .wasm",
     "authoring/build.py: tmp.unlink(missing_ok=True)": "the build cache and the artifact's built .wasm",
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
+    "a2a/auth/config.py: with open(path, \"rb\") as handle:":
+        "the operator's credentials file and token files (--credentials, --token-file, token_file:)",
     "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
@@ -91,6 +113,8 @@ ALLOWED: dict[str, str] = {
     "staging/registry.py: tmp.write_text(json.dumps(index, indent=2, sort_keys=True), encoding=\"utf-8\")":
         "the file registry",
     "staging/registry.py: os.replace(tmp, self.root / INDEX)": "the file registry",
+    "traceview/sessions.py: with os.scandir(directory) as entries:":
+        "listing the ses_* names of the operator's `--workdir` (entries are lstat'ed, symlinks skipped)",
 }
 
 

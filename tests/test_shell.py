@@ -469,15 +469,15 @@ def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
 
 
 def test_a_group_is_known_to_the_watchdog_before_its_command_runs(tmp_path: Path) -> None:
-    """The child announces its own group from `preexec_fn`, before exec: a murmurd killed before
-    its `register` ran still leaves no grandchild behind (here `register` never runs at all)."""
+    """The confinement helper announces its own group before it execs the command: a murmurd
+    killed before its `register` ran still leaves no grandchild behind (here `register` never
+    runs at all)."""
     program = (
-        "import functools, os, subprocess, sys, time\n"
-        "from murmurd.session import shell_watchdog\n"
-        "from murmurd.session.shell import _in_child\n"
-        "announce = functools.partial(_in_child, os.getpid(), (), shell_watchdog.watchdog_fd())\n"
-        "subprocess.Popen(['sh', '-c', sys.argv[2]], cwd=sys.argv[1], start_new_session=True, close_fds=True,\n"
-        "                 preexec_fn=announce)\n"
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from murmurd.session.shell import ShellPolicy, prepare_shell, spawn_confined\n"
+        "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]))\n"
+        "spawn_confined(policy, prepare_shell(policy, 'sh', ['-c', sys.argv[2]]))\n"
         "time.sleep(300)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}

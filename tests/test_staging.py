@@ -306,9 +306,10 @@ def test_a_hook_sees_the_otel_endpoint_and_formation_id_and_nothing_else(tmp_pat
 
 
 def test_the_manifests_otel_endpoint_wins_for_hooks() -> None:
+    from murmurd.manifest.capsule import Observability
     from murmurd.staging.grants import hook_env
 
-    assert hook_env("https://otel.example:4318", {"MURMUR_OTEL_ENDPOINT": "http://other"}) == {
+    assert hook_env(Observability(otel_endpoint="https://otel.example:4318"), {"MURMUR_OTEL_ENDPOINT": "http://other"}) == {
         "MURMUR_OTEL_ENDPOINT": "https://otel.example:4318"
     }
-    assert hook_env(None, {"MURMUR_FORMATION_ID": ""}) == {}
+    assert hook_env(Observability(), {"MURMUR_FORMATION_ID": ""}) == {}

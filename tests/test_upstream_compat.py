@@ -19,6 +19,8 @@ import pytest
 import yaml
 
 from a2akit import ROOT, start
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import plan_containment
 from conftest import EXAMPLES
 
 SKILL = "# Tidy\nAlways leave the repo tidy.\n"
@@ -115,8 +117,7 @@ def test_validate_accepts_it_and_names_every_field_it_ignores(tmp_path: Path) ->
     report = json.loads(proc.stdout)
     assert proc.returncode == 0 and report["ok"] and report["errors"] == 0, proc.stdout
     warned = sorted(d["path"] for d in report["diagnostics"] if d["code"] == "W-MAN-002")
-    assert warned == ["capabilities.filesystem.workdir_exec", "capabilities.network.unix_sockets",
-                      "capabilities.resources.max_processes", "mur_version"]
+    assert warned == ["capabilities.network.unix_sockets", "mur_version"]
     assert not [d for d in report["diagnostics"] if d["code"] == "W-MAN-001"]  # nothing silently unknown
 
 
@@ -135,7 +136,8 @@ def test_run_answers_with_the_skill_and_the_shell_and_a_full_trace(tmp_path: Pat
     start_event = events[1]
     assert start_event["tools_declared"] == ["tidy", "printf"]
     assert start_event["system_prompt_source"] == "manifest"
-    assert start_event["containment_declared"] == start_event["containment_achieved"] == "advisory"
+    here = plan_containment(probe_host(), "auto")
+    assert (start_event["containment_declared"], start_event["containment_achieved"]) == ("advisory", here.achieved)
     assert start_event["effective_grants"]["filesystem_scope"] == "repo"
     assert events[0]["context_id"] == summary["context_id"]
     assert (events[-1]["tool_calls"], events[-1]["shell_calls"]) == (1, 1)  # the skill is counted apart

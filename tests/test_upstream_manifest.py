@@ -123,9 +123,10 @@ def test_transport_process_is_refused_naming_what_it_is(tmp_path: Path) -> None:
     assert "Claude Code, codex" in report.errors[0].message
 
 
-@pytest.mark.parametrize("floor", ["scoped", "sealed"])
-def test_a_containment_floor_murmurd_cannot_meet_is_refused(tmp_path: Path, floor: str) -> None:
-    model, report = check({"capabilities": {"containment": floor}}, tmp_path)
+@pytest.mark.parametrize(("floor", "env"), [("sealed", {}), ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])
+def test_a_containment_floor_murmurd_cannot_meet_is_refused(tmp_path: Path, floor: str, env: dict) -> None:
+    model, report = validate_manifest({"name": "up", "version": "0.1.0", "capabilities": {"containment": floor}},
+                                      tmp_path, env)
     assert model is None and codes_at(report) == [("E-CAP-010", "capabilities.containment")]
 
 
@@ -150,21 +151,18 @@ def test_prompt_payload_gates_system_prompt_artifact(tmp_path: Path, entry, ok) 
 
 UPSTREAM_FIELDS = {
     "mur_version": {"mur_version": "0.2.0"},
-    "capabilities.resources.max_processes": {"capabilities": {"resources": {"max_processes": 64}}},
     "capabilities.resources.cgroup_memory_bytes": {"capabilities": {"resources": {"cgroup_memory_bytes": 1 << 30}}},
     "capabilities.resources.workdir_max_bytes": {"capabilities": {"resources": {"workdir_max_bytes": 1 << 30}}},
     "artifacts[0].capabilities.resources": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"resources": {"cpu_seconds": 5}}}]},
     "capabilities.spawn": {"capabilities": {"spawn": {"allow": ["node"]}}},
     "capabilities.network.unix_sockets": {"capabilities": {"network": {"unix_sockets": True}}},
-    "capabilities.filesystem.workdir_exec": {"capabilities": {"filesystem": {"workdir_exec": True}}},
     "capabilities.shell.interpreter_runtime": {"capabilities": {"shell": {
         "allow": ["python3"], "interpreter_runtime": [{"binary": "python3", "dirs": []}]}}},
     "capabilities.shell.staged_runtime": {"capabilities": {"shell": {
         "allow": ["node"], "staged_runtime": [{"binary": "node", "source_path": "/opt/node", "pin": "v1"}]}}},
     "artifacts[0].capabilities.containment": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"containment": "scoped"}}]},
-    "observability.eval": {"observability": {"eval": {"scorers": [{"type": "exit_ok"}]}}},
 }
 
 
@@ -172,8 +170,8 @@ UPSTREAM_FIELDS = {
 def test_every_upstream_field_murmurd_ignores_is_a_named_warning(tmp_path: Path, path: str) -> None:
     model, report = check(UPSTREAM_FIELDS[path], tmp_path)
     assert report.ok and model is not None, report.to_text()
-    assert [(d.code, d.path) for d in report.warnings] == [("W-MAN-002", path)]
-    assert "murmurd ignores it" in report.warnings[0].message
+    (warned,) = [d for d in report.warnings if not d.code.startswith("W-SEC-")]  # W-SEC: shell containment
+    assert (warned.code, warned.path) == ("W-MAN-002", path) and "murmurd ignores it" in warned.message
 
 
 def test_the_warning_table_names_what_each_field_does(tmp_path: Path) -> None:
@@ -192,7 +190,8 @@ async def test_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_path
 
 
 def test_the_rlimit_resources_are_read_and_not_warned(tmp_path: Path) -> None:
-    resources = {"max_open_files": 64, "max_file_size_bytes": 4096, "cpu_seconds": 5, "memory_bytes": 1 << 30}
+    resources = {"max_open_files": 64, "max_file_size_bytes": 4096, "cpu_seconds": 5, "memory_bytes": 1 << 30,
+                 "max_processes": 64, "cgroup_pids_max": 64}
     model, report = check({"capabilities": {"resources": resources}}, tmp_path)
     assert report.ok and not report.diagnostics and model is not None
     assert model.capabilities.resources is not None and model.capabilities.resources.cpu_seconds == 5

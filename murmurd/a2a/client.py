@@ -1,4 +1,6 @@
-"""Client commands: `murmurd send` and `murmurd watch`, speaking the upstream dialect."""
+"""Client commands: `murmurd send` and `murmurd watch`, speaking the upstream dialect.
+
+`token` (from `--token-file`, $MURMUR_TOKEN_FILE or $MURMUR_TOKEN) is sent as a bearer token."""
 
 from __future__ import annotations
 
@@ -31,6 +33,10 @@ def _message(text: str, context_id: str | None, task_id: str | None) -> dict[str
     return message
 
 
+def _auth(token: str | None) -> dict[str, str]:
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
 def _unwrap(url: str, response: httpx.Response) -> Any:
     try:
         payload = response.json()
@@ -42,11 +48,12 @@ def _unwrap(url: str, response: httpx.Response) -> Any:
     return payload.get("result") if isinstance(payload, dict) else payload
 
 
-def send(url: str, text: str, *, context_id: str | None = None, task_id: str | None = None, timeout: float = 30) -> Any:
+def send(url: str, text: str, *, context_id: str | None = None, task_id: str | None = None, timeout: float = 30,
+         token: str | None = None) -> Any:
     """`message/send`; returns the task JSON."""
     try:
         response = httpx.post(url, json=_request("message/send", {"message": _message(text, context_id, task_id)}),
-                              timeout=timeout)
+                              timeout=timeout, headers=_auth(token))
     except httpx.HTTPError as exc:
         raise ClientError(f"{url}: unreachable ({type(exc).__name__}: {exc})") from None
     return _unwrap(url, response)
@@ -84,9 +91,10 @@ def render_frame(event: ServerSentEvent) -> Rendered:
     return Rendered(f"[{event.event}] {event.data}\n")
 
 
-def _frames(url: str, method: str, params: dict[str, Any], timeout: float) -> Iterator[ServerSentEvent]:
+def _frames(url: str, method: str, params: dict[str, Any], timeout: float,
+            token: str | None) -> Iterator[ServerSentEvent]:
     try:
-        with httpx.Client(timeout=httpx.Timeout(timeout, read=None)) as client:
+        with httpx.Client(timeout=httpx.Timeout(timeout, read=None), headers=_auth(token)) as client:
             with connect_sse(client, "POST", url, json=_request(method, params)) as source:
                 if "text/event-stream" not in source.response.headers.get("content-type", ""):
                     source.response.read()
@@ -98,17 +106,17 @@ def _frames(url: str, method: str, params: dict[str, Any], timeout: float) -> It
 
 
 def stream(url: str, text: str, write: Write, *, context_id: str | None = None, task_id: str | None = None,
-           timeout: float = 30) -> str | None:
+           timeout: float = 30, token: str | None = None) -> str | None:
     """`message/stream`: write chunks live; return the final state."""
     final = None
-    for event in _frames(url, "message/stream", {"message": _message(text, context_id, task_id)}, timeout):
+    for event in _frames(url, "message/stream", {"message": _message(text, context_id, task_id)}, timeout, token):
         rendered = render_frame(event)
         write(rendered.text)
         final = rendered.final_state or final
     return final
 
 
-def watch(url: str, write: Write, *, timeout: float = 30) -> None:
+def watch(url: str, write: Write, *, timeout: float = 30, token: str | None = None) -> None:
     """`stream/watch`: render the capsule's live stream until it closes."""
-    for event in _frames(url, "stream/watch", {}, timeout):
+    for event in _frames(url, "stream/watch", {}, timeout, token):
         write(render_frame(event).text)

@@ -31,6 +31,9 @@ from typing import Any, ClassVar
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from murmurd.a2a.auth.edge import TLS_SUBJECT_KEY
+from murmurd.a2a.auth.tls import peer_subject
+
 MIN_WRITE_PROGRESS = 64 * 1024
 """Bytes a client must take off a stuck write buffer per write period to be given another."""
 
@@ -63,11 +66,13 @@ class GuardedH11Protocol(H11Protocol):
         self._seen_cycle: object = None
         self._write_deadline: asyncio.TimerHandle | None = None
         self._write_mark = 0  # write buffer size when the current write period began
+        self._tls_subject: frozenset[tuple[str, str]] | None = None
 
     # -- the cap ---------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._tls_subject = peer_subject(transport)  # after the handshake: verified, or None
         if len(self.registry) >= self.limits.max_connections and not self._evict_one():
             self.limit_concurrency = 0  # uvicorn answers this connection's request 503, then closes
         self.registry[self] = None
@@ -104,6 +109,8 @@ class GuardedH11Protocol(H11Protocol):
             return
         if cycle is not self._seen_cycle:  # a request's headers are complete
             self._seen_cycle = cycle
+            if self._tls_subject is not None:  # the app runs later: its scope still takes this
+                cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
             self._disarm()
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_secs)

@@ -16,11 +16,14 @@ import logging
 import os
 import sys
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
+from murmurd.a2a.auth.outbound import PeerHeaders
+from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
@@ -78,6 +81,11 @@ class NotAReply(ValueError):
         self.finished = finished
 
 
+class ReplyRefused(PermissionError):
+    """A reply to an `input-required` task from a credential less trusted than the task's
+    creator (and not an operator): refused, the task keeps waiting."""
+
+
 class AmbiguousReply(NotAReply):
     """A reply that could answer more than one waiting task, or names a task and a context that
     disagree: refused (-32602) rather than guessed."""
@@ -128,6 +136,8 @@ class Submission:
     trust: str = "operator"
     traceparent: str | None = None
     requested_id: str | None = None  # A2A 0.1/0.2: the client chooses the new task's id
+    principal: str | None = None  # the credential it came with (None: no credential configured)
+    may_reply: Callable[[str | None], bool] | None = None  # given a task's creator: may this answer it?
 
 
 class StreamEvents(TaskEvents):
@@ -176,17 +186,20 @@ class CapsuleDaemon:
         *,
         policy: LifecyclePolicy,
         log: EventLog | None = None,
+        peer_tokens: PeerHeaders | None = None,
     ) -> None:
+        """`peer_tokens`: the bearer token outbound `message/send` presents to each peer."""
         self.staged = staged
         self.host = host
-        self.store = store
+        self.metrics = DaemonMetrics()  # this daemon's own registry (GET /metrics)
+        self.store: TaskStore = self.metrics.timed_store(store)
         self.policy = policy
         self.log = log or EventLog()
         shared = policy.bound == 1
         # With a session per context, the daemon's own session only records acceptance (its
         # trace); the capsule's hooks run in the context sessions, never here.
         self.session = Session(staged, host) if shared else Session(staged, host, dispatcher=LifecycleDispatcher())
-        self.peers = PeerClient(self.session.trace)
+        self.peers = PeerClient(self.session.trace, tokens=peer_tokens)
         self._own = Slot(self.session, self.peers)
         self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
                                 idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot)
@@ -207,6 +220,7 @@ class CapsuleDaemon:
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
+        self.metrics.watch_tasks(running=lambda: len(self._running), queued=lambda: len(self._queue))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -258,7 +272,7 @@ class CapsuleDaemon:
     async def _open_context_slot(self) -> Slot:
         """A new session for one context: workdir and Session built off the loop (file I/O)."""
         session = await asyncio.to_thread(lambda: Session(open_session_staging(self.staged), self.host))
-        slot = Slot(session, PeerClient(session.trace, client=self.peers.client))
+        slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens))
         try:
             await session.open()
         except BaseException:
@@ -346,7 +360,11 @@ class CapsuleDaemon:
         if isinstance(route, Ambiguous):
             raise AmbiguousReply(f"ambiguous reply: {route.reason}")
         if isinstance(route, Reply):
-            return self._deliver(self._running[route.task_id], submission.message)
+            run = self._running[route.task_id]
+            if submission.may_reply is not None and not submission.may_reply(run.record.principal):
+                raise ReplyRefused(f"task {run.record.id} was created by a more trusted credential; "
+                                   "only it, an equally trusted credential or an operator may answer it")
+            return self._deliver(run, submission.message)
         if submission.task_id is not None:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
@@ -360,9 +378,10 @@ class CapsuleDaemon:
             history=[submission.message],
             origin=submission.origin,
             trust=submission.trust,
+            principal=submission.principal,
         )
         self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
-                                 message_id=submission.message.message_id,
+                                 message_id=submission.message.message_id, principal=submission.principal,
                                  traceparent_from_caller=submission.traceparent)
         reason = self._refusal(record.context_id)
         if reason is not None:
@@ -558,6 +577,7 @@ class CapsuleDaemon:
             await self.store.put(brief)
         except Exception:
             logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+        self.metrics.task_changed(brief)
         self._records.pop(record.id, None)
         self.log.publish("status", record.id, record.status_frame(True), final=True)
         async with self._changed:
@@ -631,6 +651,7 @@ class CapsuleDaemon:
     async def _save(self, record: TaskRecord, *, final: bool) -> None:
         record.updated_at = now_ms()
         await self.store.put(record)
+        self.metrics.task_changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         async with self._changed:
             self._changed.notify_all()

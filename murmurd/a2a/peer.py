@@ -2,14 +2,17 @@
 
 The runtime builds the JSON-RPC `message/send` request, so the capsule never sees the wire
 format, and stamps what the capsule cannot set: a W3C `traceparent`, `x-murmur-task-origin:
-peer` and the sending task's trust class.
+peer`, the sending task's trust class and, when one is configured for that peer, its bearer
+token (`peers:` in the credentials file).
 """
 
 from __future__ import annotations
 
 import secrets
+
 import httpx
 
+from murmurd.a2a.auth.outbound import PeerHeaders, PeerTokens
 from murmurd.host import ImportFailed
 from murmurd.host.context import PeerTask
 from murmurd.trace.writer import TraceWriter
@@ -27,10 +30,12 @@ class PeerClient:
     """Sends `message/send` to peers over one pooled httpx client."""
 
     def __init__(self, trace: TraceWriter | None, *, timeout: float = 30.0,
-                 client: httpx.AsyncClient | None = None) -> None:
+                 client: httpx.AsyncClient | None = None, tokens: PeerHeaders | None = None) -> None:
         """`client`: another PeerClient's connection pool to share (one per daemon: building
-        one loads the CA bundle, ~20 ms of the event loop); it stays open when this one closes."""
+        one loads the CA bundle, ~20 ms of the event loop); it stays open when this one closes.
+        `tokens`: the bearer token to present to each peer."""
         self.trace = trace
+        self.tokens: PeerHeaders = tokens or PeerTokens()
         self._owns_client = client is None
         self.client = client or httpx.AsyncClient(timeout=timeout)
 
@@ -50,7 +55,8 @@ class PeerClient:
         if context_id:
             message["contextId"] = context_id
         body = {"jsonrpc": "2.0", "id": message_id, "method": "message/send", "params": {"message": message}}
-        headers = {"traceparent": traceparent, ORIGIN_HEADER: "peer", TRUST_HEADER: trust}
+        headers = {"traceparent": traceparent, ORIGIN_HEADER: "peer", TRUST_HEADER: trust,
+                   **self.tokens.headers_for(peer_url)}
         try:
             response = await self.client.post(peer_url, json=body, headers=headers)
             payload = response.json()

@@ -13,13 +13,19 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import uvicorn
 
+from murmurd.a2a.auth.binding import UnsafeServe, check_serve
+from murmurd.a2a.auth.config import AuthConfig
+from murmurd.a2a.auth.current import CurrentAuth
+from murmurd.a2a.auth.reload import reload_credentials
+from murmurd.a2a.auth.tls import TlsFiles
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
 from murmurd.a2a.server import ServerConfig, create_app
@@ -27,6 +33,7 @@ from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.host import ComponentHost
+from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
 
@@ -54,6 +61,23 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(128)
     sock.setblocking(False)
     return sock
+
+
+def _tls_config(tls: TlsFiles | None) -> dict[str, object]:
+    """uvicorn's TLS settings: client certificates optional (a bearer token works without one),
+    verified against the client CA when one is presented."""
+    if tls is None:
+        return {}
+    config: dict[str, object] = {"ssl_certfile": str(tls.cert), "ssl_keyfile": str(tls.key)}
+    if tls.client_ca is not None:
+        config.update(ssl_ca_certs=str(tls.client_ca), ssl_cert_reqs=ssl.CERT_OPTIONAL)
+    return config
+
+
+def cors_origins(manifest: list[str], flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The origins a browser page may call from: the manifest's, then `--cors-origin`'s (each
+    checked again here: the manifest's were validated, but options may come from code)."""
+    return tuple(dict.fromkeys(check_origin(origin) for origin in [*manifest, *flags]))
 
 
 class _Server(uvicorn.Server):
@@ -91,6 +115,11 @@ class ServeOptions:
     retain_finished_secs: float | None = 7 * 24 * 3600.0  # None: keep finished tasks forever
     retain_finished_count: int | None = 10_000  # None: no count limit
     prune_interval_secs: float = 60.0
+    auth: AuthConfig = field(default_factory=AuthConfig)  # the credentials accepted (none: open)
+    load_auth: Callable[[], AuthConfig] | None = None  # reads them again on SIGHUP (None: no reload)
+    tls: TlsFiles | None = None  # murmurd terminates TLS itself
+    insecure: bool = False  # serve a non-loopback address without any credential
+    cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -121,6 +150,13 @@ async def serve_capsule(
     progress: Callable[[str], None] | None = None,
 ) -> int:
     options.stream_caps  # inconsistent limits are refused before anything is locked or staged
+    check_serve(options.host, options.auth, options.tls, insecure=options.insecure)
+    if options.tls is not None:
+        try:
+            options.tls.server_context()  # unreadable or mismatched files: refused before staging
+        except (OSError, ssl.SSLError) as exc:
+            raise UnsafeServe(f"cannot use --tls-cert {options.tls.cert} / --tls-key {options.tls.key}"
+                              f"{' / --tls-client-ca ' + str(options.tls.client_ca) if options.tls.client_ca else ''}: {exc}") from None
     # The state directory first: a second daemon on it must fail before staging does any work.
     lock = StateDirLock.acquire(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
     try:
@@ -152,16 +188,22 @@ async def _serve_locked(
         max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
-    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer))
-    url = f"http://{options.host}:{port}/"
+    auth = CurrentAuth(options.auth)
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer),
+                           peer_tokens=auth)
+    url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
     app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
-                                          max_streams_per_client=max_streams_per_client))
+                                          max_streams_per_client=max_streams_per_client, auth=auth,
+                                          mtls=options.tls is not None and options.tls.client_ca is not None,
+                                          cors_origins=cors_origins(staged.manifest.network.cors_origins,
+                                                                    options.cors_origins)))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
-                                    http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs))  # type: ignore[arg-type]
+                                    http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]
+                                    **_tls_config(options.tls)))
 
     if options.max_concurrent_tasks is not None and policy.task_acceptance != "queue":
         announce(f"murmur: --max-concurrent-tasks applies to task_acceptance: queue; "
@@ -175,6 +217,18 @@ async def _serve_locked(
     signalled = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, signalled.set)
+    reloads: set[asyncio.Task[bool]] = set()
+    if options.load_auth is not None:
+        load = options.load_auth
+
+        def reload() -> None:
+            task = asyncio.create_task(reload_credentials(
+                auth, load, lambda config: check_serve(options.host, config, options.tls, insecure=options.insecure),
+                announce))
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, reload)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     pruning = asyncio.create_task(prune_periodically(store, options.retention, options.prune_interval_secs))
     try:
@@ -192,9 +246,10 @@ async def _serve_locked(
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
         shell_watchdog.kill_running()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.remove_signal_handler(sig)
         server.should_exit = True
+        daemon.log.close_subscribers()  # open streams end, so the server is not kept waiting
         with contextlib.suppress(Exception):
             await serving
         sock.close()

@@ -11,8 +11,8 @@ import dataclasses
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,10 +20,15 @@ from fastapi.responses import JSONResponse, Response
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
-from murmurd.a2a import inbound, jsonrpc, wire
+from murmurd import console
+from murmurd.a2a import cors, get_streams, inbound, jsonrpc, wire
+from murmurd.a2a.auth.config import AuthConfig
+from murmurd.a2a.auth.current import CurrentAuth
+from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
+from murmurd.a2a.auth.principal import at_least_as_trusted
 from murmurd.a2a.card import agent_card
-from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, Submission, TaskNotCancelable, TaskNotFound
-from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
+from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, ReplyRefused, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
 from murmurd.a2a.wire import Dialect, Operation
@@ -34,7 +39,6 @@ log = logging.getLogger("murmurd.a2a")
 # The dialects that follow the A2A specification's error rules (finished tasks, push configs).
 SPEC_DIALECTS = frozenset({Dialect.V03, Dialect.V10})
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
-_TRUST_CLASS = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
 
 
@@ -53,6 +57,9 @@ class ServerConfig:
     max_response_bytes: int = 4 * 1024 * 1024  # a batch's answers, encoded
     max_streams: int = 128  # open SSE streams: keep it below the connection cap
     max_streams_per_client: int = 64  # open SSE streams from one peer address
+    auth: CurrentAuth = field(default_factory=CurrentAuth)  # no credential: every caller is the operator
+    mtls: bool = False  # murmurd terminates TLS and verifies client certificates
+    cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
 
 
 class StreamSlots:
@@ -102,12 +109,17 @@ class _SlotStream(EventSourceResponse):
             self._release()
 
 
-def caller_identity(headers: Any) -> tuple[str, str]:
-    """(origin, trust) from the request headers, never from the body."""
-    if (headers.get(ORIGIN_HEADER) or "").strip().lower() != "peer":
-        return "operator", "operator"
-    trust = (headers.get(TRUST_HEADER) or "").strip().lower()
-    return "peer", trust if _TRUST_CLASS.match(trust) else "untrusted"
+def caller_of(request: Request) -> Caller:
+    """Who sent the request, as the auth middleware proved it (origin and trust from the
+    credential, narrowed by the `x-murmur-task-*` headers; never from the body)."""
+    return request.state.caller  # type: ignore[no-any-return]
+
+
+def _status_of(response: Any) -> int:
+    """401/403 for a single request refused for its credential, else 200."""
+    if isinstance(response, dict) and isinstance(response.get("error"), dict):
+        return HTTP_STATUS.get(response["error"].get("code"), 200)
+    return 200
 
 
 async def read_capped(request: Request, limit: int) -> bytes | _Abandoned | None:
@@ -148,21 +160,38 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
     staged = daemon.staged
     tools = model_tools(staged)
-    card = agent_card(
-        staged.manifest.name, staged.manifest.version, "", config.url,
-        [t.name for t in tools], bool(shell_allow(staged)), bool(staged.grants.capsule.network),
-        tool_descriptions={t.name: t.description for t in tools},
-    )
+
+    def card_for(auth: AuthConfig) -> dict[str, Any]:
+        return agent_card(
+            staged.manifest.name, staged.manifest.version, "", config.url,
+            [t.name for t in tools], bool(shell_allow(staged)), bool(staged.grants.capsule.network),
+            tool_descriptions={t.name: t.description for t in tools},
+            bearer=any(c.digest is not None for c in auth.credentials),
+            mtls=config.mtls and auth.uses_tls_subjects,
+        )
+
+    built = (config.auth.config, card_for(config.auth.config))  # rebuilt when credentials are reloaded
 
     @app.get("/.well-known/agent-card.json")
     @app.get("/.well-known/agent.json")
     async def agent_card_route() -> JSONResponse:
-        return JSONResponse(card)
+        nonlocal built
+        if built[0] is not config.auth.config:
+            built = (config.auth.config, card_for(config.auth.config))
+        return JSONResponse(built[1])
 
     @app.post("/")
     async def jsonrpc_route(request: Request) -> Response:
         return await router.dispatch(request)
 
+    get_streams.add_get_streams(app, router)
+    console.add_console(app)
+    add_operational_routes(app, daemon)  # /healthz, /readyz, /metrics
+    daemon.metrics.watch_streams(lambda: router.streams.total)
+    # every route above needs a credential once one is configured (auth/edge.EXEMPT_PATHS aside);
+    # CORS goes outside it, so a preflight is answered and a 401 still carries the CORS headers
+    app.add_middleware(AuthMiddleware, auth=config.auth)
+    cors.add_cors(app, config.cors_origins)
     return app
 
 
@@ -202,7 +231,11 @@ class Router:
         result = await jsonrpc.run(parsed, handle, self.config.max_response_bytes)
         if result is None:
             return Response(status_code=204)
-        return _JSONResponse(result)
+        return _JSONResponse(result, status_code=200 if parsed.is_batch else _status_of(result))
+
+    def refuse(self, status: int, failure: jsonrpc.JsonRpcError, headers: dict[str, str] | None = None) -> Response:
+        """A plain HTTP refusal (GET routes) with a JSON-RPC error object as its body."""
+        return _JSONResponse(jsonrpc.error_response(None, failure), status_code=status, headers=headers)
 
     def _is_streaming(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> bool:
         try:
@@ -243,6 +276,7 @@ class Router:
             return wire.render_task(dialect, await self._get(query.task_id), query.history_length)
         if operation is Operation.CANCEL:
             query = wire.parse_task_query(dialect, entry.params)
+            self._may_act_on(request, await self._get(query.task_id))
             try:
                 record = await self.daemon.cancel(query.task_id)
             except TaskNotFound:
@@ -266,6 +300,14 @@ class Router:
                                     include_artifacts=listing.include_artifacts)
         raise jsonrpc.JsonRpcError.method_not_found(entry.method)
 
+    def _may_act_on(self, request: Request, record: TaskRecord) -> None:
+        """Cancelling a task takes a credential at least as trusted as its creator's (as a
+        reply does), or an operator."""
+        principal = caller_of(request).principal
+        if not at_least_as_trusted(principal, self.config.auth.config.principal_named(record.principal)):
+            raise forbidden(f"task {record.id} was created by a more trusted credential; "
+                            "only it, an equally trusted credential or an operator may cancel it")
+
     async def _get(self, task_id: str) -> TaskRecord:
         try:
             return await self.daemon.get(task_id)
@@ -273,17 +315,21 @@ class Router:
             raise jsonrpc.JsonRpcError.task_not_found(task_id) from None
 
     async def _submit(self, dialect: Dialect, send: wire.SendRequest, request: Request) -> TaskRecord:
-        origin, trust = caller_identity(request.headers)
+        caller = caller_of(request)
+        auth = self.config.auth.config
         message = send.message
         task_id, requested = send.task_id, None
         if send.client_task_id and task_id is not None and self.daemon.dialect_of(task_id) is None:
             known = await self.daemon.store.get(task_id)
             if known is None:
                 task_id, requested = None, send.task_id
-        submission = Submission(message, task_id, send.context_id, origin, trust,
-                                request.headers.get("traceparent"), requested)
+        submission = Submission(message, task_id, send.context_id, caller.identity.origin, caller.identity.trust,
+                                request.headers.get("traceparent"), requested, principal=caller.principal.name,
+                                may_reply=lambda creator: at_least_as_trusted(caller.principal, auth.principal_named(creator)))
         try:
             record = await self.daemon.submit(submission)
+        except ReplyRefused as exc:
+            raise forbidden(str(exc)) from None
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
         except NotAReply as exc:
@@ -299,10 +345,16 @@ class Router:
     async def _stream(self, entry: jsonrpc.JsonRpcRequest, request: Request) -> Response:
         """A stream, holding one of the stream slots from before its task is submitted (a
         refused stream creates no task) until its response ends."""
+        return await self._in_slot(request, entry.id, lambda release: self._open_stream(entry, request, release))
+
+    async def _in_slot(self, request: Request, request_id: Any,
+                       open_stream: Callable[[Callable[[], None]], Awaitable[Response]]) -> Response:
+        """`open_stream(release)`'s response, holding a stream slot until that response ends
+        (at once when it is not a stream)."""
         client = request.client.host if request.client is not None else ""
         refusal = self.streams.take(client)
         if refusal is not None:
-            return _JSONResponse(jsonrpc.error_response(entry.id, refusal), status_code=503,
+            return _JSONResponse(jsonrpc.error_response(request_id, refusal), status_code=503,
                                  headers={"Retry-After": "1"})
         released = False
 
@@ -313,7 +365,7 @@ class Router:
                 self.streams.give_back(client)
 
         try:
-            response = await self._open_stream(entry, request, release)
+            response = await open_stream(release)
         except BaseException:
             release()
             raise
@@ -340,7 +392,8 @@ class Router:
                         f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
                 after = _last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
-            return _JSONResponse(jsonrpc.error_response(entry.id, error))
+            response = jsonrpc.error_response(entry.id, error)
+            return _JSONResponse(response, status_code=_status_of(response))
         except Exception:  # a bug must not become a 500
             log.exception("JSON-RPC %s failed before its stream started", entry.method)
             return _JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
@@ -348,19 +401,52 @@ class Router:
             return self._upstream_stream(record, after, release)
         return self._a2a_stream(dialect, entry.id, record, after, release)
 
-    def _watch(self, request: Request, release: Callable[[], None]) -> Response:
-        after = _last_event_id(request, default=self.daemon.log.last_id)
+    # -- GET streams (EventSource; see murmurd.a2a.get_streams) -------------------------------
 
+    async def get_watch_stream(self, request: Request, query: get_streams.StreamQuery) -> Response:
+        """`GET /stream`: the watch stream from now, or after `query.after`."""
+        after = self.daemon.log.last_id if query.after is None else query.after
+
+        async def open_stream(release: Callable[[], None]) -> Response:
+            return self._watch_after(after, release, retry=True)
+
+        return await self._in_slot(request, None, open_stream)
+
+    async def get_task_stream(self, request: Request, task_id: str, query: get_streams.StreamQuery) -> Response:
+        """`GET /tasks/{id}/stream`: the task's buffered events and then its live ones (a
+        finished task's replay, then it closes); after `query.after` when given."""
+        async def open_stream(release: Callable[[], None]) -> Response:
+            try:
+                record = await self.daemon.get(task_id)
+            except TaskNotFound:
+                return self.refuse(404, jsonrpc.JsonRpcError.task_not_found(task_id))
+            after = 0 if query.after is None else query.after
+            if query.framing == "upstream":
+                return self._upstream_stream(record, after, release, retry=True)
+            dialect = get_streams.a2a_dialect(self.daemon.dialect_of(record.id))
+            return self._a2a_stream(dialect, None, record, after, release, retry=True)
+
+        return await self._in_slot(request, None, open_stream)
+
+    def _watch(self, request: Request, release: Callable[[], None]) -> Response:
+        return self._watch_after(_last_event_id(request, default=self.daemon.log.last_id), release)
+
+    def _watch_after(self, after: int, release: Callable[[], None], retry: bool = False) -> Response:
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
                 yield _encode([sse_frame(event) for event in batch])
 
         return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
-    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None]) -> Response:
+    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None],
+                         retry: bool = False) -> Response:
         log = self.daemon.log
 
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
                 yield _encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
                 return
@@ -370,7 +456,7 @@ class Router:
         return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 
     def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
-                    release: Callable[[], None]) -> Response:
+                    release: Callable[[], None], retry: bool = False) -> Response:
         renderer = wire.StreamRenderer(dialect)
         log = self.daemon.log
 
@@ -378,6 +464,8 @@ class Router:
             return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
 
         async def frames() -> AsyncIterator[bytes]:
+            if retry:
+                yield _RETRY_FRAME
             snapshot = renderer.render("task", record)
             if snapshot is not None:
                 yield _encode([data(snapshot)])
@@ -400,6 +488,9 @@ class Router:
                     return
 
         return _SlotStream(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
+
+
+_RETRY_FRAME = ServerSentEvent(retry=get_streams.RETRY_MS).encode()
 
 
 def _encode(frames: list[dict[str, str]]) -> bytes:

@@ -1,7 +1,7 @@
 """Durable task records, so `tasks/get` still answers after the daemon restarts.
 
 `TaskStore` is the whole storage interface: a shared store (several daemons behind one load
-balancer) replaces `SqliteTaskStore` by implementing these seven methods. Records travel as
+balancer) replaces `SqliteTaskStore` by implementing these eight methods. Records travel as
 `TaskRecord.to_json()`, so every part kind and artifact survives verbatim.
 
 SQLite runs on one dedicated thread per store: the event loop never blocks on disk, and
@@ -90,6 +90,9 @@ class TaskStore(Protocol):
         """Delete finished tasks past the retention policy (never a non-terminal one); returns
         how many went."""
 
+    async def ping(self) -> None:
+        """The cheapest round trip to the storage (readiness); raises when it cannot answer."""
+
     async def close(self) -> None: ...
 
 
@@ -133,6 +136,7 @@ class MemoryTaskStore:
         self._rows: dict[str, str] = {}
         self.retention = retention
         self._terminal_puts = 0
+        self._closed = False
 
     def _all(self) -> _Records:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
@@ -176,8 +180,12 @@ class MemoryTaskStore:
                 ids.append(record.id)
         return ids
 
+    async def ping(self) -> None:
+        if self._closed:
+            raise RuntimeError("task store is closed")
+
     async def close(self) -> None:
-        return None
+        self._closed = True
 
 
 _SCHEMA = """
@@ -335,6 +343,9 @@ class SqliteTaskStore:
         where, args = _filters(context_id, state)
         row = await self._call(lambda db: db.execute(f"SELECT COUNT(*) FROM tasks {where}", args).fetchone())
         return int(row[0])
+
+    async def ping(self) -> None:
+        await self._call(lambda db: db.execute("SELECT 1").fetchone())
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> _Ids:
         def run(db: sqlite3.Connection) -> _Ids:

@@ -164,6 +164,7 @@ class EventLog:
         self._buffer: deque[StreamEvent] = deque(maxlen=buffer_size)
         self._subscribers: dict[Subscription, None] = {}  # insertion-ordered set
         self._next_id = 1
+        self._closed = False  # set at shutdown: every subscription ends at once from then on
 
     @property
     def last_id(self) -> int:
@@ -213,6 +214,9 @@ class EventLog:
         earlier daemon run (ids restart at 1), so it gets a gap and the whole buffer.
         """
         sub = Subscription(self, task_id, close_on_final, self.subscriber_queue)
+        if self._closed:
+            sub.closed = True
+            return sub
         # Register before snapshotting: nothing published from here on can be missed, and
         # anything seen twice is skipped by id in `__anext__`.
         self._subscribers[sub] = None
@@ -251,6 +255,13 @@ class EventLog:
                     return
                 sub = self.subscribe(sub.resume_after, task_id, close_on_final)
         finally:
+            sub.close()
+
+    def close_subscribers(self) -> None:
+        """End every subscription (at shutdown): each stream's response then completes, so the
+        HTTP server is not left waiting on streams that would never end by themselves."""
+        self._closed = True
+        for sub in list(self._subscribers):
             sub.close()
 
     def _unregister(self, sub: Subscription) -> None:

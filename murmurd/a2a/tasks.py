@@ -102,6 +102,7 @@ class TaskRecord:
     history: list[TaskMessage] = field(default_factory=list)
     origin: str = "operator"
     trust: str = "operator"
+    principal: str | None = None  # the credential that created the task (None: none configured)
     created_at: int = field(default_factory=now_ms)
     updated_at: int = field(default_factory=now_ms)
 
@@ -126,7 +127,7 @@ class TaskRecord:
             "id": self.id, "context_id": self.context_id, "state": self.state.value,
             "status_message": self.status_message, "result_text": self.result_text,
             "artifacts": [a.to_json() for a in self.artifacts], "history": [m.to_json() for m in self.history],
-            "origin": self.origin, "trust": self.trust, "created_at": self.created_at, "updated_at": self.updated_at,
+            "origin": self.origin, "trust": self.trust, "principal": self.principal, "created_at": self.created_at, "updated_at": self.updated_at,
         }
 
     @classmethod
@@ -136,6 +137,6 @@ class TaskRecord:
             status_message=data.get("status_message"), result_text=data.get("result_text"),
             artifacts=[TaskArtifact.from_json(a) for a in data.get("artifacts", [])],
             history=[TaskMessage.from_json(m) for m in data.get("history", [])],
-            origin=data.get("origin", "operator"), trust=data.get("trust", "operator"),
+            origin=data.get("origin", "operator"), trust=data.get("trust", "operator"), principal=data.get("principal"),
             created_at=data.get("created_at", now_ms()), updated_at=data.get("updated_at", now_ms()),
         )

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse  # importable from here too
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.values import ToolInput, ToolResult
 from murmurd.host.wasi import CallOutput
+
+if TYPE_CHECKING:
+    from murmurd.host.http_policy import EgressDenial, HttpEgress
 
 ChunkSink = Callable[[str], None]
 
@@ -96,6 +100,10 @@ class SessionContext:
     def message_send(self, peer_url: str, message_id: str, context_id: str | None, text: str) -> PeerTask:
         raise ImportFailed(f"network policy: '{peer_url}' not in capabilities.network.allow")
 
+    # wasi:http/outgoing-handler: not an import of its own; the host reports a refused request
+    def egress_denied(self, denial: EgressDenial) -> None:
+        """A request the egress policy refused (before any connection); a session traces it."""
+
     # murmur:artifact-manager/manage
     def artifacts_list(self) -> list[ArtifactSummary]:
         return []
@@ -146,3 +154,4 @@ class CallContext:
     on_thinking: ChunkSink | None = None
     import_failure: BaseException | None = None
     stage: str = "instantiate"  # then "call": which step a failure happened in
+    egress: HttpEgress | None = None  # the store's wasi:http policy (None: it imports no wasi:http)

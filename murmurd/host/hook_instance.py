@@ -182,9 +182,8 @@ class HookInstance:
                 memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=limits.instances
             )
             store.set_wasi(wasi_config(grant, output, loaded.name))
-            if loaded.http_version is not None:
-                store.set_wasi_http()
-            linker = self.host.linker_for(loaded, grant.network)
+            self.host.prepare_http(store, loaded, grant, call)
+            linker = self.host.linker_for(loaded)
             guard.install(store)
             with self.host.ticker.active():
                 instance = linker.instantiate(store, loaded.component)

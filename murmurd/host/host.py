@@ -27,7 +27,8 @@ from murmurd.host.context import CallContext, ChunkSink, SessionContext
 from murmurd.host.errors import CompileError, ContractError, InstantiationError
 from murmurd.host.failures import classify, first_cause
 from murmurd.host.hook_instance import HookInstance
-from murmurd.host.http_policy import OUTGOING_HANDLER, define_http_deny
+from murmurd.host.http_forwarder import ForwarderSource
+from murmurd.host.http_policy import OUTGOING_HANDLER, HttpEgress, define_http_filter
 from murmurd.host.imports import define
 from murmurd.host.interrupt import CallGuard, EpochTicker
 from murmurd.host.murmur_imports import interfaces_for
@@ -81,7 +82,8 @@ class ComponentHost:
         self.cache = CompileCache(self.engine, directory, fingerprint="epoch_interruption=1")
         self.ticker = EpochTicker(self.engine, tick_seconds)
         self.pool = WasmPool(max_workers)
-        self._linkers: dict[tuple[Role, str, str | None], Linker] = {}
+        self.forwarders = ForwarderSource(self.engine)
+        self._linkers: dict[tuple[Role, str | None], Linker] = {}
         self._linkers_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -228,24 +230,31 @@ class ComponentHost:
         if loaded.role not in roles:
             raise ContractError(loaded.name, f"is a {loaded.role.value} component; this call needs a {roles[0].value}")
 
-    def linker_for(self, loaded: LoadedComponent, network: bool) -> Linker:
-        """The shared linker for this component's role and network mode (built once)."""
+    def linker_for(self, loaded: LoadedComponent) -> Linker:
+        """The shared linker for this component's role and wasi:http version (built once).
+
+        A component importing wasi:http gets wasmtime's, with `outgoing-handler#handle`
+        shadowed by the egress filter; what each call may reach is its store's `HttpEgress`."""
         http = loaded.http_version
-        mode = "none" if http is None else ("allow" if network else "deny")
-        key = (loaded.role, mode, http if mode == "deny" else None)
+        key = (loaded.role, http)
         with self._linkers_lock:
             linker = self._linkers.get(key)
             if linker is None:
                 linker = Linker(self.engine)
                 linker.add_wasip2()
-                if mode != "none":
+                if http is not None:
                     linker.add_wasi_http()
-                if mode == "deny":
-                    assert http is not None
-                    define_http_deny(linker, http)
+                    define_http_filter(linker, http)
                 define(linker, interfaces_for(loaded.role))
                 self._linkers[key] = linker
             return linker
+
+    def prepare_http(self, store: Store, loaded: LoadedComponent, grant: CallGrant, call: CallContext) -> None:
+        """Give a store that will run `loaded` its wasi:http context and egress policy."""
+        if loaded.http_version is None:
+            return
+        store.set_wasi_http()
+        call.egress = HttpEgress(grant.egress, self.forwarders, loaded.http_version)
 
     def _call(
         self,
@@ -304,9 +313,8 @@ class ComponentHost:
                 instances=limits.instances,
             )
             store.set_wasi(wasi_config(grant, call.output, loaded.name))
-            if loaded.http_version is not None:
-                store.set_wasi_http()
-            linker = self.linker_for(loaded, grant.network)
+            self.prepare_http(store, loaded, grant, call)
+            linker = self.linker_for(loaded)
             call.guard.install(store)
             with self.ticker.active():
                 instance = linker.instantiate(store, loaded.component)

@@ -1,30 +1,109 @@
-"""wasi:http without a network grant: the component loads, and every request is refused.
+"""Per-origin egress for `wasi:http`: a request reaches exactly the origins the grant lists.
 
-wasmtime's `wasi:http` is registered for its types, then `outgoing-handler#handle` is
-shadowed, under the exact version the component imports, by a function that drops the
-request and answers the WASI error code `HTTP-request-denied` before any connection is made.
+wasmtime's `wasi:http` is registered (its types and its client), then
+`outgoing-handler#handle` is shadowed, under the exact version the component imports, by
+`_handle`. It reads the request's scheme and authority through the forwarder
+(`http_forwarder.py`, instantiated in the same store from the native `wasi:http`), and either
+forwards the request to the native `handle` or drops it and answers the WASI error code
+`HTTP-request-denied`, before any connection is opened. A refusal is reported to the session
+(`SessionContext.egress_denied`), which traces it.
+
+Without a grant no forwarder is ever instantiated: every request is refused at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from wasmtime import WasmtimeError
 from wasmtime.component import Linker, ResourceAny, Variant
+
+from murmurd.host.context import CallContext
+from murmurd.host.egress import EgressPolicy, request_origin
+from murmurd.host.http_forwarder import Forwarder, ForwarderSource
+from murmurd.host.imports import call_context
 
 OUTGOING_HANDLER = "wasi:http/outgoing-handler"
 DENIED = "HTTP-request-denied"
+EGRESS_DENIED = "egress_denied"  # the trace event a refusal becomes
+_SHOWN_AUTHORITY = 256  # characters of a refused authority kept in the trace
 
 
-def _deny(store: Any, request: Any, options: Any) -> Variant:
-    for resource in (request, options):
+@dataclass(frozen=True)
+class EgressDenial:
+    """A refused request, as the session traces it (`egress_denied`)."""
+
+    artifact: str
+    interface: str
+    reason: str
+    origin: str | None = None  # `scheme://host:port` when the request named one we could read
+    scheme: str | None = None
+    authority: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {"artifact": self.artifact, "interface": self.interface, "origin": self.origin,
+                "scheme": self.scheme, "authority": self.authority, "reason": self.reason}
+
+
+@dataclass
+class HttpEgress:
+    """One store's `wasi:http` egress: its policy, and the forwarder once a request needs it."""
+
+    policy: EgressPolicy
+    source: ForwarderSource
+    version: str
+    _forwarder: Forwarder | None = field(default=None, repr=False)
+
+    def forwarder(self, store: Any) -> Forwarder:
+        if self._forwarder is None:
+            self._forwarder = Forwarder.instantiate(store, self.source, self.version)
+        return self._forwarder
+
+
+def _drop(store: Any, *resources: Any) -> None:
+    for resource in resources:
         if isinstance(resource, ResourceAny):
             resource.drop(store)
+
+
+def _refuse(store: Any, call: CallContext, request: Any, options: Any, denial: EgressDenial) -> Variant:
+    _drop(store, request, options)
+    call.session.egress_denied(denial)
     return Variant(DENIED)
 
 
-def define_http_deny(linker: Linker, version: str) -> None:
+def _handle(store: Any, request: Any, options: Any) -> Any:
+    call = call_context(store)
+    egress = call.egress
+    interface = f"{OUTGOING_HANDLER}#handle"
+    if egress is None or not egress.policy:
+        return _refuse(store, call, request, options, EgressDenial(call.artifact, interface, "no network grant"))
+    forwarder = egress.forwarder(store)
+    scheme, authority = forwarder.target(store, request)
+    origin = request_origin(scheme, authority)
+    if not egress.policy.allows(origin):
+        reason = ("not in capabilities.network.allow" if origin is not None
+                  else "the request names no http(s) origin that can be checked")
+        shown = authority[:_SHOWN_AUTHORITY] if authority is not None else None
+        denial = EgressDenial(call.artifact, interface, reason, str(origin) if origin else None, scheme, shown)
+        return _refuse(store, call, request, options, denial)
+    return forwarder.forward(store, request, options)
+
+
+def _guarded_handle(store: Any, request: Any, options: Any) -> Any:
+    """`_handle`, with any failure of the policy itself made a trap that names it."""
+    try:
+        return _handle(store, request, options)
+    except WasmtimeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a failure here must never let the request through
+        raise WasmtimeError(f"wasi:http egress policy failed: {exc!r}") from None
+
+
+def define_http_filter(linker: Linker, version: str) -> None:
     """Shadow `wasi:http/outgoing-handler@<version>#handle` on a linker that has wasi:http."""
     linker.allow_shadowing = True
     with linker.root() as root:
         with root.add_instance(f"{OUTGOING_HANDLER}@{version}") as instance:
-            instance.add_func("handle", _deny)
+            instance.add_func("handle", _guarded_handle)

@@ -23,6 +23,7 @@ from wasmtime import WasiConfig
 
 from murmurd import workdir_fs
 from murmurd.host.capped_copy import copy_stretch, read_tail
+from murmurd.host.egress import EgressPolicy
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
 
 _TAIL_BYTES = 4096
@@ -35,9 +36,13 @@ class CallGrant:
     env: Mapping[str, str] = field(default_factory=dict)
     preopen: Path | None = None
     log_path: Path | None = None
-    network: bool = False  # wasi:http reaches the network only when true
+    network: tuple[str, ...] = ()  # `network.allow` entries: the only origins wasi:http reaches
     limits: Limits = DEFAULT_LIMITS
     root: Path | None = None  # trusted: `preopen` and `log_path` lie beneath it, reached without symlinks
+
+    @property
+    def egress(self) -> EgressPolicy:
+        return EgressPolicy.from_allow(self.network)
 
     def log_location(self) -> tuple[Path, str] | None:
         """The directory the log is opened from and its path below it (an operator's own path: its parent)."""

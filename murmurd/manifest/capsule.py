@@ -58,11 +58,16 @@ class TopNetwork(_Model):
     """The top-level `network:` block as upstream writes it: the A2A port; None means OS-assigned."""
 
     internal_port: int | None = Field(default=None, ge=1, le=65535)
+    # murmurd extension: browser origins (scheme://host[:port]) allowed to call the A2A endpoint,
+    # card and streams through CORS (`serve --cors-origin` adds more); none by default.
+    cors_origins: list[str] = Field(default_factory=list)
 
 
 class FilesystemCapability(_Model):
     # Relative to the session workdir, never absolute, never escaping with `..`.
     scope: str | None = None
+    # May shell children execute files written in the workdir? (Landlock withholds it by default.)
+    workdir_exec: bool = False
 
 
 class ShellCapability(_Model):
@@ -92,8 +97,9 @@ Containment = Literal["advisory", "scoped", "sealed"]
 
 
 class Resources(_Model):
-    """`capabilities.resources`: OS limits on shell children (None: not declared). murmurd sets
-    the four rlimits (`murmurd.session.rlimits`); the rest are warned as not implemented."""
+    """`capabilities.resources`: OS limits on shell children (None: not declared, upstream's
+    default applies: `murmurd.session.rlimits`). The cgroup memory, cpu and io fields and
+    `workdir_max_bytes` are warned as not implemented."""
 
     max_processes: int | None = Field(default=None, gt=0)
     max_open_files: int | None = Field(default=None, gt=0)
@@ -110,8 +116,8 @@ class Resources(_Model):
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
-    # The containment floor the host must meet. murmurd achieves `advisory` (no Landlock, seccomp
-    # or namespaces on shell children), so validation refuses `scoped` and `sealed`.
+    # The containment floor the host must meet: murmurd achieves `scoped` where the kernel gives
+    # it a network namespace and Landlock (murmurd.containment.plan), never `sealed`.
     containment: Containment | None = None
     network: NetworkCapability = Field(default_factory=NetworkCapability)
     filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)
@@ -245,8 +251,32 @@ class Lifecycle(_Model):
     max_task_reopens: int | None = Field(default=None, ge=0)
 
 
+# `observability.eval` scorer types the eval hook knows (fact sheet §6); others are skipped.
+SCORER_TYPES = ("exit_ok", "max_turns", "max_tokens", "tool_sequence", "llm_judge")
+DEFAULT_SCORER_MAX = {"max_turns": 10, "max_tokens": 100_000}
+
+
+class EvalScorer(_Model):
+    type: str = Field(min_length=1)
+    name: str | None = Field(default=None, min_length=1)  # None: the type
+    max: int | None = Field(default=None, ge=0)  # max_turns (default 10), max_tokens (default 100000)
+    expected: list[str] = Field(default_factory=list)  # tool_sequence: tool names, in order
+
+    @property
+    def label(self) -> str:
+        return self.name or self.type
+
+
+class EvalConfig(_Model):
+    """`observability.eval`: what murmur-hook-eval scores, handed to hooks as MURMUR_EVAL_CONFIG."""
+
+    dataset_id: str | None = None
+    scorers: list[EvalScorer] = Field(default_factory=list)
+
+
 class Observability(_Model):
     otel_endpoint: str | None = None  # OTLP/HTTP base URL
+    eval: EvalConfig | None = None
 
 
 class Trace(_Model):

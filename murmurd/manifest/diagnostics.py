@@ -63,8 +63,19 @@ CODES: dict[str, CodeInfo] = {
     "E-CAP-007": CodeInfo("error", "a resource limit is zero or negative"),
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
     "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
-    "E-CAP-010": CodeInfo("error", "capabilities.containment asks for a class murmurd cannot achieve (it achieves advisory)"),
+    "E-CAP-010": CodeInfo("error", "capabilities.containment (or --containment) asks for a class murmurd cannot achieve on this host"),
+    "E-CAP-011": CodeInfo("error", "a network.cors_origins entry is not an origin (scheme://host[:port]); '*' is refused"),
+    "E-CAP-012": CodeInfo("error", "MURMURD_SHELL_CONFINEMENT is not auto or none"),
     "W-CAP-001": CodeInfo("warning", "env.allow names a credential-shaped variable; it is dropped"),
+    # -- shell containment on this host (docs/containment.md) --------------------------------------
+    "W-SEC-001": CodeInfo("warning", "shell children get neither a network namespace nor Landlock: environment and rlimits only"),
+    "W-SEC-002": CodeInfo("warning", "shell children's filesystem writes and execution are not confined (no Landlock)"),
+    "W-SEC-003": CodeInfo("warning", "bash is allowed with a network allowlist and no network confinement"),
+    "W-SEC-005": CodeInfo("warning", "shell children are confined (netns + Landlock); what is still not enforced"),
+    "W-SEC-010": CodeInfo("warning", "no pids cgroup: cgroup_pids_max (and, as root, max_processes) is not enforced"),
+    "W-SEC-011": CodeInfo("warning", "filesystem.workdir_exec: true; the achieved class is advisory"),
+    "W-SEC-013": CodeInfo("warning", "shell children's network is not confined (no network namespace)"),
+    "W-SEC-014": CodeInfo("warning", "network.allow is not extended to shell children: they get no network at all"),
     # -- inference -----------------------------------------------------------------------------
     "E-INF-001": CodeInfo("error", "inference.endpoint has no scheme"),
     "E-INF-002": CodeInfo("error", "inference.endpoint is plain http to a non-loopback host"),
@@ -87,6 +98,11 @@ CODES: dict[str, CodeInfo] = {
     "E-HOOK-004": CodeInfo("error", "the binding's handler cannot commit the declared policy"),
     "E-HOOK-005": CodeInfo("error", "an async hook declares a commit_policy other than none"),
     "E-HOOK-006": CodeInfo("error", "an on-stage hook is declared async"),
+    "W-EVAL-001": CodeInfo("warning", "observability.eval: an unknown scorer type; it is skipped"),
+    "W-EVAL-002": CodeInfo("warning", "observability.eval: llm_judge is parsed but scores nothing"),
+    "W-EVAL-003": CodeInfo("warning", "observability.eval without scorers; the eval hook writes nothing"),
+    "W-EVAL-004": CodeInfo("warning", "observability.eval without the murmur-hook-eval hook; nothing is scored"),
+    "W-EVAL-005": CodeInfo("warning", "observability.eval: two scorers share a name"),
     "W-HOOK-001": CodeInfo("warning", "hook contract fields on an artifact that is not a hook"),
 }
 

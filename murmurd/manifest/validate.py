@@ -31,8 +31,11 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from murmurd.manifest.capsule import CapsuleManifest
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import SETTING_VARIABLE, plan_containment, setting_from, shell_warnings, shortfall
+from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
+from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
@@ -90,6 +93,8 @@ def validate_manifest(
     found.extend(resolution)
     model, type_errors = _build(resolved)
     found.extend(d for d in type_errors if not _covered(d.path, found))
+    if model is not None:
+        found.extend(_containment(model, env))
     report.extend(found)
     report.extend(unknown_keys(CapsuleManifest, raw))
     return (model if report.ok else None), report
@@ -246,11 +251,30 @@ def _artifact_runtime(path: str, runtime: Any) -> list[Diagnostic]:
 def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
     caps = ctx.section("capabilities")
     found = check_capabilities(caps, "capabilities") if caps is not None else []
-    floor = (caps or {}).get("containment")
-    if floor in ("scoped", "sealed"):
-        rule = ("murmurd confines shell children by environment only (no Landlock, seccomp or namespaces), "
-                "so it achieves 'advisory'; a higher floor is refused rather than run unconfined")
-        found.append(diagnostic("E-CAP-010", "capabilities.containment", rule, floor))
+    return found
+
+
+def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
+    """The floor against what this host achieves (`E-CAP-010`), and the `W-SEC` warnings that
+    say what is not enforced on shell children: the same at `validate` and at every launch."""
+    try:
+        setting = setting_from(env)
+    except ValueError as exc:
+        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+    caps = model.capabilities
+    support = probe_host()
+    plan = plan_containment(support, setting, caps.filesystem.workdir_exec)
+    found: list[Diagnostic] = []
+    floor = caps.containment
+    reason = shortfall(floor, plan) if floor is not None else None
+    if reason is not None:
+        found.append(diagnostic("E-CAP-010", "capabilities.containment",
+                                f"{reason}; refused rather than run with less", floor))
+    warnings = shell_warnings(plan, support, shell_allow=list(caps.shell.allow) if caps.shell else [],
+                              network_allow=list(caps.network.allow),
+                              declares_workdir_exec=caps.filesystem.workdir_exec)
+    for code, path, message in warnings:
+        found.append(diagnostic(code, path, message))
     return found
 
 
@@ -266,6 +290,14 @@ def _rule_network(ctx: _Context) -> list[Diagnostic]:
         rule = (f"disagrees with capabilities.network.internal_port ({older}); set the port once, "
                 "at the top level as upstream does")
         found.append(diagnostic("E-CAP-009", "network.internal_port", rule, top))
+    origins = network.get("cors_origins")
+    if isinstance(origins, list):
+        for i, origin in enumerate(origins):
+            if isinstance(origin, str):
+                try:
+                    check_origin(origin)
+                except BadOrigin as exc:
+                    found.append(diagnostic("E-CAP-011", f"network.cors_origins[{i}]", str(exc), origin[:200]))
     return found
 
 
@@ -578,8 +610,46 @@ def _rule_observability(ctx: _Context) -> list[Diagnostic]:
     return [diagnostic("E-MAN-008", "observability.otel_endpoint", rule, _hide_userinfo(endpoint))]
 
 
+EVAL_HOOK = "murmur-hook-eval"
+
+
+def _rule_eval(ctx: _Context) -> list[Diagnostic]:
+    """`observability.eval`: types and ranges are the models'; here what would make it score
+    nothing or less than the author expects (warnings: upstream's hook notes them and goes on)."""
+    block = ctx.section("observability", "eval")
+    if block is None:
+        return []
+    scorers = block.get("scorers")
+    found: list[Diagnostic] = []
+    if scorers is None or scorers == []:
+        found.append(diagnostic("W-EVAL-003", "observability.eval.scorers", "no scorers: the eval hook writes nothing",
+                                rendered=render_value(scorers)))
+    names: dict[str, int] = {}
+    for i, scorer in enumerate(scorers if isinstance(scorers, list) else []):
+        if not isinstance(scorer, dict):
+            continue
+        kind, path = scorer.get("type"), f"observability.eval.scorers[{i}]"
+        if isinstance(kind, str) and kind and kind not in SCORER_TYPES:
+            rule = f"unknown scorer type, skipped; one of {', '.join(SCORER_TYPES)}"
+            found.append(diagnostic("W-EVAL-001", f"{path}.type", rule, kind))
+        elif kind == "llm_judge":
+            found.append(diagnostic("W-EVAL-002", f"{path}.type", "llm_judge is parsed but scores nothing (upstream's too)",
+                                    kind))
+        label = scorer.get("name") if isinstance(scorer.get("name"), str) else kind
+        if isinstance(label, str) and label in names:
+            rule = f"the same name as scorers[{names[label]}]; dataset_run keeps one score per name"
+            found.append(diagnostic("W-EVAL-005", f"{path}.name", rule, label))
+        elif isinstance(label, str):
+            names[label] = i
+    hooks = [a.get("name") for _i, a in ctx.artifacts() if a.get("runtime") == "hook"]
+    if EVAL_HOOK not in hooks:
+        rule = f"no {EVAL_HOOK} hook among the artifacts: nothing scores the session or writes eval.jsonl"
+        found.append(diagnostic("W-EVAL-004", "observability.eval", rule, rendered="{...}"))
+    return found
+
+
 _RULES = (_rule_identity, _rule_artifacts, _rule_capabilities, _rule_network, _rule_inference, _rule_lifecycle,
-          _rule_observability)
+          _rule_observability, _rule_eval)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -699,27 +769,23 @@ def render_loc(loc: Iterable[Any]) -> str:
 # Fields upstream murmur documents (shared/spec/upstream-manifest-cli.md) that murmurd does not
 # implement: each gets a W-MAN-002 warning naming what it does upstream, in `validate` and at
 # launch. A block murmurd does not model (`capabilities.spawn`) is one warning for the whole block.
-_CONFINEMENT = "murmurd confines shell children by environment only (no Landlock, seccomp, namespaces or cgroups)"
+_CONFINEMENT = "murmurd has no cgroup memory, cpu or io control"
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
     "inference.command": "names the CLI agent of transport: process",
-    "capabilities.resources.max_processes": ("sets RLIMIT_NPROC to the uid's live count plus this; murmurd sets "
-                                             "only max_open_files, max_file_size_bytes, cpu_seconds, memory_bytes"),
     "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
-    "capabilities.resources.cgroup_pids_max": f"sets cgroup pids.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
     "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
-    "capabilities.network.unix_sockets": f"gates AF_UNIX sockets in shell children; {_CONFINEMENT}, so they are never refused",
-    "capabilities.filesystem.workdir_exec": (f"gates executing files written in the workdir; {_CONFINEMENT}, "
-                                             "so workdir files are always executable"),
-    "capabilities.shell.interpreter_runtime": f"widens a binary's Landlock scope; {_CONFINEMENT}",
-    "capabilities.shell.staged_runtime": f"binds a pinned host tree into a sealed root; {_CONFINEMENT}",
+    "capabilities.network.unix_sockets": ("gates AF_UNIX sockets in shell children; murmurd has no seccomp filter, "
+                                          "so they are never refused"),
+    "capabilities.shell.interpreter_runtime": ("widens a binary's Landlock read scope; murmurd's Landlock rules do not "
+                                               "confine reads, so there is nothing to widen"),
+    "capabilities.shell.staged_runtime": "binds a pinned host tree into a sealed root; murmurd never builds one",
     "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
-    "artifacts[].capabilities.resources": f"is inert on an artifact; {_CONFINEMENT}",
+    "artifacts[].capabilities.resources": "is inert on an artifact (capabilities.resources is capsule-wide)",
     "artifacts[].capabilities.spawn": "lets a component spawn native subprocesses; murmurd has no spawn interface",
-    "observability.eval": "configures the murmur-hook-eval scorers (MURMUR_EVAL_CONFIG); murmurd does not hand it to hooks",
 }
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from murmurd.host import ComponentHost, HostError, ImportFailed, SessionContext, ToolInput, ToolStatus
 from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse
+from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
 from murmurd.session.cache_key import prompt_cache_key
 from murmurd.session.counters import Counters
 from murmurd.session.driver_protocol import DriverProtocolError, build_request, decision_of, parse_response
@@ -177,6 +178,10 @@ class HookServices(SessionContext):
                                    origin=f"hook:{self.hook_name}", model=model)
         except TraceWriteError as exc:
             raise ImportFailed(f"runtime/inference: the trace refused the inference event: {exc}") from None
+
+    # wasi:http: a request the hook's grant does not list
+    def egress_denied(self, denial: EgressDenial) -> None:
+        self.state.trace.write(EGRESS_DENIED, turn=self.state.turn(), **denial.fields())
 
     def _task(self) -> ActiveTask:
         if self.state.active is None:

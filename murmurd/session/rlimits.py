@@ -1,27 +1,42 @@
 """`capabilities.resources`: the OS limits upstream sets on every shell child (manifest fact
-sheet, "Resource limits"), the ones a plain process can set on itself before `exec`.
+sheet, "Resource limits"), with upstream's defaults for every field the manifest leaves out.
 
-Implemented as rlimits (soft = hard, but CPU's hard limit one second above its soft one so
-SIGXCPU, not SIGKILL, ends the child), set in the child between fork and exec, only for the fields a
-manifest declares (murmurd imposes none of upstream's defaults, which would change what existing
-capsules may run): `max_open_files` (RLIMIT_NOFILE), `max_file_size_bytes` (RLIMIT_FSIZE),
-`cpu_seconds` (RLIMIT_CPU), `memory_bytes` (RLIMIT_AS). A value above murmurd's own hard limit is
-clamped to it (an unprivileged process cannot raise it). Core dumps are always off. A child the
-kernel kills for a limit reports it: SIGXCPU names `cpu_seconds`, SIGXFSZ `max_file_size_bytes`.
+| field | default | mechanism |
+|---|---|---|
+| `max_processes` | 128 | RLIMIT_NPROC: inside the child's user namespace, the value itself (the namespace counts only the command's tasks); without one, the uid's live task count plus the value. The kernel exempts uid 0, so as root `cgroup_pids_max` is what binds |
+| `max_open_files` | 1024 | RLIMIT_NOFILE |
+| `max_file_size_bytes` | 4 GiB | RLIMIT_FSIZE |
+| `cpu_seconds` | 3600 | RLIMIT_CPU (hard = soft + 1 s, so SIGXCPU, which names the limit, comes before SIGKILL) |
+| `memory_bytes` | 2 GiB | RLIMIT_AS |
+| `cgroup_pids_max` | 256 | `pids.max` of a per-command pids cgroup (`murmurd.containment.cgroup`), where one can be made |
 
-`max_processes` (RLIMIT_NPROC counts the whole uid, not the capsule), the `cgroup_*` fields and
-`workdir_max_bytes` need machinery murmurd does not have; validation warns about them.
+Limits are hard (soft = hard but for CPU) and set in the child before exec by the confinement
+helper; a value above murmurd's own hard limit is clamped to it (an unprivileged process cannot
+raise it). Core dumps are always off. Attribution (the `shell` event's `resource_limit`), only
+when the kernel's evidence names exactly one field: SIGXCPU -> `cpu_seconds`, SIGXFSZ ->
+`max_file_size_bytes`, `pids.events` max -> `cgroup_pids_max`.
 """
 
 from __future__ import annotations
 
+import os
 import resource
 import signal
-from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+GIB = 1024 ** 3
+DEFAULTS: dict[str, int] = {
+    "max_processes": 128,
+    "max_open_files": 1024,
+    "max_file_size_bytes": 4 * GIB,
+    "cpu_seconds": 3600,
+    "memory_bytes": 2 * GIB,
+    "cgroup_pids_max": 256,
+}
 # manifest field -> the rlimit it sets
 RLIMITS: dict[str, int] = {
+    "max_processes": resource.RLIMIT_NPROC,
     "max_open_files": resource.RLIMIT_NOFILE,
     "max_file_size_bytes": resource.RLIMIT_FSIZE,
     "cpu_seconds": resource.RLIMIT_CPU,
@@ -30,35 +45,73 @@ RLIMITS: dict[str, int] = {
 # the signal a kernel-enforced limit kills with -> the manifest field that set it
 LIMIT_SIGNALS: dict[int, str] = {int(signal.SIGXCPU): "cpu_seconds", int(signal.SIGXFSZ): "max_file_size_bytes"}
 
-Limit = tuple[int, int]  # (RLIMIT_*, value)
+Rlimit = tuple[int, int, int]  # (RLIMIT_*, soft, hard)
 
 
-def declared_limits(resources: Any) -> tuple[Limit, ...]:
-    """The rlimits a manifest's `capabilities.resources` block declares (None: no block)."""
-    if resources is None:
-        return ()
-    return tuple((which, int(getattr(resources, name))) for name, which in RLIMITS.items()
-                 if getattr(resources, name, None) is not None)
+@dataclass(frozen=True)
+class ShellLimits:
+    """The resource limits of every shell child of a capsule (upstream's defaults filled in)."""
+
+    max_processes: int = DEFAULTS["max_processes"]
+    max_open_files: int = DEFAULTS["max_open_files"]
+    max_file_size_bytes: int = DEFAULTS["max_file_size_bytes"]
+    cpu_seconds: int = DEFAULTS["cpu_seconds"]
+    memory_bytes: int = DEFAULTS["memory_bytes"]
+    cgroup_pids_max: int = DEFAULTS["cgroup_pids_max"]
+
+    @classmethod
+    def from_resources(cls, resources: Any) -> ShellLimits:
+        """From a manifest's `capabilities.resources` (None: not declared, all defaults)."""
+        declared = {name: getattr(resources, name, None) for name in DEFAULTS} if resources is not None else {}
+        return cls(**{name: int(value) for name, value in declared.items() if value is not None})
+
+    def rlimits(self, in_user_namespace: bool) -> list[Rlimit]:
+        """The rlimits to set in the child, clamped to murmurd's own hard limits."""
+        nproc = self.max_processes if in_user_namespace else live_tasks_of(os.getuid()) + self.max_processes
+        wanted = [(resource.RLIMIT_NPROC, nproc, nproc),
+                  (resource.RLIMIT_NOFILE, self.max_open_files, self.max_open_files),
+                  (resource.RLIMIT_FSIZE, self.max_file_size_bytes, self.max_file_size_bytes),
+                  # SIGXCPU at the soft limit, SIGKILL at the hard one: a second between them
+                  (resource.RLIMIT_CPU, self.cpu_seconds, self.cpu_seconds + 1),
+                  (resource.RLIMIT_AS, self.memory_bytes, self.memory_bytes)]
+        return [_clamped(which, soft, hard) for which, soft, hard in wanted]
 
 
-def apply_limits(limits: Sequence[Limit]) -> None:
-    """In the child, before exec: each declared limit as soft = hard (clamped to the current hard
-    limit), and no core dumps. Must not allocate much or raise: it runs between fork and exec."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for which, value in limits:
-        _soft, hard = resource.getrlimit(which)
-        # CPU: the kernel sends SIGXCPU at the soft limit and SIGKILL at the hard one; a second of
-        # headroom lets SIGXCPU (which names the limit) arrive first.
-        wanted_hard = value + 1 if which == resource.RLIMIT_CPU else value
-        if hard != resource.RLIM_INFINITY:
-            value, wanted_hard = min(value, hard), min(wanted_hard, hard)
-        resource.setrlimit(which, (value, wanted_hard))
+def _clamped(which: int, soft: int, hard: int) -> Rlimit:
+    _soft, ceiling = resource.getrlimit(which)
+    if ceiling != resource.RLIM_INFINITY:
+        soft, hard = min(soft, ceiling), min(hard, ceiling)
+    return which, soft, hard
 
 
-def limit_that_killed(returncode: int, limits: Sequence[Limit]) -> str | None:
-    """The manifest field whose limit killed the child (returncode -SIG), when one was declared."""
-    if returncode >= 0:
-        return None
-    field = LIMIT_SIGNALS.get(-returncode)
-    declared = {which for which, _ in limits}
-    return field if field is not None and RLIMITS[field] in declared else None
+def live_tasks_of(uid: int) -> int:
+    """How many tasks (threads) run with real uid `uid`: what RLIMIT_NPROC is compared with."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as status:
+                real_uid, threads = None, 1
+                for line in status:
+                    if line.startswith(b"Uid:"):
+                        real_uid = int(line.split()[1])
+                    elif line.startswith(b"Threads:"):
+                        threads = int(line.split()[1])
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+        if real_uid == uid:
+            total += threads
+    return total
+
+
+def limit_that_killed(returncode: int, pids_limit_hit: bool = False) -> str | None:
+    """The field whose limit stopped the command, when the kernel's evidence names exactly one:
+    a kill by SIGXCPU or SIGXFSZ, a fork refused at the pids cgroup's `pids.max`."""
+    evidence = []
+    if returncode < 0 and -returncode in LIMIT_SIGNALS:
+        evidence.append(LIMIT_SIGNALS[-returncode])
+    if pids_limit_hit:
+        evidence.append("cgroup_pids_max")
+    return evidence[0] if len(evidence) == 1 else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
+from murmurd.host.http_policy import EgressDenial
 from murmurd.host.interrupt import CallGuard
 from murmurd.session.shell import ShellError, run_shell
 from murmurd.session.tools import shell_policy
@@ -40,10 +41,17 @@ class CapsuleServices(SessionContext):
         self.host = host
         self.manager = ArtifactManager(staged, host)
         self.loop: LoopServices | None = None
+        self.trace_egress: Callable[[EgressDenial], None] | None = None
         self._shell_policy = shell_policy(staged)
 
     def connect(self, loop: LoopServices | None) -> None:
         self.loop = loop
+
+    # wasi:http: a refused request is traced by the session, once it has plugged in its writer
+    # (`Session` does, as soon as its trace exists).
+    def egress_denied(self, denial: EgressDenial) -> None:
+        if self.trace_egress is not None:
+            self.trace_egress(denial)
 
     # murmur:task/task: only while an A2A task runs; otherwise the seed's immediate error.
     def request_input(self, prompt: str) -> str:

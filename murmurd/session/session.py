@@ -24,6 +24,7 @@ from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
+from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
 from murmurd.session import seeding
 from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState
@@ -166,6 +167,7 @@ class Session:
         self._system = system_prompt(staged.manifest.name, staged.manifest.version, self._prompt)
         self._setup = driver_setup(staged, self._system, release_prompt_artifact=cli)
         self.hooks = HookSessionState(staged, host, self.trace, self.totals, turn=lambda: self.dispatcher.turn)
+        self.services.trace_egress = self._egress_denied  # (the services may be the daemon's own)
         self.dispatcher = dispatcher or self._hook_dispatcher(hook_settings or DispatchSettings())
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
@@ -200,15 +202,17 @@ class Session:
         writes its own `session_start` (upstream nests the pair inside the task)."""
         self.hooks.loop = asyncio.get_running_loop()
 
-    def _session_start(self, max_turns: int | None) -> None:
+    def _session_start(self, max_turns: int) -> None:
         """`session_start` of one attempt; `max_turns` is the budget left for it."""
         manifest = self.staged.manifest
-        grants = effective_grants(manifest, self.staged.grants)
+        grants = effective_grants(manifest, self.staged.grants, env=self.staged.host_env)
         self._write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
-            model=manifest.inference.model if manifest.inference else None,
+            # always present, as upstream's readers require (`mur trace`, `murmurd trace`): "" when
+            # the manifest names no model (the driver's default), 0 turns for a script capsule
+            model=(manifest.inference.model or "") if manifest.inference else "",
             max_turns=max_turns,
             # upstream's categories granted anything, and the tools the model is offered
             capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
@@ -224,7 +228,7 @@ class Session:
             effective_grants=grants,
         )
 
-    async def _attempt(self, spec: TaskSpec, state: LoopState, max_turns: int | None,
+    async def _attempt(self, spec: TaskSpec, state: LoopState, max_turns: int,
                        run: Callable[[], Awaitable[str]]) -> tuple[str, Reopen | None]:
         """One agent-loop attempt between its `session_start` and its `session_end`, written on
         every exit path (upstream: the pair is per attempt, nested inside the task). Hooks hear
@@ -302,7 +306,7 @@ class Session:
                 await self._flush()  # a trace that cannot be written ends the session before any turn
             if self.staged.capsule_component is not None and self._setup is None:
                 inference = self.staged.manifest.inference
-                outcome.result_text, _ = await self._attempt(spec, state, inference.max_turns if inference else None,
+                outcome.result_text, _ = await self._attempt(spec, state, inference.max_turns if inference else 0,
                                                              self._run_capsule_component)
             else:
                 await self._run_agent(spec, state, outcome, events)
@@ -427,6 +431,10 @@ class Session:
             return ""
         except OSError as exc:
             raise TaskFailed(f"the capsule's {RESULT} is refused: {exc}") from None
+
+    def _egress_denied(self, denial: EgressDenial) -> None:
+        """A tool's, driver's or the capsule's wasi:http request refused by its grant (worker thread)."""
+        self.trace.write(EGRESS_DENIED, turn=self.dispatcher.turn, **denial.fields())
 
     def _write(self, event_type: str, **fields: Any) -> None:
         """A trace event whose loss ends the session (every event but `compaction`)."""

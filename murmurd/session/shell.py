@@ -29,6 +29,12 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   when the caller's cancel flag is set: the group is killed within 0.1 s).
 - **Never orphaned.** The group is registered with `shell_watchdog` while it runs, so it dies
   with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
+- **Confined.** The child is the confinement helper (`murmurd/containment/child.py`), exec'd at
+  once (no Python between fork and exec in this threaded process): it sets the rlimits of
+  `policy.limits`, joins the command's pids cgroup, enters a network namespace and Landlock
+  as `policy.containment` plans, then execs the command (docs/containment.md). When the helper
+  cannot confine as planned the command does not run (`ShellFailed`). With Landlock, `TMPDIR`
+  (and `TMP`, `TEMP`) is `<HOME>/tmp`. What a limit stopped is `resource_limit`.
 
 `run_shell` blocks: call it from a worker thread.
 """
@@ -38,7 +44,7 @@ from __future__ import annotations
 import codecs
 import datetime as dt
 import fnmatch
-import functools
+import json
 import os
 import selectors
 import shlex
@@ -52,8 +58,12 @@ from pathlib import Path
 from typing import IO, Protocol
 
 from murmurd import workdir_fs
+from murmurd.containment.cgroup import PidsCgroup
+from murmurd.containment.host import helper_command
+from murmurd.containment.plan import ContainmentPlan
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.session import rlimits, shell_watchdog
+from murmurd.session.rlimits import ShellLimits
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
@@ -63,6 +73,7 @@ MAX_LOG_STREAM_BYTES = 256 * 1024 * 1024
 TIMEOUT_EXIT_CODE = 124
 DISPLAY_LIMIT = 200
 HOME_DIR_NAME = ".capsule-home"
+TMP_DIR_NAME = "tmp"  # beneath HOME: TMPDIR of a Landlock-confined child
 LOGS_DIR_NAME = "logs"
 
 _PIPE_GRACE_SECONDS = 2.0
@@ -105,7 +116,9 @@ class ShellPolicy:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     max_stream_bytes: int = MAX_STREAM_BYTES
     max_log_stream_bytes: int = MAX_LOG_STREAM_BYTES
-    rlimits: tuple[rlimits.Limit, ...] = ()  # `capabilities.resources`, set in the child before exec
+    limits: ShellLimits = ShellLimits()  # `capabilities.resources` (upstream's defaults), set before exec
+    # The kernel confinement (network namespace, Landlock, pids cgroup); None: environment and rlimits only.
+    containment: ContainmentPlan | None = None
 
     def __post_init__(self) -> None:
         workdir = Path(self.workdir)
@@ -251,6 +264,10 @@ def child_environment(
         if _admissible(policy, name, value):
             env[name] = value
     env["HOME"] = str(policy.home)
+    if policy.containment is not None and policy.containment.landlock:
+        # Landlock allows writes beneath the workdir only: temporary files go beneath HOME.
+        for name in ("TMPDIR", "TMP", "TEMP"):
+            env[name] = str(policy.home / TMP_DIR_NAME)
     return env
 
 
@@ -312,34 +329,109 @@ def run_prepared(
     root, home = _beneath_workdir(policy, policy.home)
     try:
         workdir_fs.make_dirs(root, home)
+        if policy.containment is not None and policy.containment.landlock:
+            workdir_fs.make_dirs(root, f"{home}/{TMP_DIR_NAME}")
     except OSError as exc:
         raise ShellFailed(f"shell: cannot create HOME {str(policy.home)!r}: {exc}") from None
 
     if cancel is not None and cancel.is_set():
         raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
+    group = _pids_cgroup(policy)
+    try:
+        return _run_in_group(policy, invocation, cancel, group)
+    finally:
+        if group is not None:
+            group.kill_all()
+            group.remove()
+
+
+def _pids_cgroup(policy: ShellPolicy) -> PidsCgroup | None:
+    plan = policy.containment
+    if plan is None or plan.pids_root is None:
+        return None
+    try:
+        return PidsCgroup.create(plan.pids_root, policy.limits.cgroup_pids_max)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot create the command's pids cgroup: {exc.strerror or exc}") from None
+
+
+def spawn_confined(
+    policy: ShellPolicy, invocation: ShellInvocation, group: PidsCgroup | None = None
+) -> subprocess.Popen[bytes]:
+    """Start the confinement helper (`murmurd/containment/child.py`), which confines itself as
+    the policy says, announces its group to the watchdog and execs the command. No Python runs
+    between fork and exec here. Raises `ShellFailed` when the helper cannot confine."""
+    assert invocation.executable is not None
+    plan = policy.containment
+    watchdog = shell_watchdog.watchdog_fd()
+    error_read, error_write = os.pipe2(os.O_CLOEXEC)
+    spec = {
+        "parent": os.getpid(),
+        "watchdog_fd": watchdog,
+        "error_fd": error_write,
+        "cgroup_procs": group.procs_file if group is not None else None,
+        "netns": bool(plan and plan.netns),
+        "rlimits": policy.limits.rlimits(in_user_namespace=bool(plan and plan.netns)),
+        "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec,
+                      "also_writable": [] if policy.home.is_relative_to(policy.workdir) else [str(policy.home)]}
+                     if plan is not None and plan.landlock else None),
+        "executable": invocation.executable,
+        "lc_ctype": invocation.env.get("LC_CTYPE"),
+    }
+    fds = (error_write,) if watchdog is None else (error_write, watchdog)
+    try:
+        try:
+            proc = subprocess.Popen(
+                [*helper_command(), json.dumps(spec), *invocation.argv],
+                cwd=policy.workdir,
+                env=invocation.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                shell=False,
+                close_fds=True,
+                pass_fds=fds,
+                start_new_session=True,
+            )
+        finally:
+            os.close(error_write)
+        refusal = _read_refusal(error_read, policy.timeout_seconds)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
+    finally:
+        os.close(error_read)
+    if refusal is not None:
+        _kill_group(proc)
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if proc.stderr is not None:
+            proc.stderr.close()
+        raise ShellFailed(f"shell: {invocation.binary!r} was not run: the confinement could not be set up: {refusal}")
+    return proc
+
+
+def _read_refusal(fd: int, timeout: float) -> str | None:
+    """The helper's error, or None once the pipe closes (its `execve` succeeded)."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            return f"the confinement helper did not exec within {timeout:g} s"
+    data = os.read(fd, 4096)
+    return data.decode("utf-8", errors="replace") if data else None
+
+
+def _run_in_group(
+    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None, group: PidsCgroup | None
+) -> ShellOutcome:
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            invocation.argv,
-            executable=invocation.executable,
-            cwd=policy.workdir,
-            env=invocation.env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            shell=False,
-            close_fds=True,
-            start_new_session=True,
-            preexec_fn=functools.partial(_in_child, os.getpid(), policy.rlimits, shell_watchdog.watchdog_fd()),
-        )
-    except OSError as exc:
-        raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
+    proc = spawn_confined(policy, invocation, group)
     shell_watchdog.register(proc.pid)
 
     try:
-        timed_out = _pump(proc, out, err, started + policy.timeout_seconds, cancel)
+        timed_out = _pump(proc, invocation.binary, out, err, started + policy.timeout_seconds, cancel)
         _end_group(proc)
         duration_ms = int((time.monotonic() - started) * 1000)
         returncode = proc.returncode
@@ -352,6 +444,7 @@ def run_prepared(
             if stderr_text and not stderr_text.endswith("\n"):
                 stderr_text += "\n"
             stderr_text += f"[murmurd] timed out after {policy.timeout_seconds:g} s; the process group was killed"
+        pids_hit = group is not None and group.limit_hit()
         return ShellOutcome(
             exit_code=exit_code,
             stdout=out.text(policy.max_stream_bytes),
@@ -364,7 +457,7 @@ def run_prepared(
             stdout_bytes=out.total,
             stderr_bytes=err.total,
             timed_out=timed_out,
-            resource_limit=None if timed_out else rlimits.limit_that_killed(returncode, policy.rlimits),
+            resource_limit=rlimits.limit_that_killed(0 if timed_out else returncode, pids_hit),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: I/O failure running {invocation.binary!r}: {exc}") from None
@@ -375,15 +468,9 @@ def run_prepared(
         err.close()
 
 
-def _in_child(parent_pid: int, limits: tuple[rlimits.Limit, ...], watchdog: int | None) -> None:
-    """`preexec_fn`: die with murmurd, be known to the watchdog, then take the resource limits."""
-    shell_watchdog.die_with_parent(parent_pid)
-    shell_watchdog.announce_from_child(watchdog)
-    rlimits.apply_limits(limits)
-
-
 def _pump(
     proc: subprocess.Popen[bytes],
+    binary: str,
     out: _Collector,
     err: _Collector,
     deadline: float,
@@ -402,7 +489,7 @@ def _pump(
             now = time.monotonic()
             if cancel is not None and cancel.is_set():
                 _kill_group(proc)
-                raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled")  # type: ignore[index]
+                raise ShellCanceled(f"shell: {binary!r} was canceled")
             if not timed_out and now >= deadline:
                 timed_out = True
                 _kill_group(proc)
@@ -433,7 +520,7 @@ def _pump(
     while not _has_exited(proc):
         if cancel is not None and cancel.is_set():
             _kill_group(proc)
-            raise ShellCanceled(f"shell: {proc.args[0]!r} was canceled")  # type: ignore[index]
+            raise ShellCanceled(f"shell: {binary!r} was canceled")
         if not timed_out and time.monotonic() >= deadline:
             timed_out = True
             _kill_group(proc)

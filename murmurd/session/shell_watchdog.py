@@ -11,23 +11,23 @@ Three layers, because each alone has a hole:
   grandchildren: `PR_SET_PDEATHSIG` is cleared on fork, so `sh -c 'sleep 300 & wait'` would
   leave `sleep` behind with the parent-death signal alone. A subreaper would not help either:
   it collects orphans only while murmurd lives.
-- **Parent-death signal.** The direct child gets `PR_SET_PDEATHSIG(SIGKILL)` before exec, which
-  covers the instant between spawn and registration. It fires when the *thread* that forked
-  exits; that thread is the one blocked in `run_prepared` until the child is reaped, so it
-  outlives the child on every path except murmurd's own death, which is the case it is for.
+- **Parent-death signal.** The direct child (the confinement helper, `murmurd/containment/child.py`)
+  sets `PR_SET_PDEATHSIG(SIGKILL)` before it execs the command, which covers the instant between
+  spawn and registration; the helper also announces its own group on the watchdog's pipe
+  (`watchdog_fd`) before exec, so no grandchild exists before its group is known. The signal
+  fires when the *thread* that forked exits; that thread is the one blocked in `run_prepared`
+  until the child is reaped, so it outlives the child on every path except murmurd's own death,
+  which is the case it is for.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
 import sys
 import threading
 from typing import IO
-
-_PR_SET_PDEATHSIG = 1
 
 # Runs in the watchdog: `-I -S` keeps its start cheap and independent of the environment.
 _WATCHDOG_SOURCE = """
@@ -52,41 +52,15 @@ for pgid in groups:
 _lock = threading.Lock()
 _running: set[int] = set()
 _watchdog: subprocess.Popen[bytes] | None = None
-_libc: ctypes.CDLL | None = None
-try:
-    _libc = ctypes.CDLL(None, use_errno=True)
-    _libc.prctl  # noqa: B018 - resolve the symbol now, never in a forked child
-except (OSError, AttributeError):  # not Linux: the watchdog still covers murmurd's death
-    _libc = None
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """`preexec_fn` of a shell child: SIGKILL when the forking thread dies; exit if it already has."""
-    if _libc is not None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent_pid:
-        os._exit(137)
 
 
 def watchdog_fd() -> int | None:
     """The descriptor the watchdog reads from, started first when needed, for a child to
-    announce its own group on (`announce_from_child`) before it execs."""
+    announce its own group on (one `+pid` line) before it execs."""
     with _lock:
         _tell("")
         stdin = _watchdog.stdin if _watchdog is not None else None
         return stdin.fileno() if stdin is not None else None
-
-
-def announce_from_child(fd: int | None) -> None:
-    """`preexec_fn` of a shell child (its own session leader, so its pid is its group): tell the
-    watchdog before exec, so no grandchild can exist before its group is known, whatever kills
-    murmurd in the instant before `register` runs. One small write: atomic on a pipe."""
-    if fd is None:
-        return
-    try:
-        os.write(fd, f"+{os.getpid()}\n".encode())
-    except OSError:
-        pass  # the watchdog is gone; the parent's `register` restarts it
 
 
 def register(pgid: int) -> None:

@@ -18,7 +18,7 @@ from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import raise_if_aborted
-from murmurd.session.rlimits import declared_limits
+from murmurd.session.rlimits import ShellLimits
 from murmurd.session.shell import (
     ShellFailed,
     ShellInvocation,
@@ -31,6 +31,7 @@ from murmurd.session.shell import (
     run_prepared,
     split_command,
 )
+from murmurd.staging.grants import containment_plan
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
 from murmurd.staging.workdir import log_file
 
@@ -101,9 +102,12 @@ def shell_allow(staged: StagedCapsule) -> list[str]:
 
 
 def shell_policy(staged: StagedCapsule) -> ShellPolicy:
+    """The shell rules of a staged capsule: its allowlist and environment, its resource limits
+    (upstream's defaults filled in) and the containment this host achieves for it."""
     capabilities = staged.manifest.capabilities
     return ShellPolicy.from_capability(capabilities.shell, staged.workdir.root,
-                                       rlimits=declared_limits(capabilities.resources))
+                                       limits=ShellLimits.from_resources(capabilities.resources),
+                                       containment=containment_plan(staged.manifest, staged.host_env))
 
 
 def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, str]:

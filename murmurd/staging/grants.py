@@ -9,18 +9,22 @@ variables pass only when allowed, never when credential-shaped or matched by `sh
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
 
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import CLASSES, ContainmentPlan, plan_containment, setting_from, shortfall
+from murmurd.host.egress import EgressPolicy, url_origin
 from murmurd.manifest.capsule import (
     ArtifactCapabilities,
     ArtifactRef,
     Capabilities,
     CapsuleManifest,
     DEFAULT_HOOK_DEADLINE_SECONDS,
+    Observability,
 )
 from murmurd.manifest.credentials import looks_like_credential
 
@@ -106,12 +110,15 @@ def capsule_grant(caps: Capabilities, host_env: Mapping[str, str]) -> Grant:
     )
 
 
-def _narrow_list(name: str, field_name: str, ceiling: tuple[str, ...], wanted: list[str] | None, warnings: list[str]) -> tuple[str, ...]:
+def _narrow_list(name: str, field_name: str, ceiling: tuple[str, ...], wanted: list[str] | None, warnings: list[str],
+                 within: Callable[[str], bool] | None = None) -> tuple[str, ...]:
+    """The entries of `wanted` the ceiling covers (`within`; by default: listed verbatim)."""
     if wanted is None:
         return ceiling
+    covered = within or (lambda entry: entry in ceiling)
     kept = []
     for entry in wanted:
-        if entry in ceiling:
+        if covered(entry):
             kept.append(entry)
         else:
             warnings.append(f"{name}: {field_name} entry {entry!r} is outside the capsule's grant; dropped")
@@ -123,7 +130,10 @@ def _narrow(
 ) -> Grant:
     if own is None:
         return ceiling
-    network = _narrow_list(name, "network.allow", ceiling.network, own.network.allow if own.network else None, warnings)
+    # A network entry is kept when every origin it lists is one the capsule's grant lists
+    # (`http://h:8080` within `h:8080`), not only when it is spelled the same.
+    network = _narrow_list(name, "network.allow", ceiling.network, own.network.allow if own.network else None, warnings,
+                           EgressPolicy.from_allow(ceiling.network).covers)
     shell = _narrow_list(name, "shell.allow", ceiling.shell, own.shell.allow if own.shell else None, warnings)
     env = ceiling.env
     if own.env is not None:
@@ -178,16 +188,21 @@ def _hook_limits(ceiling: Grant, own: ArtifactCapabilities | None) -> GrantLimit
 
 
 # Forwarded to every hook whatever its grant says (upstream does the same): where a hook sends
-# spans of its own, and which formation the capsule runs in.
-HOOK_FORWARDED_ENV = ("MURMUR_OTEL_ENDPOINT", "MURMUR_FORMATION_ID")
+# spans of its own, which formation the capsule runs in, and which eval case (`murmurd eval run`).
+HOOK_FORWARDED_ENV = ("MURMUR_OTEL_ENDPOINT", "MURMUR_FORMATION_ID", "MURMUR_CASE_ID")
 
 
-def hook_env(otel_endpoint: str | None, host_env: Mapping[str, str]) -> dict[str, str]:
+def hook_env(observability: Observability, host_env: Mapping[str, str]) -> dict[str, str]:
     """The variables every hook sees: the manifest's `observability.otel_endpoint` (else the
-    daemon's `MURMUR_OTEL_ENDPOINT`) and the daemon's `MURMUR_FORMATION_ID`, each when set."""
+    daemon's `MURMUR_OTEL_ENDPOINT`), the daemon's `MURMUR_FORMATION_ID` and `MURMUR_CASE_ID`,
+    and with `observability.eval` its block as `MURMUR_EVAL_CONFIG` (JSON) and its
+    `dataset_id` as `MURMUR_DATASET_ID`; each only when set."""
     values = {name: host_env.get(name, "") for name in HOOK_FORWARDED_ENV}
-    if otel_endpoint:
-        values["MURMUR_OTEL_ENDPOINT"] = otel_endpoint
+    if observability.otel_endpoint:
+        values["MURMUR_OTEL_ENDPOINT"] = observability.otel_endpoint
+    if observability.eval is not None:
+        values["MURMUR_EVAL_CONFIG"] = observability.eval.model_dump_json(exclude_none=True)
+        values["MURMUR_DATASET_ID"] = observability.eval.dataset_id or ""
     return {name: value for name, value in values.items() if value}
 
 
@@ -207,40 +222,19 @@ def compute_grants(manifest: CapsuleManifest, host_env: Mapping[str, str]) -> Gr
     return grants
 
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
 def network_allows(url: str, allow: tuple[str, ...] | list[str]) -> bool:
-    """Whether `url` is covered by a `network.allow` entry.
-
-    Entry forms: `scheme://host[:port]` (scheme, host and port must match; the port defaults by
-    scheme), `host:port` (any scheme), `host` (any scheme and port). Host names compare
-    case-insensitively; a path on `url` does not matter.
-    """
-    try:
-        target = urlsplit(url)
-        host, port = (target.hostname or "").lower(), target.port or _DEFAULT_PORTS.get(target.scheme)
-    except ValueError:
-        return False
-    if not host or target.scheme not in _DEFAULT_PORTS:
-        return False
-    for entry in allow:
-        if "://" in entry:
-            parts = urlsplit(entry)
-            entry_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
-            if parts.scheme == target.scheme and (parts.hostname or "").lower() == host and entry_port == port:
-                return True
-            continue
-        entry_host, _, entry_port_text = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if entry_host.lower() == host and (not entry_port_text or entry_port_text == str(port)):
-            return True
-    return False
+    """Whether `url`'s origin (scheme, host, port) is one a `network.allow` entry lists
+    (`murmurd.host.egress` has the forms); a path on `url` does not matter."""
+    return EgressPolicy.from_allow(allow).allows(url_origin(url))
 
 
-# murmurd confines shell children by environment only: upstream's "Environment-only" tier.
-ACHIEVED_CONTAINMENT = "advisory"
-ENFORCEMENT_TIER = "none"
-CONTAINMENT_CLASSES = ("advisory", "scoped", "sealed")  # weakest first
+CONTAINMENT_CLASSES = CLASSES  # weakest first
+
+
+def containment_plan(manifest: CapsuleManifest, env: Mapping[str, str]) -> ContainmentPlan:
+    """What this host enforces on the capsule's shell children under the operator's
+    `MURMURD_SHELL_CONFINEMENT` (validated before staging: an unknown value is an error there)."""
+    return plan_containment(probe_host(), setting_from(env), manifest.capabilities.filesystem.workdir_exec)
 
 
 def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str:
@@ -250,35 +244,32 @@ def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str
     return max(declared, key=CONTAINMENT_CLASSES.index, default="advisory")
 
 
-def shortfall(floor: str) -> str | None:
-    """Why murmurd cannot meet `floor`, or None when it can."""
-    if CONTAINMENT_CLASSES.index(floor) <= CONTAINMENT_CLASSES.index(ACHIEVED_CONTAINMENT):
-        return None
-    return (f"the floor is {floor!r} but murmurd achieves {ACHIEVED_CONTAINMENT!r}: shell children are confined "
-            "by their environment only (no Landlock, seccomp or namespaces)")
-
-
-def effective_grants(manifest: CapsuleManifest, grants: GrantSet, floor: str | None = None) -> dict[str, Any]:
+def effective_grants(
+    manifest: CapsuleManifest, grants: GrantSet, floor: str | None = None, env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """`session_start.effective_grants` in upstream's shape (what `mur run --explain-scope --json`
     prints), then murmurd's additions: `limits`, per-`components` grants and staging `warnings`.
 
-    `workdir_exec` and `unix_sockets` report what holds, not what was asked: murmurd withholds
-    neither (the manifest fields are warned as unimplemented)."""
+    The containment is this host's (`containment_plan`), `enforcement_tier` murmurd's mechanism
+    (`netns+landlock`, `landlock`, `netns` or `none`). `workdir_exec` reports whether workdir
+    files can be executed (Landlock withholds it unless declared); `unix_sockets` is always true:
+    murmurd has no seccomp filter, so AF_UNIX sockets are never refused."""
     caps = manifest.capabilities
+    plan = containment_plan(manifest, os.environ if env is None else env)
     declared = floor or containment_floor(manifest)
-    reason = shortfall(declared)
+    reason = shortfall(declared, plan)
     head: dict[str, Any] = {
         "declared_containment": declared,
-        "achieved_containment": ACHIEVED_CONTAINMENT,
+        "achieved_containment": plan.achieved,
         "floor_met": reason is None,
     }
     if reason is not None:
         head["shortfall_reason"] = reason
     return {
         **head,
-        "enforcement_tier": ENFORCEMENT_TIER,
+        "enforcement_tier": plan.mechanism,
         "filesystem_scope": caps.filesystem.scope,
-        "workdir_exec": True,
+        "workdir_exec": plan.workdir_exec,
         "network_allow": list(caps.network.allow),
         "unix_sockets": True,
         "shell_allow": list(caps.shell.allow) if caps.shell else [],

@@ -111,15 +111,14 @@ class StagedCapsule:
         grant = self.grant_for(name)
         env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
         if name is not None and name in self.artifacts and self.artifacts[name].kind == "hook":
-            env.update(hook_env(self.manifest.observability.otel_endpoint, self.host_env))
+            env.update(hook_env(self.manifest.observability, self.host_env))
         env.update(extra_env or {})
         limits = grant.limits
         return CallGrant(
             env=env,
             preopen=self.workdir.path(grant.filesystem) if grant.filesystem is not None else None,
             log_path=self.workdir.path(self.workdir.book(log_file(log_name))) if log_name else None,
-            # wasmtime's wasi:http is all-or-nothing: any network.allow entry grants it.
-            network=bool(grant.network),
+            network=grant.network,  # wasi:http reaches exactly these origins
             limits=Limits(limits.memory_bytes, limits.table_elements, limits.instances, float(limits.deadline_seconds)),
             root=self.workdir.root,
         )

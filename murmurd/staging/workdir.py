@@ -23,6 +23,7 @@ TASK = "task.md"
 RESULT = "out/result.txt"
 COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.dump_summaries
 TRACE = "trace.jsonl"
+EVAL = "eval.jsonl"  # murmur-hook-eval's records, beside the trace when its scope is "."
 INVENTORY = "MURMUR.md"
 
 # How much of a file a guest can reach the runtime reads back (`workdir_fs` requires a limit:

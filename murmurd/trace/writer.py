@@ -49,6 +49,7 @@ ALWAYS_PRESENT: dict[str, frozenset[str]] = {
     "inference": frozenset({"tool_name"}),
     "a2a_task_received": frozenset({"traceparent_from_caller"}),
     "a2a_send": frozenset({"traceparent"}),
+    "egress_denied": frozenset({"origin"}),
 }
 
 _CLOSE = object()  # the queue item after which the writer closes the file

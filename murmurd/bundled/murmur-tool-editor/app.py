@@ -6,6 +6,11 @@ absolute path or a `..` out of the scope fails like a missing file. `patch` repl
 only, and refuses text that is missing or ambiguous: a model editing from memory must quote the
 file as it is. A result larger than `INLINE_BYTES` is written to `RESULT_FILE` and returned
 through `data-path`, which the runtime reads back.
+
+A whole-file `read` reports `state_effect: read`, a `write` or `patch` `state_effect: mutate`,
+each with `resource_id: file:<normalized path>`, so `murmurd trace` can flag a file read again
+with no write between. A ranged read, `search` and `list` declare nothing: reading another
+range, or listing after a change, is not redundant.
 """
 
 from __future__ import annotations
@@ -163,12 +168,27 @@ def _parse(data: str | None) -> dict[str, Any]:
     return request
 
 
-def _result(status: run.Status, summary: str, text: str | None) -> run.ToolResult:
+def effect(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """The `state_effect` / `resource_id` metadata of a call that succeeded."""
+    op, path = request["op"], request.get("path")
+    if not isinstance(path, str):
+        return []
+    if op == "read" and request.get("start_line") is None and request.get("end_line") is None:
+        kind = "read"
+    elif op in ("write", "patch"):
+        kind = "mutate"
+    else:
+        return []
+    return [("state_effect", kind), ("resource_id", "file:" + os.path.normpath(path))]
+
+
+def _result(status: run.Status, summary: str, text: str | None,
+            metadata: list[tuple[str, str]] | None = None) -> run.ToolResult:
     """Inline up to INLINE_BYTES; past that the text goes to RESULT_FILE and back through data-path."""
     if text is not None and len(text.encode("utf-8")) > INLINE_BYTES:
         _write_text(RESULT_FILE, text)
-        return run.ToolResult(status, summary, None, RESULT_FILE, False, [])
-    return run.ToolResult(status, summary, text, None, False, [])
+        return run.ToolResult(status, summary, None, RESULT_FILE, False, metadata or [])
+    return run.ToolResult(status, summary, text, None, False, metadata or [])
 
 
 class Run(exports.Run):
@@ -176,6 +196,6 @@ class Run(exports.Run):
         try:
             request = _parse(input.data)
             text = OPS[request["op"]](request)
-            return _result(run.Status.PASSED, f"{request['op']} ok", text)
+            return _result(run.Status.PASSED, f"{request['op']} ok", text, effect(request))
         except Refused as exc:
             return run.ToolResult(run.Status.FAILED, str(exc), None, None, False, [])

@@ -1,0 +1,62 @@
+"""Regenerate docs/console-finished.png and docs/console-input-required.png.
+
+    PYTHONPATH=. .venv/bin/python docs/console_screenshots.py
+
+Serves the browser tests' scripted capsule (tests/browserkit.py; offline, no API key), opens
+`/console` in Debian's headless Chromium, and photographs a finished task and one waiting for
+its supervisor.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS.parent / "tests"))
+
+from a2akit import serving  # noqa: E402
+from browserkit import chromium, scripted_capsule  # noqa: E402
+
+WAIT_MS = 30_000
+
+
+def _open(page, text: str) -> str:
+    before = page.text_content("#task-id") or ""
+    page.fill("#new-task-text", text)
+    page.click("#new-task-send")
+    page.wait_for_function("(old) => { const id = document.querySelector('#task-id').textContent;"
+                           " return id.startsWith('tsk_') && id !== old; }", arg=before, timeout=WAIT_MS)
+    return page.text_content("#task-id")
+
+
+def _state(page, state: str) -> None:
+    page.wait_for_function("(s) => document.querySelector('#task-state').textContent === s", arg=state,
+                           timeout=WAIT_MS)
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        with serving(scripted_capsule(root), root / "state") as served, chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 860})
+            page.goto(served.url + "console/")
+            page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
+                                   timeout=WAIT_MS)
+            served.send("say hello")
+            _open(page, "ask me whether to go on")
+            _state(page, "input-required")
+            page.fill("#reply-text", "go on")
+            page.click("#reply-send")
+            _state(page, "completed")
+            page.screenshot(path=str(DOCS / "console-finished.png"))
+            _open(page, "ask me before you deploy")
+            _state(page, "input-required")
+            page.fill("#reply-text", "yes, deploy to staging only")
+            page.screenshot(path=str(DOCS / "console-input-required.png"))
+    print("wrote docs/console-finished.png and docs/console-input-required.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Authentication at the HTTP edge: an ASGI middleware in front of every route.
+
+It reads headers only (never the body), so a refused request reaches no route: nothing is
+parsed, stored or traced for it. It answers 401 for a missing, malformed, unknown, expired or
+revoked credential and 403 for a credential whose `x-murmur-task-*` headers ask for more than it
+gives, both with a JSON-RPC error body. A request it lets through carries its `Caller` in
+`request.state.caller`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from murmurd.a2a.auth.current import CurrentAuth
+from murmurd.a2a.auth.principal import Principal, TaskIdentity, Widening, narrow
+from murmurd.a2a.auth.verify import Unauthenticated, authenticate
+from murmurd.a2a.jsonrpc import JsonRpcError, error_response
+from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
+from murmurd.text import json_text
+
+# Every path but these needs a credential once any is configured (the agent card is how a client
+# learns the scheme; the probes are for orchestrators that hold no credential).
+EXEMPT_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"})
+TLS_SUBJECT_KEY = "murmurd.tls_subject"  # where the connection's verified client subject rides in the scope
+
+# implementation-defined JSON-RPC server errors (-32000..-32099), clear of A2A's -32001..-32009
+UNAUTHENTICATED = -32030
+FORBIDDEN = -32031
+HTTP_STATUS = {UNAUTHENTICATED: 401, FORBIDDEN: 403}
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request, and the identity a task it creates gets."""
+
+    principal: Principal
+    identity: TaskIdentity
+
+
+def unauthenticated(detail: str) -> JsonRpcError:
+    return JsonRpcError(UNAUTHENTICATED, f"Unauthenticated: {detail}")
+
+
+def forbidden(detail: str) -> JsonRpcError:
+    return JsonRpcError(FORBIDDEN, f"Forbidden: {detail}")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, auth: CurrentAuth, *, clock: Callable[[], datetime] = _utc_now) -> None:
+        self.app, self.auth, self.clock = app, auth, clock
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)  # a CORS preflight carries no credential, by definition
+            return
+        headers = Headers(scope=scope)
+        try:
+            principal = authenticate(self.auth.config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), self.clock())
+            identity = narrow(principal, headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER))
+        except Unauthenticated as exc:
+            await _refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
+            return
+        except Widening as exc:
+            await _refuse(send, forbidden(str(exc)), {})
+            return
+        scope.setdefault("state", {})["caller"] = Caller(principal, identity)
+        await self.app(scope, receive, send)
+
+
+async def _refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:
+    body = json_text(error_response(None, error)).encode("utf-8")
+    headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.encode(), v.encode()) for k, v in extra.items()]
+    await send({"type": "http.response.start", "status": HTTP_STATUS[error.code], "headers": headers})
+    await send({"type": "http.response.body", "body": body})

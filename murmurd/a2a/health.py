@@ -1,0 +1,79 @@
+"""The operational endpoints: `GET /healthz`, `GET /readyz`, `GET /metrics`.
+
+`/healthz` answers while the event loop does (a liveness probe restarts a wedged process, never
+a busy one: it touches neither the store nor a session). `/readyz` says whether this daemon
+should get new requests: its task store answers a ping within `STORE_PING_TIMEOUT_SECS`, every
+component was compiled at staging, and it accepts tasks (not stopping, not draining). A failing
+check answers 503 with a JSON body naming it, so a load balancer stops routing here while the
+daemon finishes what it runs. `/metrics` is the daemon's own Prometheus registry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+
+from murmurd.a2a.metrics import CONTENT_TYPE
+from murmurd.staging.stage import StagedCapsule
+
+if TYPE_CHECKING:
+    from murmurd.a2a.daemon import CapsuleDaemon
+
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+METRICS_PATH = "/metrics"
+STORE_PING_TIMEOUT_SECS = 2.0
+OK = "ok"
+
+
+def uncompiled(staged: StagedCapsule) -> list[str]:
+    """Artifacts that should hold a compiled component and do not (skills carry none)."""
+    return sorted(name for name, artifact in staged.artifacts.items()
+                  if artifact.kind != "skill" and artifact.component is None)
+
+
+def acceptance(accepting: bool, stopping: bool) -> str:
+    """The `accepting` check's verdict from the daemon's two flags (pure)."""
+    if stopping:
+        return "shutting down: draining the running tasks, accepting none"
+    return OK if accepting else "not accepting tasks"
+
+
+async def store_check(daemon: CapsuleDaemon, timeout: float = STORE_PING_TIMEOUT_SECS) -> str:
+    try:
+        await asyncio.wait_for(daemon.store.ping(), timeout)
+    except TimeoutError:
+        return f"unreachable: no answer within {timeout:g} s"
+    except Exception as exc:  # any failure of the store is a verdict, never a 500
+        return f"unreachable: {type(exc).__name__}: {exc}"
+    return OK
+
+
+async def readiness(daemon: CapsuleDaemon) -> dict[str, str]:
+    """Each check's verdict: "ok" or why not."""
+    missing = uncompiled(daemon.staged)
+    return {
+        "store": await store_check(daemon),
+        "components": OK if not missing else "not compiled: " + ", ".join(missing),
+        "accepting": acceptance(daemon.accepting, daemon.stopped.is_set()),
+    }
+
+
+def add_operational_routes(app: FastAPI, daemon: CapsuleDaemon) -> None:
+    @app.get(HEALTH_PATH)
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "alive"})
+
+    @app.get(READY_PATH)
+    async def readyz() -> JSONResponse:
+        checks = await readiness(daemon)
+        failed = [name for name, verdict in checks.items() if verdict != OK]
+        body = {"status": "not ready" if failed else "ready", "checks": checks, "failed": failed}
+        return JSONResponse(body, status_code=503 if failed else 200)
+
+    @app.get(METRICS_PATH)
+    async def metrics() -> Response:
+        return Response(daemon.metrics.exposition(), media_type=CONTENT_TYPE)

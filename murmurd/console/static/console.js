@@ -1,0 +1,339 @@
+// murmurd console: the card, the tasks (live from GET /stream), one task (live from
+// GET /tasks/{id}/stream), reply, cancel, new task. Every string from the daemon is untrusted
+// (model, tool and peer text): it reaches the page through textContent only, never as markup.
+"use strict";
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+  const TERMINAL = new Set(["completed", "failed", "canceled", "rejected"]);
+  const RECONNECT_MS = 2000;
+  const tasks = new Map(); // id -> {id, state, label, order}
+  let newest = 0; // the order given to the next task that appears
+  let current = null; // the open task: {id, source, seen, lastId, closed, turnEnded, answer}
+  let title = "murmurd";
+  let rpcId = 0;
+
+  // -- helpers -------------------------------------------------------------------------------
+
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function stateName(value) {
+    // A2A 1.0 spells states TASK_STATE_INPUT_REQUIRED; the upstream frames input-required.
+    if (typeof value !== "string") return "unknown";
+    return value.startsWith("TASK_STATE_") ? value.slice(11).toLowerCase().replace(/_/g, "-") : value;
+  }
+
+  function partsText(parts) {
+    return (Array.isArray(parts) ? parts : []).map((part) => {
+      if (part && typeof part.text === "string") return part.text;
+      if (part && part.data !== undefined) return JSON.stringify(part.data);
+      return part && (part.file || part.url || part.raw) ? "[file]" : "";
+    }).join("");
+  }
+
+  function contentText(content) {
+    return typeof content === "string" ? content : JSON.stringify(content);
+  }
+
+  function messageId() {
+    return "console-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
+  }
+
+  async function rpc(method, params, headers) {
+    const response = await fetch("/", {
+      method: "POST",
+      headers: Object.assign({"content-type": "application/json"}, headers || {}),
+      body: JSON.stringify({jsonrpc: "2.0", id: ++rpcId, method, params}),
+    });
+    const body = await response.json();
+    if (body.error) throw new Error(body.error.message || "request failed");
+    return body.result;
+  }
+
+  function showError(error) {
+    const box = $("task-error");
+    box.textContent = String(error && error.message ? error.message : error);
+    box.hidden = false;
+  }
+
+  function setConnection(state, text) {
+    const node = $("connection");
+    node.dataset.state = state;
+    node.textContent = text;
+  }
+
+  // -- the card ------------------------------------------------------------------------------
+
+  async function loadCard() {
+    const response = await fetch("/.well-known/agent-card.json");
+    const card = await response.json();
+    title = String(card.name || "murmurd");
+    $("card-name").textContent = title;
+    $("card-version").textContent = card.version ? "v" + card.version : "";
+    $("card-description").textContent = card.description || "";
+    const tools = $("card-tools");
+    tools.replaceChildren(...((card.capabilities && card.capabilities.tools) || []).map((t) => el("li", "", String(t))));
+    const skills = $("card-skills");
+    skills.replaceChildren(...(card.skills || []).map((s) => {
+      const item = el("li", "", String(s.name || s.id));
+      if (s.description) item.title = String(s.description);
+      return item;
+    }));
+    renderList();
+  }
+
+  // -- the task list -------------------------------------------------------------------------
+
+  function upsert(id, state, label) {
+    if (typeof id !== "string") return;
+    let task = tasks.get(id);
+    if (!task) {
+      task = {id, state, label: "", order: ++newest};
+      tasks.set(id, task);
+    }
+    if (state) task.state = state;
+    if (label && !task.label) task.label = label;
+  }
+
+  function firstUserText(task) {
+    const first = (task.history || []).find((m) => m.role === "ROLE_USER");
+    return first ? partsText(first.parts) : "";
+  }
+
+  async function labelFromTask(id) {
+    try {
+      const task = await rpc("GetTask", {id});
+      upsert(id, "", firstUserText(task));
+      renderList();
+    } catch (error) {
+      // gone already (retention) or refused: the row keeps showing the id
+    }
+  }
+
+  async function refreshList() {
+    const result = await rpc("ListTasks", {pageSize: 100});
+    const listed = result.tasks || [];
+    // The store lists newest first: keep that order, below any task seen live since.
+    listed.slice().reverse().forEach((task) => {
+      const known = tasks.get(task.id);
+      upsert(task.id, stateName(task.status && task.status.state), firstUserText(task));
+      if (!known) tasks.get(task.id).order = ++newest;
+    });
+    renderList();
+  }
+
+  function renderList() {
+    const filter = $("state-filter").value;
+    const shown = [...tasks.values()].filter((t) => !filter || t.state === filter).sort((a, b) => b.order - a.order);
+    $("task-list").replaceChildren(...shown.map((task) => {
+      const item = el("li", task.state);
+      item.dataset.taskId = task.id;
+      item.dataset.state = task.state;
+      if (current && current.id === task.id) item.classList.add("selected");
+      item.append(el("span", "badge " + task.state, task.state), el("span", "task-label", task.label || task.id));
+      item.title = task.id;
+      item.addEventListener("click", () => openTask(task.id));
+      return item;
+    }));
+    const waiting = [...tasks.values()].filter((t) => t.state === "input-required").length;
+    const count = $("waiting-count");
+    count.hidden = waiting === 0;
+    count.textContent = waiting + " waiting";
+    document.title = (waiting ? "(" + waiting + ") " : "") + title + " · murmurd console";
+  }
+
+  function connectWatch() {
+    const source = new EventSource("/stream");
+    source.addEventListener("open", () => {
+      setConnection("live", "live");
+      refreshList().catch(showError);  // (re)connected: catch up on what happened meanwhile
+      if (current) refreshTask(current).catch(showError);
+    });
+    source.addEventListener("status", (event) => {
+      const frame = JSON.parse(event.data);
+      const known = tasks.has(frame.id);
+      upsert(frame.id, stateName(frame.status && frame.status.state));
+      renderList();
+      if (!known) labelFromTask(frame.id);  // someone else's new task: show what it asks
+    });
+    source.addEventListener("gap", () => refreshList().catch(showError));
+    source.addEventListener("error", () => {
+      setConnection("reconnecting", "reconnecting…");
+      if (source.readyState === EventSource.CLOSED) {  // refused outright (e.g. 503): retry ourselves
+        setTimeout(connectWatch, RECONNECT_MS);
+      }
+    });
+  }
+
+  // -- one task ------------------------------------------------------------------------------
+
+  function setState(view, state, message) {
+    view.state = state;
+    const badge = $("task-state");
+    badge.textContent = state;
+    badge.className = "badge " + state;
+    $("task-status-message").textContent = message || "";
+    $("reply").hidden = state !== "input-required";
+    $("cancel-task").hidden = TERMINAL.has(state);
+    upsert(view.id, state);
+    renderList();
+  }
+
+  async function refreshTask(view) {
+    const task = await rpc("GetTask", {id: view.id});
+    if (current !== view) return;
+    const state = stateName(task.status && task.status.state);
+    const message = task.status && task.status.message ? partsText(task.status.message.parts) : "";
+    $("task-messages").replaceChildren(...(task.history || []).map((m) => {
+      const item = el("li", m.role === "ROLE_USER" ? "user" : "agent");
+      item.append(el("span", "role", m.role === "ROLE_USER" ? "user" : "agent"), el("span", "text", partsText(m.parts)));
+      return item;
+    }));
+    upsert(view.id, state, firstUserText(task));
+    if (!view.streamState) setState(view, state, message);
+  }
+
+  function fresh(view, event) {
+    // Each event once, however often a reconnection replays it. A frame without an id (the
+    // closing status of a task whose events left the buffer) keeps the previous lastEventId.
+    const id = event.lastEventId;
+    const previous = event.target.previousId || "";
+    event.target.previousId = id;
+    if (!id || id === previous) return true;
+    if (view.seen.has(id)) return false;
+    view.seen.add(id);
+    view.lastId = id;
+    return true;
+  }
+
+  function appendAnswer(view, text) {
+    if (view.turnEnded && view.answer) text = "\n" + text;
+    view.turnEnded = false;
+    view.answer += text;
+    $("task-answer").textContent = view.answer;
+  }
+
+  function connectTaskStream(view) {
+    const after = view.lastId ? "?after=" + encodeURIComponent(view.lastId) : "";
+    const source = new EventSource("/tasks/" + encodeURIComponent(view.id) + "/stream" + after);
+    view.source = source;
+    source.addEventListener("gap", () => view.seen.clear());  // ids restart with a new daemon
+    source.addEventListener("text", (event) => {
+      if (!fresh(view, event)) return;
+      const frame = JSON.parse(event.data);
+      if (frame.text) appendAnswer(view, String(frame.text));
+      if (frame.final) view.turnEnded = true;
+    });
+    source.addEventListener("thinking", (event) => {
+      if (!fresh(view, event)) return;
+      const frame = JSON.parse(event.data);
+      $("thinking-box").hidden = false;
+      $("task-thinking").textContent += String(frame.text || "");
+    });
+    source.addEventListener("artifact", (event) => {
+      if (!fresh(view, event)) return;
+      const artifact = JSON.parse(event.data).artifact || {};
+      const item = el("li");
+      item.append(el("span", "tool-name", String(artifact.tool_name || "artifact")),
+                  el("span", "tool-content", contentText(artifact.content)));
+      $("task-artifacts").append(item);
+    });
+    source.addEventListener("error", (event) => {
+      if (event.data === undefined) {  // the connection's error, not an `error` frame
+        if (source.readyState === EventSource.CLOSED && !view.closed && current === view) {
+          setTimeout(() => { if (current === view && !view.closed) connectTaskStream(view); }, RECONNECT_MS);
+        }
+        return;
+      }
+      if (!fresh(view, event)) return;
+      showError(JSON.parse(event.data).message || event.data);
+    });
+    source.addEventListener("status", (event) => {
+      if (!fresh(view, event)) return;
+      const frame = JSON.parse(event.data);
+      const status = frame.status || {};
+      const state = stateName(status.state);
+      view.streamState = state;
+      setState(view, state, typeof status.message === "string" ? status.message : "");
+      if (state === "completed" && !view.answer && typeof status.response === "string") {
+        appendAnswer(view, status.response);
+      }
+      if (frame.final) {
+        view.closed = true;
+        source.close();
+      }
+      refreshTask(view).catch(showError);
+    });
+  }
+
+  async function openTask(id) {
+    if (current && current.source) current.source.close();
+    const view = {id, source: null, seen: new Set(), lastId: "", closed: false, turnEnded: false, answer: "",
+                  streamState: ""};
+    current = view;
+    $("task-pane").hidden = false;
+    $("task-id").textContent = id;
+    $("task-answer").textContent = "";
+    $("task-thinking").textContent = "";
+    $("thinking-box").hidden = true;
+    $("task-artifacts").replaceChildren();
+    $("task-messages").replaceChildren();
+    $("task-error").hidden = true;
+    $("reply-text").value = "";
+    renderList();
+    try {
+      await refreshTask(view);
+    } catch (error) {
+      showError(error);
+    }
+    if (current === view) connectTaskStream(view);
+  }
+
+  // -- actions -------------------------------------------------------------------------------
+
+  $("new-task").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = $("new-task-text").value;
+    try {
+      const task = await rpc("message/send", {message: {messageId: messageId(), role: "user", parts: [{text}]}});
+      $("new-task-text").value = "";
+      upsert(task.id, stateName(task.status && task.status.state), text);
+      renderList();
+      openTask(task.id);
+    } catch (error) {
+      showError(error);
+    }
+  });
+
+  $("reply").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    if (!current) return;
+    const text = $("reply-text").value;
+    try {
+      await rpc("message/send", {message: {messageId: messageId(), role: "user", parts: [{text}], taskId: current.id}});
+      $("reply-text").value = "";
+      $("reply").hidden = true;
+    } catch (error) {
+      showError(error);
+    }
+  });
+
+  $("cancel-task").addEventListener("click", async () => {
+    if (!current) return;
+    try {
+      await rpc("tasks/cancel", {id: current.id});
+    } catch (error) {
+      showError(error);
+    }
+  });
+
+  $("state-filter").addEventListener("change", renderList);
+
+  loadCard().catch(showError);
+  connectWatch();
+})();

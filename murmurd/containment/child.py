@@ -1,0 +1,280 @@
+"""The confinement helper: murmurd execs it as each shell child, it confines itself, then it
+execs the command. Also `--probe`: report what this kernel allows, as JSON on stdout.
+
+Why a process of its own: murmurd is threaded (uvicorn, worker threads, wasmtime), and after
+`fork` in a threaded process only async-signal-safe work is safe; Python code (`preexec_fn`) is
+not, and Python 3.11 has no `os.unshare` anyway. So murmurd forks and execs this file at once
+(no Python runs in between: `subprocess` does fork+exec in C), and everything below runs in a
+fresh, single-threaded interpreter. It is started as `python -I -S child.py SPEC ARGV...`:
+isolated (no `PYTHON*` variables, no user site, no site-packages), importing only the standard
+library and the sibling `landlock.py`.
+
+Order (each step may need the one before it):
+
+1. parent-death signal (SIGKILL) and a check that the parent is still the one that forked it;
+2. announce its pid (its own process group, `start_new_session`) to the shell watchdog;
+3. join the command's pids cgroup, so every descendant is counted from its first fork;
+4. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a user namespace mapping its own uid and gid to
+   themselves, and a network namespace with only `lo` (brought up): no route to any other host;
+5. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
+6. `no_new_privs`, then Landlock: writes only beneath the workdir (and `/dev/null`), execution
+   anywhere but the workdir (unless `workdir_exec`), signals and abstract sockets scoped;
+7. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
+   signal set again (credential changes clear it), SIGPIPE and SIGXFSZ back to their default
+   (Python ignores them, and an ignored signal stays ignored across exec), then `execve`.
+
+Any failure is written to the error pipe and the helper exits 127 without running the command:
+a capsule is never run with less confinement than murmurd planned and reported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import resource
+import signal
+import sys
+
+try:
+    from murmurd.containment import landlock
+except ImportError:  # run by path with -I -S, as murmurd does: the sibling module
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import landlock  # type: ignore[no-redef]
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SIOCGIFFLAGS = 0x8913
+SIOCSIFFLAGS = 0x8914
+IFF_UP = 0x1
+EXIT_SETUP_FAILED = 127
+
+# What Landlock handles (so denies unless a rule grants it). Reads are not handled: the child may
+# read what murmurd's uid may read. Device ioctls are not handled either.
+_WRITE_RIGHTS = (landlock.WRITE_FILE | landlock.REMOVE_DIR | landlock.REMOVE_FILE | landlock.MAKE_CHAR
+                 | landlock.MAKE_DIR | landlock.MAKE_REG | landlock.MAKE_SOCK | landlock.MAKE_FIFO
+                 | landlock.MAKE_BLOCK | landlock.MAKE_SYM)
+# The workdir gets every handled right but devices and sockets (and exec, see `workdir_exec`).
+_NOT_IN_WORKDIR = landlock.MAKE_CHAR | landlock.MAKE_BLOCK | landlock.MAKE_SOCK
+_WRITABLE_DEVICES = ("/dev/null", "/dev/full")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class SetupError(Exception):
+    """A confinement step failed; the command must not run."""
+
+
+def _call(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise SetupError(f"{what}: {os.strerror(err)} (errno {err})")
+
+
+def _prctl(option: int, arg: int, what: str) -> None:
+    _call(_libc.prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), what)
+
+
+# --------------------------------------------------------------------------- steps
+
+
+def die_with_parent(parent: int) -> None:
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL, "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(137)  # murmurd (the forking thread) is already gone
+
+
+def announce(watchdog_fd: int | None) -> None:
+    """Tell the watchdog this group exists before anything in it can fork (one atomic write)."""
+    if watchdog_fd is None:
+        return
+    try:
+        os.write(watchdog_fd, f"+{os.getpid()}\n".encode())
+    except OSError:
+        pass  # the watchdog is gone; the parent's `register` restarts it
+    os.close(watchdog_fd)
+
+
+def join_cgroup(procs_file: str | None) -> None:
+    if procs_file is None:
+        return
+    try:
+        with open(procs_file, "w") as sink:
+            sink.write(str(os.getpid()))
+    except OSError as exc:
+        raise SetupError(f"joining the pids cgroup {procs_file!r}: {exc.strerror}") from None
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as sink:
+        sink.write(text)
+
+
+def enter_network_namespace() -> None:
+    """A user namespace (own uid/gid mapped to themselves) holding a fresh network namespace in
+    which only the loopback interface exists, up."""
+    import fcntl  # here: only a namespace needs them, and every import delays every command
+    import socket
+    import struct
+
+    uid, gid = os.getuid(), os.getgid()
+    _call(_libc.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNET)), "unshare(CLONE_NEWUSER|CLONE_NEWNET)")
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError as exc:
+        raise SetupError(f"mapping the user namespace: {exc.strerror}") from None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            request = struct.pack("16sH22x", b"lo", 0)
+            flags = struct.unpack("16sH22x", fcntl.ioctl(probe.fileno(), SIOCGIFFLAGS, request))[1]
+            fcntl.ioctl(probe.fileno(), SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | IFF_UP))
+    except OSError as exc:
+        raise SetupError(f"bringing up lo in the network namespace: {exc.strerror}") from None
+
+
+def set_limits(limits: list[list[int]]) -> None:
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        for which, soft, hard in limits:
+            resource.setrlimit(which, (soft, hard))
+    except (OSError, ValueError) as exc:
+        raise SetupError(f"setrlimit: {exc}") from None
+
+
+def _exec_everywhere_but(ruleset: int, directory: str, workdir: str) -> None:
+    """EXECUTE beneath `directory` except the `workdir` subtree: a rule on every sibling along
+    the path down to it (symlinks skipped; their targets get their own rule if outside)."""
+    if directory == workdir:
+        return
+    if not (workdir + "/").startswith(directory.rstrip("/") + "/"):
+        landlock.allow_beneath(ruleset, directory, landlock.EXECUTE)
+        return
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            if os.path.islink(path) or not os.path.exists(path):
+                continue
+            _exec_everywhere_but(ruleset, path, workdir)
+        except OSError:
+            continue  # vanished or unreadable: nothing to grant
+
+
+def restrict_filesystem(spec: dict) -> None:
+    """Landlock: write only beneath the workdir; execute anywhere but the workdir (unless
+    `workdir_exec`); no signals or abstract-socket connections out of the command's tree."""
+    abi = int(spec["abi"])
+    workdir = os.path.realpath(spec["workdir"])
+    handled = _WRITE_RIGHTS | landlock.EXECUTE
+    if abi >= 2:
+        handled |= landlock.REFER
+    if abi >= 3:
+        handled |= landlock.TRUNCATE
+    scoped = landlock.SCOPE_ABSTRACT_UNIX_SOCKET | landlock.SCOPE_SIGNAL if abi >= 6 else 0
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+    try:
+        ruleset = landlock.create_ruleset(abi, handled, 0, scoped)
+        try:
+            in_workdir = handled & ~_NOT_IN_WORKDIR
+            if not spec.get("workdir_exec"):
+                in_workdir &= ~landlock.EXECUTE
+                _exec_everywhere_but(ruleset, "/", workdir)
+            else:
+                landlock.allow_beneath(ruleset, "/", landlock.EXECUTE)
+            for writable in [workdir, *spec.get("also_writable", [])]:
+                landlock.allow_beneath(ruleset, writable, in_workdir)
+            for device in _WRITABLE_DEVICES:
+                if os.path.exists(device):
+                    landlock.allow_beneath(ruleset, device, landlock.WRITE_FILE | landlock.TRUNCATE)
+            landlock.restrict_self(ruleset)
+        finally:
+            os.close(ruleset)
+    except OSError as exc:
+        raise SetupError(f"landlock: {exc.strerror or exc}") from None
+
+
+def drop_capabilities() -> None:
+    """Empty the bounding and ambient sets: uid 0 (in or out of the user namespace) then gains no
+    capability at `execve`. Skipped without CAP_SETPCAP (an unprivileged uid has none to drop)."""
+    try:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    except (OSError, ValueError):
+        last = 40
+    _libc.prctl(PR_CAP_AMBIENT, ctypes.c_ulong(PR_CAP_AMBIENT_CLEAR_ALL), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                ctypes.c_ulong(0))
+    for cap in range(last + 1):
+        if _libc.prctl(PR_CAPBSET_DROP, ctypes.c_ulong(cap), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                       ctypes.c_ulong(0)) != 0:
+            if ctypes.get_errno() == errno.EPERM:
+                return
+            raise SetupError(f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(ctypes.get_errno())}")
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def confine_and_exec(spec: dict, argv: list[str]) -> None:
+    error_fd = int(spec["error_fd"])
+    os.set_inheritable(error_fd, False)  # closed by a successful execve: EOF tells the parent
+    try:
+        die_with_parent(int(spec["parent"]))
+        announce(spec.get("watchdog_fd"))
+        join_cgroup(spec.get("cgroup_procs"))
+        if spec.get("netns"):
+            enter_network_namespace()
+        set_limits(spec.get("rlimits", []))
+        if spec.get("landlock") is not None:
+            restrict_filesystem(spec["landlock"])
+        drop_capabilities()
+        die_with_parent(int(spec["parent"]))
+        for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):  # Python ignores these; an ignored signal stays so across exec
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), signal.SIG_DFL)
+        env = dict(os.environ)
+        if spec.get("lc_ctype") is None:
+            env.pop("LC_CTYPE", None)  # Python's locale coercion added it; the command never asked
+        os.execve(spec["executable"], argv, env)
+    except SetupError as exc:
+        message = str(exc)
+    except OSError as exc:
+        message = f"execve({spec.get('executable')!r}): {exc.strerror or exc}"
+    try:
+        os.write(error_fd, message.encode("utf-8", "replace")[:4000])
+    finally:
+        os._exit(EXIT_SETUP_FAILED)
+
+
+def probe() -> dict:
+    """What this kernel allows a process like murmurd's children: run in a throwaway process."""
+    found: dict = {"uid": os.getuid(), "landlock_abi": landlock.abi_version(), "netns": False}
+    if not found["landlock_abi"]:
+        found["landlock_error"] = "the kernel has no Landlock (or it is disabled: see /sys/kernel/security/lsm)"
+    try:
+        enter_network_namespace()
+        found["netns"] = True
+    except SetupError as exc:
+        found["netns_error"] = str(exc)
+    return found
+
+
+def main(args: list[str]) -> None:
+    if args[:1] == ["--probe"]:
+        sys.stdout.write(json.dumps(probe()) + "\n")
+        return
+    spec, argv = json.loads(args[0]), args[1:]
+    confine_and_exec(spec, argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

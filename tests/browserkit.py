@@ -1,0 +1,189 @@
+"""Helpers for browser tests: Debian's Chromium driven by Playwright, a second loopback origin
+serving a page, a TCP proxy that can cut every connection, and a scripted capsule that streams
+word by word and asks for input on demand."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import EXAMPLES, FIXTURES
+from murmurd.manifest.writing import dump_yaml
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+# The scripted answers (tests/fixtures' `ask` tool turns a tool call into input-required).
+FIRST_WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa"
+SECOND_WORDS = "lambda mu nu xi omicron pi rho sigma tau upsilon"
+HOSTILE_TEXT = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2"><b>bold</b>'
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"stop_reason": "end_turn", "content": [{"type": "text", "text": text}]}
+
+
+def _ask(text: str, prompt: str) -> dict[str, Any]:
+    return {"stop_reason": "tool_call", "content": [
+        {"type": "text", "text": text},
+        {"type": "tool_call", "id": "ask1", "name": "ask", "input": {"prompt": prompt}}]}
+
+
+def scripted_capsule(root: Path, name: str = "console-demo") -> Path:
+    """A capsule whose scripted driver answers by rule: `say hello` streams FIRST_WORDS; `ask me`
+    streams FIRST_WORDS, then asks "May I go on?" (input-required) and, once any reply comes
+    back, streams SECOND_WORDS; `be hostile` answers HOSTILE_TEXT."""
+    directory = root / name
+    directory.mkdir(parents=True, exist_ok=True)
+    rules = [
+        {"when": "say hello", "response": _text(FIRST_WORDS)},
+        {"when": "ask me", "response": _ask(FIRST_WORDS + " ", "May I go on?")},
+        {"when": "be hostile", "response": _text(HOSTILE_TEXT)},
+    ]
+    manifest = {
+        "name": name, "version": "1.2.3",
+        "artifacts": [
+            {"name": "scripted-driver", "runtime": "driver", "source": str(EXAMPLES / "scripted-driver"),
+             "local_source": True},
+            {"name": "ask", "runtime": "tool", "source": str(FIXTURES / "ask"), "local_source": True},
+        ],
+        "inference": {"endpoint": "http://127.0.0.1:9", "model": "scripted", "driver": {
+            "artifact": "scripted-driver",
+            # anything else (a tool result: the reply) ends the task with SECOND_WORDS
+            "config": {"rules": rules, "responses": [_text(SECOND_WORDS)] * 2}}},
+        "lifecycle": {"after_task": "sleep", "task_acceptance": "queue", "queue_depth": 16},
+    }
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
+    return directory
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Chromium browser (Playwright, the system binary; nothing is downloaded)."""
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium package")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class PageServer:
+    """A second origin on loopback serving one HTML page at `/` (a stranger's web page)."""
+
+    def __init__(self, html: str) -> None:
+        body = html.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.origin = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CuttingProxy:
+    """A loopback TCP proxy in front of a daemon; `cut()` closes every connection through it
+    (the browser sees its stream die mid-answer, as on a network drop) while new connections
+    keep working. `limit` cuts each connection after that many bytes came back from the daemon."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.limit: int | None = None
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._open.update((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, limited: bool) -> None:
+        sent = 0  # bytes passed since `limit` was set (it applies to open connections too)
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                limit = self.limit if limited else None
+                if limit is not None and sent + len(data) >= limit:
+                    sink.sendall(data[: max(0, limit - sent)])
+                    self.cuts += 1
+                    break
+                sink.sendall(data)
+                if limit is not None:
+                    sent += len(data)
+        except OSError:
+            pass
+        finally:
+            self._close_pair(source, sink)
+
+    def _close_pair(self, *sockets: socket.socket) -> None:
+        with self._lock:
+            for sock in sockets:
+                self._open.discard(sock)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def cut(self) -> None:
+        """Close every connection open now."""
+        with self._lock:
+            doomed = list(self._open)
+            self._open.clear()
+        self.cuts += 1
+        for sock in doomed:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self._listener.close()
+        self.cut()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

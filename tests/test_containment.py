@@ -1,0 +1,387 @@
+"""Shell containment (issue 14 item 3): resource limits, the network namespace, Landlock, and the
+W-SEC warnings, through the real session and shell path with real subprocesses.
+
+Where this host lacks a mechanism the test that needs it is skipped with the probe's reason; the
+"not enforced" path is the operator's real `MURMURD_SHELL_CONFINEMENT=none`, never a faked
+kernel. Every test also runs its control: the same command without confinement does what the
+confined one must not, so none of these can pass by a command failing for another reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopkit import driver_capsule, run_tasks, trace_events
+from murmurd.containment.host import HostSupport, probe_host
+from murmurd.containment.plan import plan_containment, shell_warnings, shortfall
+from murmurd.session.shell import ShellFailed, ShellPolicy, prepare_shell, run_prepared
+from murmurd.staging.registry import FileRegistry
+from murmurd.staging.stage import StagedCapsule, stage_capsule
+
+pytestmark = pytest.mark.anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+SUPPORT = probe_host()
+HERE = plan_containment(SUPPORT, "auto")
+UNCONFINED = {**os.environ, "MURMURD_SHELL_CONFINEMENT": "none"}
+MIB = 1024 * 1024
+
+needs_netns = pytest.mark.skipif(not HERE.netns, reason=f"no network namespace on this host: {SUPPORT.netns_error}")
+needs_landlock = pytest.mark.skipif(not HERE.landlock, reason=f"no Landlock on this host: {SUPPORT.landlock_error}")
+needs_process_bound = pytest.mark.skipif(
+    HERE.pids_root is None and os.getuid() == 0,
+    reason=f"root (exempt from RLIMIT_NPROC) without a pids cgroup ({SUPPORT.pids_error}): a fork bomb would be unbounded")
+
+
+def calls(*commands: tuple[str, str]) -> dict[str, Any]:
+    """A scripted driver that asks for each (binary, command) in turn, then ends."""
+    responses = [{"stop_reason": "tool_call", "content": [
+        {"type": "tool_call", "id": f"c{i}", "name": binary, "input": {"command": command}}]}
+        for i, (binary, command) in enumerate(commands)]
+    return {"responses": [*responses, {"stop_reason": "end_turn", "content": [{"type": "text", "text": "done"}]}]}
+
+
+def staged_capsule(tmp_path: Path, host, commands: list[tuple[str, str]], capabilities: dict[str, Any],
+                   env: dict[str, str] | None = None, said: list[str] | None = None) -> StagedCapsule:
+    directory = driver_capsule(tmp_path, "scripted-driver", calls(*commands), capabilities=capabilities)
+    return stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"),
+                         env=os.environ if env is None else env, progress=(said.append if said is not None else None))
+
+
+async def run_commands(staged: StagedCapsule, host) -> tuple[list[str], list[dict[str, Any]]]:
+    """The texts the model saw for each command, and the `shell` trace events."""
+    (outcome,) = await run_tasks(staged, host, "run the commands")
+    assert outcome.exit_status == "ok", outcome.error
+    texts = [m.text for m in outcome.messages if m.role == "tool"]
+    return texts, [e for e in trace_events(staged) if e["event_type"] == "shell"]
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Pids whose working directory is `directory` (a command's leftovers)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry.name}/cwd") == str(directory):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def murmurd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "murmurd", *args], capture_output=True, text=True, timeout=180,
+                          cwd=ROOT, env={**(env or os.environ), "PYTHONPATH": str(ROOT)})
+
+
+# --------------------------------------------------------------------------- resource limits
+
+
+async def test_a_busy_loop_and_a_2_gib_file_are_stopped_and_named(tmp_path: Path, host) -> None:
+    # The soft `ulimit -f` is a backstop of this test only (64 MiB, above the 1 MiB under test,
+    # below the hard limit murmurd sets, so it cannot loosen it): were murmurd's limit missing,
+    # dd would stop at 64 MiB and the size assertion would fail, never writing 2 GiB.
+    two_gib = "ulimit -S -f 131072 2>/dev/null; exec dd if=/dev/zero of=big bs=1M count=2048"
+    staged = staged_capsule(tmp_path, host, [("sh", "while :; do :; done"), ("sh", two_gib), ("sh", "echo fine")],
+                            {"shell": {"allow": ["sh"]}, "resources": {"cpu_seconds": 1, "max_file_size_bytes": MIB}})
+    try:
+        texts, shells = await run_commands(staged, host)
+        busy, big, fine = shells
+        assert (busy["resource_limit"], busy["exit_code"]) == ("cpu_seconds", 128 + 24)  # SIGXCPU
+        assert busy["duration_ms"] < 30_000
+        assert (big["resource_limit"], big["exit_code"]) == ("max_file_size_bytes", 128 + 25)  # SIGXFSZ
+        assert (staged.workdir.root / "big").stat().st_size == MIB
+        assert "resource_limit" not in fine and fine["exit_code"] == 0 and "fine" in texts[2]
+    finally:
+        (staged.workdir.root / "big").unlink(missing_ok=True)
+
+
+@needs_process_bound
+async def test_a_fork_bomb_is_contained_and_named(tmp_path: Path, host) -> None:
+    # Bounded by its depth (255 processes at most), so a broken limit cannot take the machine
+    # down; far above the 16 allowed, so the limit must refuse forks.
+    bomb = "b(){ [ $1 -gt 0 ] || return 0; b $(($1-1)) & b $(($1-1)) & wait; }; b 7"
+    staged = staged_capsule(tmp_path, host, [("sh", bomb)],
+                            {"shell": {"allow": ["sh"]}, "resources": {"max_processes": 16, "cgroup_pids_max": 16}})
+    texts, (shell,) = await run_commands(staged, host)
+    assert "Cannot fork" in texts[0]
+    assert shell["duration_ms"] < 60_000
+    if HERE.pids_root is not None:  # the kernel's evidence: pids.events counted a refused fork
+        assert shell["resource_limit"] == "cgroup_pids_max"
+    assert processes_in(staged.workdir.root) == []  # nothing of the bomb outlives its call
+
+
+async def test_a_silent_manifest_runs_under_upstreams_defaults(tmp_path: Path, host) -> None:
+    staged = staged_capsule(tmp_path, host, [("cat", "/proc/self/limits")], {"shell": {"allow": ["cat"]}})
+    texts, _ = await run_commands(staged, host)
+    rows = {line[:26].strip(): line[26:].split()[:2] for line in texts[0].splitlines()}
+    assert rows["Max cpu time"] == ["3600", "3601"] and rows["Max open files"] == ["1024", "1024"]
+    assert rows["Max file size"] == [str(4 << 30)] * 2 and rows["Max address space"] == [str(2 << 30)] * 2
+    if HERE.netns:  # inside the user namespace RLIMIT_NPROC counts the namespace's tasks only
+        assert rows["Max processes"] == ["128", "128"]
+
+
+# --------------------------------------------------------------------------- network namespace
+
+
+def listener() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.setblocking(False)
+    return server
+
+
+def accepted(server: socket.socket) -> bool:
+    try:
+        conn, _ = server.accept()
+    except BlockingIOError:
+        return False
+    conn.close()
+    return True
+
+
+@needs_netns
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+async def test_shell_children_reach_no_host_not_even_an_allowlisted_one(tmp_path: Path, host) -> None:
+    allowed, other = listener(), listener()
+    allowed_port, other_port = allowed.getsockname()[1], other.getsockname()[1]
+    capabilities = {"shell": {"allow": ["curl"]}, "network": {"allow": [f"127.0.0.1:{allowed_port}"]}}
+    commands = [("curl", f"-sS -m 3 http://127.0.0.1:{other_port}/"), ("curl", f"-sS -m 3 http://127.0.0.1:{allowed_port}/")]
+    said: list[str] = []
+    try:
+        staged = staged_capsule(tmp_path / "confined", host, commands, capabilities, said=said)
+        texts, shells = await run_commands(staged, host)
+        assert [s["exit_code"] for s in shells] == [7, 7]  # curl: couldn't connect (a namespace with lo only)
+        assert not accepted(other) and not accepted(allowed)
+        assert any("W-SEC-014" in line for line in said)  # said at launch: network.allow is not for shell
+
+        control = staged_capsule(tmp_path / "control", host, commands[:1], capabilities, env=UNCONFINED)
+        _, (shell,) = await run_commands(control, host)
+        assert shell["exit_code"] != 7 and accepted(other)  # the same curl, unconfined, connects
+    finally:
+        allowed.close()
+        other.close()
+
+
+# --------------------------------------------------------------------------- Landlock
+
+
+WRITES = ("echo in > inside.txt && echo inside-ok; echo out > {outside}/escaped.txt; "
+          "echo x > /dev/null && echo null-ok; t=$(mktemp) && echo tmp=$t; "
+          "cp /bin/true ./mytrue && ./mytrue; echo exec-rc=$?")
+
+
+@needs_landlock
+async def test_shell_children_write_only_beneath_the_workdir_and_exec_none_of_it(tmp_path: Path, host) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    script = WRITES.format(outside=outside)
+    staged = staged_capsule(tmp_path / "confined", host, [("sh", script)], {"shell": {"allow": ["sh"]}})
+    texts, _ = await run_commands(staged, host)
+    assert (staged.workdir.root / "inside.txt").read_text() == "in\n"
+    assert not (outside / "escaped.txt").exists() and "Permission denied" in texts[0]
+    assert "inside-ok" in texts[0] and "null-ok" in texts[0]
+    assert f"tmp={staged.workdir.root}/.capsule-home/tmp/" in texts[0]  # TMPDIR beneath the workdir
+    assert "exec-rc=126" in texts[0]  # a file written in the workdir is not executable
+
+    control = staged_capsule(tmp_path / "control", host, [("sh", script)], {"shell": {"allow": ["sh"]}},
+                             env=UNCONFINED)
+    texts, _ = await run_commands(control, host)
+    assert (outside / "escaped.txt").read_text() == "out\n" and "exec-rc=0" in texts[0]
+
+
+@needs_landlock
+async def test_workdir_exec_lets_workdir_files_run_and_is_advisory(tmp_path: Path, host) -> None:
+    capabilities = {"shell": {"allow": ["sh"]}, "filesystem": {"workdir_exec": True}}
+    staged = staged_capsule(tmp_path, host, [("sh", "cp /bin/true ./mytrue && ./mytrue; echo exec-rc=$?")],
+                            capabilities)
+    texts, _ = await run_commands(staged, host)
+    assert "exec-rc=0" in texts[0]
+    start = trace_events(staged)[0]
+    assert (start["containment_achieved"], start["workdir_exec"]) == ("advisory", True)
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def test_the_helper_refusing_means_the_command_never_runs(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy("/bin/true", bin_dir / "vanishing")
+    policy = ShellPolicy(allow={"vanishing"}, workdir=tmp_path, containment=HERE)
+    invocation = prepare_shell(policy, "vanishing", [], host_env={"PATH": str(bin_dir)})
+    (bin_dir / "vanishing").unlink()
+    with pytest.raises(ShellFailed, match="was not run: the confinement could not be set up: execve"):
+        run_prepared(policy, invocation)
+
+
+async def test_session_start_reports_what_this_host_achieves(tmp_path: Path, host) -> None:
+    staged = staged_capsule(tmp_path / "auto", host, [], {"shell": {"allow": ["sh"]}})
+    await run_commands(staged, host)
+    start = trace_events(staged)[0]
+    grants = start["effective_grants"]
+    assert (start["containment_achieved"], grants["enforcement_tier"]) == (HERE.achieved, HERE.mechanism)
+    if HERE.netns and HERE.landlock:
+        assert (HERE.achieved, HERE.mechanism, start["workdir_exec"]) == ("scoped", "netns+landlock", False)
+
+    staged = staged_capsule(tmp_path / "none", host, [], {"shell": {"allow": ["sh"]}}, env=UNCONFINED)
+    await run_commands(staged, host)
+    start = trace_events(staged)[0]
+    assert (start["containment_declared"], start["containment_achieved"], start["workdir_exec"]) == (
+        "advisory", "advisory", True)
+    assert start["effective_grants"]["enforcement_tier"] == "none" and start["effective_grants"]["unix_sockets"]
+
+
+def capsule_with_shell(tmp_path: Path, **capabilities: Any) -> Path:
+    return driver_capsule(tmp_path, "scripted-driver", calls(), capabilities={"shell": {"allow": ["bash"]},
+                                                                               **capabilities})
+
+
+def warnings_of(proc: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    report = json.loads(proc.stdout)
+    return {d["code"]: d["message"] for d in report["diagnostics"] if d["code"].startswith("W-SEC-")}
+
+
+def test_validate_says_exactly_what_is_not_enforced_when_confinement_is_off(tmp_path: Path) -> None:
+    directory = capsule_with_shell(tmp_path, network={"allow": ["https://api.example.com"]})
+    proc = murmurd("validate", str(directory), "--json", env=UNCONFINED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    warned = warnings_of(proc)
+    assert "MURMURD_SHELL_CONFINEMENT=none" in warned["W-SEC-001"]
+    assert "write, and execute, anything murmurd's uid can" in warned["W-SEC-001"]
+    assert "reach any host" in warned["W-SEC-001"]
+    assert "not only the allowlisted ones" in warned["W-SEC-003"]  # bash + network.allow
+    assert "W-SEC-014" not in warned  # no namespace: the allowlist is not cut off either
+
+    proc = murmurd("explain", str(directory), env=UNCONFINED)
+    assert "containment: advisory (declared advisory, mechanism none, floor met: yes)" in proc.stdout
+    assert "W-SEC-001" in proc.stdout
+
+
+@needs_netns
+@needs_landlock
+def test_validate_and_explain_report_the_scoped_tier_and_what_it_leaves_open(tmp_path: Path) -> None:
+    directory = capsule_with_shell(tmp_path, network={"allow": ["https://api.example.com"]})
+    proc = murmurd("validate", str(directory), "--json")
+    warned = warnings_of(proc)
+    assert set(warned) == {"W-SEC-005", "W-SEC-014"} | ({"W-SEC-010"} if HERE.pids_root is None else set())
+    assert "Not enforced: reading files outside the workdir" in warned["W-SEC-005"]
+    assert "they get no network at all" in warned["W-SEC-014"]
+
+    proc = murmurd("explain", str(directory), "--json")
+    assert json.loads(proc.stdout)["containment"] == {
+        "declared": "advisory", "achieved": "scoped", "mechanism": "netns+landlock", "floor_met": True,
+        "workdir_exec": False}
+    proc = murmurd("run", str(directory), "--task", "x", "--explain-scope", "--json", "--containment", "scoped")
+    scope = json.loads(proc.stdout)
+    assert (scope["declared_containment"], scope["achieved_containment"], scope["floor_met"]) == (
+        "scoped", "scoped", True)
+
+
+def test_a_scoped_floor_is_refused_where_it_cannot_be_met(tmp_path: Path) -> None:
+    directory = capsule_with_shell(tmp_path, containment="scoped")
+    proc = murmurd("validate", str(directory), "--json", env=UNCONFINED)
+    report = json.loads(proc.stdout)
+    (error,) = [d for d in report["diagnostics"] if d["severity"] == "error"]
+    assert proc.returncode == 1 and error["code"] == "E-CAP-010"
+    assert "MURMURD_SHELL_CONFINEMENT=none" in error["message"]
+    proc = murmurd("run", str(directory), "--task", "x", env=UNCONFINED)
+    assert proc.returncode != 0 and "E-CAP-010" in proc.stderr
+
+
+def test_an_unknown_confinement_setting_is_an_error(tmp_path: Path) -> None:
+    proc = murmurd("validate", str(capsule_with_shell(tmp_path)), "--json",
+                   env={**os.environ, "MURMURD_SHELL_CONFINEMENT": "off"})
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 1 and [d["code"] for d in report["diagnostics"] if d["severity"] == "error"] == [
+        "E-CAP-012"]
+
+
+async def test_the_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_path: Path, host) -> None:
+    said: list[str] = []
+    staged = staged_capsule(tmp_path, host, [], {"shell": {"allow": ["sh"]}}, env=UNCONFINED, said=said)
+    assert any("W-SEC-001" in line for line in said)
+    assert "warning W-SEC-001 capabilities.shell.allow:" in (staged.workdir.root / "logs" / "bootstrap.log").read_text()
+
+
+async def test_a_components_shell_execute_runs_under_the_same_containment(tmp_path: Path, host, artifacts) -> None:
+    """`murmur:shell/execute` (here from a capsule component) goes through the same runner and
+    plan as the model's shell tools: the declared limit, and Landlock where the host has it."""
+    from loopkit import capsule_dir
+    from murmurd.session.session import Session, TaskSpec
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    manifest = {"name": "script", "version": "1.0.0",
+                "capabilities": {"shell": {"allow": ["sh"]}, "resources": {"cpu_seconds": 7}}}
+    directory = capsule_dir(tmp_path, manifest, artifacts.fixture("pull-capsule"))
+    staged = stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"))
+    script = f"echo out > {outside}/escaped.txt; echo rc=$?; grep 'Max cpu time' /proc/self/limits"
+    session = Session(staged, host)
+    await session.open()
+    try:
+        outcome = await session.run_task(TaskSpec("tsk_" + "0" * 32, json.dumps({"shell": ["sh", ["-c", script]]})))
+    finally:
+        await session.close()
+    assert outcome.exit_status == "ok", outcome.error
+    exit_code, stdout, _ = json.loads(staged.workdir.result.read_text())["shell"]["ok"]
+    assert exit_code == 0 and stdout.split()[-3:-1] == ["7", "8"]  # Max cpu time  7  8  seconds
+    if HERE.landlock:
+        assert "rc=2" in stdout and not (outside / "escaped.txt").exists()
+
+
+# --------------------------------------------------------------------------- the plan on other kernels (pure)
+
+
+
+def kernel(*, abi: int = 7, netns: bool = True, pids: bool = True, root: bool = True) -> HostSupport:
+    """What another kernel's probe would say (the plan is pure; the probe itself is tested above)."""
+    return HostSupport(landlock_abi=abi, netns=netns, pids_root=Path("/sys/fs/cgroup/pids") if pids else None,
+                       root_uid=root, landlock_error=None if abi else "the kernel has no Landlock",
+                       netns_error=None if netns else "unshare(CLONE_NEWUSER|CLONE_NEWNET): Operation not permitted",
+                       pids_error=None if pids else "no pids cgroup controller is mounted")
+
+
+@pytest.mark.parametrize(("support", "achieved", "mechanism", "codes"), [
+    (kernel(), "scoped", "netns+landlock", ["W-SEC-005"]),
+    (kernel(abi=0), "advisory", "netns", ["W-SEC-002"]),
+    (kernel(netns=False), "advisory", "landlock", ["W-SEC-013"]),
+    (kernel(abi=0, netns=False), "advisory", "none", ["W-SEC-001"]),
+    (kernel(pids=False), "scoped", "netns+landlock", ["W-SEC-005", "W-SEC-010"]),
+])
+def test_each_kernel_gets_its_class_and_warnings(support: HostSupport, achieved: str, mechanism: str,
+                                                  codes: list[str]) -> None:
+    plan = plan_containment(support, "auto")
+    assert (plan.achieved, plan.mechanism) == (achieved, mechanism)
+    found = shell_warnings(plan, support, shell_allow=["sh"], network_allow=[], declares_workdir_exec=False)
+    assert [code for code, _, _ in found] == codes
+    assert shell_warnings(plan, support, shell_allow=[], network_allow=[], declares_workdir_exec=False) == []
+
+
+def test_the_warnings_name_the_missing_mechanism_and_its_reason() -> None:
+    support = kernel(netns=False, pids=False)
+    ((_, _, network), (_, _, pids)) = shell_warnings(plan_containment(support, "auto"), support, shell_allow=["sh"],
+                                                     network_allow=[], declares_workdir_exec=False)
+    assert "Operation not permitted" in network and "reach any host murmurd can" in network
+    assert "uid 0, which the kernel exempts from RLIMIT_NPROC" in pids
+    support = kernel(pids=False, root=False)
+    (_, (_, _, pids)) = shell_warnings(plan_containment(support, "auto"), support, shell_allow=["sh"],
+                                       network_allow=[], declares_workdir_exec=False)
+    assert "cgroup_pids_max is not enforced" in pids and "RLIMIT_NPROC" not in pids
+
+
+def test_a_floor_names_what_is_missing() -> None:
+    assert shortfall("scoped", plan_containment(kernel(), "auto")) is None
+    assert "no Landlock: the kernel has no Landlock" in shortfall("scoped", plan_containment(kernel(abi=0), "auto"))
+    assert "composed root" in shortfall("sealed", plan_containment(kernel(), "auto"))
+    assert "workdir_exec" in shortfall("scoped", plan_containment(kernel(), "auto", workdir_exec=True))
