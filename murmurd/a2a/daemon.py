@@ -685,6 +685,7 @@ class CapsuleDaemon:
             if self.pool.shared is None:
                 self.session.trace.write("a2a_task_session", task_id=record.id, context_id=record.context_id,
                                          task_session_id=slot.session.staged.session_id)
+                await self.session.trace.flush()  # the daemon's lines are in its trace before the task ends
             await self._run(run, slot)
         except asyncio.CancelledError:
             if not record.state.terminal:
