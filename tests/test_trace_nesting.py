@@ -3,6 +3,8 @@
 between attempts; `turn` zero-based per attempt; `max_turns` the budget left; `session_end`
 totals cumulative over the session (the last equals the sum of every `task_end`); hook faults
 written just before the `session_end` they precede; one `capsule.session` span per attempt.
+The hooks follow the seed instead: `on-session-start` once when the session opens, before the
+first task's `on-task-start`; `on-session-end` once when it closes; one `session-id` throughout.
 
 Real parts throughout: the scripted driver, the echo tool and two arm-hook components (a
 blocking `reopen-task` gate, an async hook whose every `on-inference` errs), a loopback OTLP
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from hookkit import end_turn, hook_events, hook_ref, hooked_capsule, run_session, tool_call
+from hookkit import end_turn, faults, hook_events, hook_ref, hooked_capsule, run_session, tool_call
 from loopkit import stage, trace_events
 from murmurd.session.session import TaskSpec
 
@@ -95,12 +97,17 @@ async def test_a_reopened_task_and_a_second_task_nest_their_sessions_inside_each
     per_span = [sum(i["parent"] == s["span_id"] for i in inferences) for s in spans]
     assert sorted(per_span) == [1, 1, 2, 2] and len(inferences) == 6
 
-    # the hooks hear the same nesting: every task event inside an on-session-start .. on-session-end
-    names = [e["event"] for e in hook_events(staged.workdir.root, "noisy")[1:]]  # after on-stage
-    attempt_one = ["on-session-start", "on-task-start", "on-inference", "on-tool-call", "on-inference",
-                   "on-task-end", "on-session-end"]
-    attempt_two = ["on-session-start", "on-inference", "on-task-end", "on-session-end"]
-    assert names == (attempt_one + attempt_two) * 2
+    # the hooks hear the seed's order, not the trace's: one on-session-start before the first
+    # task's on-task-start, one on-session-end at the close, each attempt's on-task-end between
+    events = hook_events(staged.workdir.root, "noisy")[1:]  # after on-stage
+    attempt_one = ["on-task-start", "on-inference", "on-tool-call", "on-inference", "on-task-end"]
+    reopened = ["on-inference", "on-task-end"]
+    assert [e["event"] for e in events] == (
+        ["on-session-start"] + (attempt_one + reopened) * 2 + ["on-session-end"])
+    assert events[0]["session_id"] == staged.session_id == trace[0]["session_id"]  # one id for the run
+    end = events[-1]  # the session's totals, as the last session_end
+    assert (end["exit_status"], end["total_turns"], end["total_input_tokens"]) == (
+        "ok", ends[-1]["total_turns"], ends[-1]["total_input_tokens"])
     gate = [(e["event"], e["task_id"]) for e in hook_events(staged.workdir.root, "gate")]
     assert gate == [("on-task-end", first.task_id)] * 2 + [("on-task-end", second.task_id)] * 2
 
@@ -119,6 +126,48 @@ async def test_a_failing_attempt_still_ends_its_session_before_the_task_ends(
                                                 "tool_call", "session_end", "task_end"]
     assert trace[-2]["exit_status"] == trace[-1]["exit_status"] == "max_turns_reached"
     names = [e["event"] for e in hook_events(staged.workdir.root, "noisy")[1:]]
-    assert names[:2] == ["on-session-start", "on-task-start"] and names[-2:] == ["on-task-end", "on-session-end"]
+    assert names == ["on-session-start", "on-task-start", "on-inference", "on-tool-call", "on-inference",
+                     "on-tool-call", "on-task-end", "on-session-end"]
     assert [e["exit_status"] for e in hook_events(staged.workdir.root, "noisy") if e["event"] == "on-task-end"] == [
         "max_turns_reached"]
+
+
+async def test_the_closing_phase_drains_then_writes_its_faults_after_the_last_session_end(
+        tmp_path: Path, host, arm: Path, monkeypatch) -> None:
+    """At close: on-session-end, the final drain, the instances freed. A fault of that phase (an
+    async on-session-end that errs, a blocking one returning an arm it cannot commit) has no later
+    `session_end` to precede, so it is the trace's last line; the attempt's own faults precede
+    its `session_end`. A hook's on-session-start fault waits for the first `session_end`."""
+    monkeypatch.setenv("ARM_HOOK_LATE", json.dumps({"on-session-end": {"do": "err"}, "on-inference": {"do": "err"}}))
+    monkeypatch.setenv("ARM_HOOK_LOUD", json.dumps({"on-session-start": {"arm": "artifact", "value": {}},
+                                                    "on-session-end": {"arm": "reopen-task", "value": "no"}}))
+    late = hook_ref(tmp_path, "late", arm, config_var="ARM_HOOK_LATE", mode="async")
+    loud = hook_ref(tmp_path, "loud", arm, config_var="ARM_HOOK_LOUD")
+    staged = stage(hooked_capsule(tmp_path, [loud, late], [end_turn("one"), end_turn("two")]), host, tmp_path)
+    await run_session(staged, host, "one", "two")
+    trace = trace_events(staged)
+    fault = "hook_dispatch_error"
+    assert [e["event_type"] for e in trace] == [
+        "task_start", "session_start", "inference", fault, fault, "session_end", "task_end",
+        "task_start", "session_start", "inference", fault, "session_end", "task_end",
+        fault, fault]
+    assert faults(trace) == [("loud", "on-session-start", "artifact"), ("late", "on-inference", "error"),
+                             ("late", "on-inference", "error"),
+                             ("loud", "on-session-end", "reopen-task"), ("late", "on-session-end", "error")]
+    for name in ("late", "loud"):
+        names = [e["event"] for e in hook_events(staged.workdir.root, name)[1:]]
+        assert names == ["on-session-start", "on-task-start", "on-inference", "on-task-end",
+                         "on-task-start", "on-inference", "on-task-end", "on-session-end"], name
+
+
+async def test_a_session_that_runs_no_task_still_starts_and_ends_once(tmp_path: Path, host, arm: Path,
+                                                                     monkeypatch) -> None:
+    """Once per launch, tasks or not: the trace stays empty (no attempt), the hooks hear the pair."""
+    monkeypatch.setenv("ARM_HOOK_NOISY", json.dumps({}))
+    noisy = hook_ref(tmp_path, "noisy", arm, config_var="ARM_HOOK_NOISY", mode="async")
+    staged = stage(hooked_capsule(tmp_path, [noisy], [end_turn("unused")]), host, tmp_path)
+    assert await run_session(staged, host) == []
+    assert trace_events(staged) == []
+    events = hook_events(staged.workdir.root, "noisy")[1:]
+    assert [e["event"] for e in events] == ["on-session-start", "on-session-end"]
+    assert events[-1]["total_turns"] == 0

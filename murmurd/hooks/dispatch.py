@@ -143,17 +143,19 @@ class HookDispatcher(LifecycleDispatcher):
         reopen = _first(committed, "reopen-task")
         return Reopen(reopen[0], str(reopen[1])) if reopen else None
 
-    async def on_session_end(self, event: SessionEnd) -> None:
-        """The end of one agent-loop attempt; then every async queue drains (within the
-        budget), all before that attempt's `session_end` trace line. Instances live on (the
-        task's `on-task-end`, a reopen, the session's next task)."""
-        await self._dispatch("on-session-end", convert.session_end(event))
+    async def drain(self) -> None:
+        """Every async queue drains within the budget (before an attempt's `session_end` line);
+        a worker restarts with the next event, so the instances live on (a reopen, the next task)."""
         await drain_all(list(self.queues.values()), self.settings.drain_budget)
 
+    async def on_session_end(self, event: SessionEnd) -> None:
+        """Once, when the session closes; `aclose` then drains and frees the instances."""
+        await self._dispatch("on-session-end", convert.session_end(event))
+
     async def aclose(self) -> None:
-        """The session closes: what was queued since the last drain (`on-task-end`) is
-        delivered within the budget, then every instance is freed."""
-        await drain_all(list(self.queues.values()), self.settings.drain_budget)
+        """The session closes: what was queued since the last drain (`on-session-end` at least)
+        is delivered within the budget, then every instance is freed."""
+        await self.drain()
         await asyncio.to_thread(self.close)
 
     def close(self) -> None:

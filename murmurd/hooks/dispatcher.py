@@ -113,6 +113,7 @@ class LifecycleDispatcher:
         return False
 
     async def on_session_start(self) -> None:
+        """Once per session (a launch, or a context session), before its first task's work."""
         return None
 
     async def on_task_start(self, event: TaskStartEvent) -> ContextArm | None:
@@ -136,9 +137,13 @@ class LifecycleDispatcher:
     async def on_task_end(self, event: TaskEnd) -> Reopen | None:
         return None
 
+    async def drain(self) -> None:
+        """Deliver what the async hooks have queued (within the drain budget): before each
+        attempt's `session_end` line."""
+        return None
+
     async def on_session_end(self, event: SessionEnd) -> None:
-        """The end of one agent-loop attempt: announced, and every async queue drained, before
-        its `session_end` line."""
+        """Once per session, when it closes (after its task loop exits); `aclose` follows."""
         return None
 
     async def aclose(self) -> None:

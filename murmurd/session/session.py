@@ -5,6 +5,11 @@ writes `out/result.txt` on every exit path. As upstream, each agent-loop attempt
 first run and every reopen) is wrapped in its own `session_start` / `session_end`, nested inside
 the task's `task_start` / `task_end`; `session_end` carries the session's cumulative totals, so
 the last one equals the sum of every `task_end`. The idle run (no task) writes the pair alone.
+
+Hooks follow the seed, not the trace: `on-session-start` once when the session opens (before
+its first task's work), `on-session-end` once when it closes (after its task loop exits), the
+same `session-id` throughout. Before each attempt's `session_end` line the async hooks' queues
+drain and the hook faults held since the last one are written.
 """
 
 from __future__ import annotations
@@ -157,6 +162,7 @@ class Session:
                                  mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.closed = False  # close() has freed the hooks and closed the trace
+        self._opened_at: float | None = None  # open() dispatched on-session-start: close() ends it
         self.last_exit_status = "ok"
         self._faults: HookLog | None = None  # hook faults, held until the next session_end / task_end
         # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
@@ -198,9 +204,14 @@ class Session:
         return [k for k, v in self.staged.grants.capsule.to_json().items() if v and k != "limits"]
 
     async def open(self) -> None:
-        """Bind the session to the running loop. Nothing is traced yet: each agent-loop attempt
-        writes its own `session_start` (upstream nests the pair inside the task)."""
+        """Bind the session to the running loop and tell the hooks it started (`on-session-start`,
+        once per session, before any task's work). Nothing is traced: each agent-loop attempt
+        writes its own `session_start` (upstream nests the pair inside the task); a fault of
+        this dispatch is held until the first `session_end` (or the close)."""
         self.hooks.loop = asyncio.get_running_loop()
+        if self._opened_at is None:
+            self._opened_at = time.monotonic()
+            await self.dispatcher.on_session_start()
 
     def _session_start(self, max_turns: int) -> None:
         """`session_start` of one attempt; `max_turns` is the budget left for it."""
@@ -231,16 +242,14 @@ class Session:
     async def _attempt(self, spec: TaskSpec, state: LoopState, max_turns: int,
                        run: Callable[[], Awaitable[str]]) -> tuple[str, Reopen | None]:
         """One agent-loop attempt between its `session_start` and its `session_end`, written on
-        every exit path (upstream: the pair is per attempt, nested inside the task). Hooks hear
-        `on-session-start` after the first; when the loop returns, `on-task-end` (whose
-        `reopen-task` the caller weighs) and `on-session-end`, then async hook queues drain and
-        the faults held since the last `session_end` are written, all before the second. The
-        attempt's result, and the reopen a hook asked for."""
+        every exit path (upstream: the pair is per attempt, nested inside the task). When the
+        loop returns, hooks hear `on-task-end` (whose `reopen-task` the caller weighs); then the
+        async hook queues drain and the faults held since the last `session_end` are written,
+        all before the second. The attempt's result, and the reopen a hook asked for."""
         started = time.monotonic()
         self._session_start(max_turns)
         self.spans.attempt_started(spec.traceparent)
         try:
-            await self.dispatcher.on_session_start()
             result = await run()
             if self.hooks.active is not None:
                 self.hooks.active.result = result
@@ -264,9 +273,10 @@ class Session:
 
     async def _session_end(self, status: str, started: float) -> str | None:
         """`session_end` of one attempt, its totals the session's so far; never raises (a failed
-        write ends the session and is returned)."""
+        write ends the session and is returned). The async hooks' queues drain first (within
+        the drain budget), then the held hook faults are written."""
         duration_ms = int((time.monotonic() - started) * 1000)
-        await self.dispatcher.on_session_end(SessionEnd(self.totals, duration_ms, status))
+        await self.dispatcher.drain()
         self._flush_faults()
         problem = None
         try:
@@ -344,8 +354,8 @@ class Session:
                          self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
 
         async def first_attempt() -> str:
-            """`on-task-start` and its seed open the first attempt, inside its session: every hook
-            event of a task falls between an `on-session-start` and its `on-session-end`."""
+            """`on-task-start` and its seed open the first attempt, inside its `session_start` /
+            `session_end` pair (the hooks' `on-session-start` came when the session opened)."""
             await self._start_task(spec, state, outcome)
             return await loop.run(state, events)
 
@@ -488,10 +498,16 @@ class Session:
                 outcome.exit_status, outcome.error = "failed", str(exc)
 
     async def close(self, exit_status: str | None = None) -> None:
-        """Free the hooks (their queues drained once more) and close the trace. No `session_end`
-        here: every attempt wrote its own."""
+        """End the session: hooks hear `on-session-end` (the session's totals, its duration since
+        `open`), their queues drain once more, they are freed, and the trace closes. No
+        `session_end` line here (every attempt wrote its own), so the faults of this last phase
+        are written after the last one: no later `session_end` exists for them to precede."""
         status = exit_status or self.ended or self.last_exit_status
         try:
+            if self._opened_at is not None:
+                duration_ms = int((time.monotonic() - self._opened_at) * 1000)
+                self._opened_at = None
+                await self.dispatcher.on_session_end(SessionEnd(self.totals, duration_ms, status))
             await self.dispatcher.aclose()
             self._flush_faults()
         finally:
