@@ -55,7 +55,7 @@ async def test_an_erroring_hook_is_logged_and_the_session_continues(tmp_path: Pa
     # faults are written just before the session_end they precede
     assert [e["event_type"] for e in trace][-2 - len(traced):] == ["hook_dispatch_error"] * len(traced) + [
         "session_end", "task_end"]
-    # still dispatched after its errors: the task's end, then the attempt's
+    # still dispatched after its errors: the task's end, then (at the close) the session's
     assert _names(staged.workdir.root)[-2:] == ["on-task-end", "on-session-end"]
 
 
@@ -143,6 +143,26 @@ async def test_an_async_queue_under_block_applies_back_pressure(tmp_path: Path, 
 
 async def test_a_hook_still_running_when_the_drain_budget_ends_is_abandoned_and_traced(
         tmp_path: Path, host, arm, monkeypatch) -> None:
+    """An attempt's drain (before its `session_end`) abandons the hook: the fault is written just
+    before that `session_end`."""
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, {"on-task-end": {"do": "hang"}}, "async"), host, tmp_path)
+    started = time.monotonic()
+    (outcome,) = await run_session(staged, host, "go", settings=DispatchSettings(drain_budget=1))
+    assert outcome.ok and time.monotonic() - started < 10  # the hook's own deadline is 30 s
+    trace = trace_events(staged)
+    order = [e["event_type"] for e in trace]
+    assert faults(trace) == [("flaky", "drain", "timeout")]
+    assert order[-3:] == ["hook_dispatch_error", "session_end", "task_end"]  # just before its session_end
+    # the abandoned call is gone; the session's close is still delivered to the hook
+    assert _names(staged.workdir.root)[-2:] == ["on-task-end", "on-session-end"]
+    assert any("hook flaky: drain timeout: still running after the 1 s drain budget" in line
+               for line in runtime_lines(staged.workdir.root, "flaky"))
+
+
+async def test_a_hook_still_running_at_the_final_drain_is_traced_after_the_last_session_end(
+        tmp_path: Path, host, arm, monkeypatch) -> None:
+    """`on-session-end` comes at the close, after every attempt's `session_end`: abandoned in
+    the final drain, its fault is the trace's last line (there is no later `session_end`)."""
     staged = stage(_capsule(tmp_path, arm, monkeypatch, {"on-session-end": {"do": "hang"}}, "async"), host, tmp_path)
     started = time.monotonic()
     (outcome,) = await run_session(staged, host, "go", settings=DispatchSettings(drain_budget=1))
@@ -150,7 +170,7 @@ async def test_a_hook_still_running_when_the_drain_budget_ends_is_abandoned_and_
     trace = trace_events(staged)
     assert faults(trace) == [("flaky", "drain", "timeout")]
     order = [e["event_type"] for e in trace]
-    assert order[-3:] == ["hook_dispatch_error", "session_end", "task_end"]  # just before its session_end
+    assert order[-3:] == ["session_end", "task_end", "hook_dispatch_error"]
     assert any("hook flaky: drain timeout: still running after the 1 s drain budget" in line
                for line in runtime_lines(staged.workdir.root, "flaky"))
 

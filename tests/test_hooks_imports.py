@@ -34,12 +34,14 @@ def _logged(root: Path, key: str) -> list[dict[str, Any]]:
 
 
 async def test_task_io_reads_the_task_input_and_the_result_once_there_is_one(tmp_path: Path, host, arm, monkeypatch) -> None:
-    config = {"on-session-start": {"do": "io"}, "on-task-start": {"do": "io"}, "on-task-end": {"do": "io"}}
+    config = {"on-session-start": {"do": "io"}, "on-task-start": {"do": "io"}, "on-task-end": {"do": "io"},
+              "on-session-end": {"do": "io"}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config), host, tmp_path)
     await run_session(staged, host, "what is the answer?")
-    at_session_start, at_start, at_end = _logged(staged.workdir.root, "io")
-    # upstream nests the session inside the task: on-session-start already sees it
-    assert (at_session_start["input"], at_session_start["result"]) == ("what is the answer?", None)
+    at_session_start, at_start, at_end, at_session_end = _logged(staged.workdir.root, "io")
+    # the session opens before its first task and closes after its last: no task is running
+    for outside in (at_session_start, at_session_end):
+        assert "no task is running" in outside["input_error"] and "no task is running" in outside["result_error"]
     assert (at_start["input"], at_start["result"]) == ("what is the answer?", None)
     assert (at_end["input"], at_end["result"]) == ("what is the answer?", "the answer")
     assert at_start["tokens"] == count_tokens("hello world")
@@ -47,7 +49,7 @@ async def test_task_io_reads_the_task_input_and_the_result_once_there_is_one(tmp
 
 
 async def test_task_io_outside_a_task_is_an_error(tmp_path: Path, host, arm, monkeypatch) -> None:
-    """Every dispatch but a late async delivery is inside a task now; the import still says so."""
+    """After the session (as at its on-session-start and on-session-end) the import says so."""
     from murmurd.host import ImportFailed
     from murmurd.session.hook_services import HookServices
     from murmurd.session.session import Session
