@@ -275,14 +275,30 @@ def test_each_context_session_has_its_own_hook_instance_and_ordered_events(tmp_p
         for task in asking:
             _reply(served, "ok", taskId=task["id"])
             served.wait_state(task["id"], "completed")
+        sessions = {task["id"]: _session_of(served, task["id"]) for task in asking}
         for task in asking:
-            session_id = _session_of(served, task["id"])
-            events = _hook_events(served.capsule / "workdir" / session_id)
+            events = _hook_events(served.capsule / "workdir" / sessions[task["id"]])
             names = [e["event"] for e in events]
-            # the session is the task's attempt: on-task-start opens it, on-session-end closes it
-            assert names[:2] == ["on-session-start", "on-task-start"] and names[-2:] == ["on-task-end", "on-session-end"]
-            assert {e["session_id"] for e in events} == {session_id}  # one instance, this session's own
+            # the context session opened before its first task; it is still open: no on-session-end
+            assert names[:2] == ["on-session-start", "on-task-start"] and names[-1] == "on-task-end"
+            assert "on-session-end" not in names
+            assert {e["session_id"] for e in events} == {sessions[task["id"]]}  # one instance, this session's own
             assert {e["task_id"] for e in events if "task_id" in e} == {task["id"]}  # never another task's
+        # a second task of each context runs in the same session: no second on-session-start
+        again = {task["id"]: served.send("again", contextId=task["contextId"]) for task in asking}
+        for first, second in again.items():
+            served.wait_state(second["id"], "completed")
+            assert _session_of(served, second["id"]) == sessions[first]
+        assert served.stop() == 0  # shutdown closes every context session: each hears its end once
+        for first, second in again.items():
+            events = _hook_events(served.capsule / "workdir" / sessions[first])
+            names = [e["event"] for e in events]
+            assert names.count("on-session-start") == 1 and names[0] == "on-session-start"
+            assert names.count("on-session-end") == 1 and names[-2:] == ["on-task-end", "on-session-end"]
+            second_start = names.index("on-task-start", names.index("on-task-end"))
+            assert names[second_start - 1] == "on-task-end" and names.count("on-task-start") == 2
+            assert [e["task_id"] for e in events if e["event"] == "on-task-end"] == [first, second["id"]]
+            assert {e["session_id"] for e in events} == {sessions[first]}
         own = [e["event"] for e in _hook_events(served.workdir)]
         assert own == ["on-stage"]  # the daemon's own session runs no hook above a bound of 1
 
@@ -294,13 +310,19 @@ def test_an_idle_context_session_closes_and_the_conversation_continues_in_a_new_
         first = served.send("one", contextId="ctx_thread")
         served.wait_state(first["id"], "completed")
         first_session = served.capsule / "workdir" / _session_of(served, first["id"])
-        assert [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"]  # the attempt's
-        assert served.session_traces()[first_session.name][-1]["event_type"] == "task_end"
+        # the idle close, not the task's end, is the session's end: its hooks hear it then, once
+        _wait_for(lambda: [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"])
+        names = [e["event"] for e in _hook_events(first_session)]
+        assert names.count("on-session-start") == names.count("on-session-end") == 1
+        assert names[:2] == ["on-session-start", "on-task-start"] and names[-2:] == ["on-task-end", "on-session-end"]
         # closing writes no line (upstream): the closed session holds no descriptor beneath its workdir
         _wait_for(lambda: not _open_beneath(served.proc.pid, first_session))
+        assert served.session_traces()[first_session.name][-1]["event_type"] == "task_end"
         second = served.send("two", contextId="ctx_thread")
         served.wait_state(second["id"], "completed")
-        assert _session_of(served, second["id"]) != first_session.name  # a new session, same context
+        second_session = served.capsule / "workdir" / _session_of(served, second["id"])
+        assert second_session != first_session  # a new session, same context, its own start
+        assert [e["event"] for e in _hook_events(second_session)][:2] == ["on-session-start", "on-task-start"]
         tokens = {t["id"]: _first_inference(served, t["id"])["input_tokens"] for t in (first, second)}
         assert tokens[second["id"]] > tokens[first["id"]]  # the history went along
         history = (served.workdir / "contexts" / "ctx_thread" / "history.json").read_text()

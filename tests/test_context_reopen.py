@@ -25,10 +25,14 @@ def arm(artifacts) -> Path:  # type: ignore[no-untyped-def]
     return artifacts.fixture("arm-hook")
 
 
-def _capsule(root: Path, arm: Path, monkeypatch, **extra: Any) -> Path:
+def _capsule(root: Path, arm: Path, monkeypatch, *, watch: bool = False, **extra: Any) -> Path:
+    """The `gate` hook reopens every task; with `watch`, an unbound hook after it hears every event."""
     monkeypatch.setenv("ARM_HOOK", json.dumps({"on-task-end": {"arm": "reopen-task", "value": FEEDBACK}}))
-    hook = hook_ref(root, "gate", arm, config_var="ARM_HOOK", binding="on-task-end", policy="reopen-task")
-    return hooked_capsule(root, [hook], RESPONSES, **extra)
+    hooks = [hook_ref(root, "gate", arm, config_var="ARM_HOOK", binding="on-task-end", policy="reopen-task")]
+    if watch:
+        monkeypatch.setenv("ARM_HOOK_WATCH", json.dumps({}))
+        hooks.append(hook_ref(root, "watch", arm, config_var="ARM_HOOK_WATCH"))
+    return hooked_capsule(root, hooks, RESPONSES, **extra)
 
 
 def _events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -38,7 +42,8 @@ def _events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.anyio
 async def test_reopens_are_counted_until_the_budget_runs_out_and_the_last_result_stands(tmp_path: Path, host, arm,
                                                                                         monkeypatch) -> None:
-    staged = stage(_capsule(tmp_path, arm, monkeypatch, lifecycle={"max_task_reopens": 2}), host, tmp_path)
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, watch=True, lifecycle={"max_task_reopens": 2}), host,
+                   tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     assert (outcome.exit_status, outcome.reopen_count, outcome.result_text) == ("reopen_budget_exhausted", 2, "third")
     assert (staged.workdir.root / "out" / "result.txt").read_text() == "third"
@@ -68,6 +73,10 @@ async def test_reopens_are_counted_until_the_budget_runs_out_and_the_last_result
     assert outcome.messages[2].source_id == "hook:gate"
     ends = [e for e in hook_events(staged.workdir.root, "gate") if e["event"] == "on-task-end"]
     assert [e["exit_status"] for e in ends] == ["ok", "ok", "ok"]
+    # the seed's order: the session's start and end once, around the task; a reopen is no new session
+    assert [e["event"] for e in hook_events(staged.workdir.root, "watch")[1:]] == [
+        "on-session-start", "on-task-start", "on-inference", "on-task-end",
+        "on-inference", "on-task-end", "on-inference", "on-task-end", "on-session-end"]
 
 
 @pytest.mark.anyio
