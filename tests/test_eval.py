@@ -148,6 +148,29 @@ def test_the_eval_hook_writes_records_beside_the_trace(scored_run) -> None:
     assert "llm_judge: parsed, scores nothing" in log and "unknown scorer type 'vibes': skipped" in log
 
 
+@pytest.mark.anyio
+async def test_the_eval_hook_scores_once_per_launch_with_the_sessions_totals(tmp_path: Path, host) -> None:
+    """Two tasks, so two trace `session_start`/`session_end` pairs; the hook hears one
+    `on-session-end` (the seed: once per capsule launch) and scores the whole session once."""
+    from hookkit import run_session
+    from loopkit import stage
+
+    staged = stage(_capsule(tmp_path), host, tmp_path)
+    first, second = await run_session(staged, host, "one", "two")
+    assert first.ok and second.ok
+    ends = [json.loads(line) for line in (staged.workdir.root / "trace.jsonl").read_text().splitlines()
+            if json.loads(line)["event_type"] == "session_end"]
+    assert [e["total_turns"] for e in ends] == [3, 6]
+    records = _records(staged.workdir.root)
+    assert [r["record_type"] for r in records] == ["event_score"] * 5 + ["dataset_run"]  # one set, not one per attempt
+    scores = {r["scorer"]: (r["result"], r["reason"]) for r in records[:5]}
+    assert scores["max_turns"] == ("fail", "turns=6 max=2")  # the session's totals, both tasks
+    assert scores["max_tokens"][1] == (f"tokens={ends[-1]['total_input_tokens'] + ends[-1]['total_output_tokens']}"
+                                       " max=100000")
+    assert scores["echo-then-write"] == ("pass", "expected=echo,write-file observed=echo,write-file,echo,write-file")
+    assert all(r["turn"] == 6 for r in records[:5])
+
+
 def test_eval_show_reads_the_sessions_records(scored_run, capsys) -> None:
     capsule, result = scored_run
     os.chdir(capsule)
