@@ -3,8 +3,9 @@
 Each async hook gets one queue and one worker task per session, so its events are delivered in
 the order they happened and never two at once. What a full queue does is the hook entry's
 `on_overflow`: `drop` discards the new event (counted, and reported as a `queue-overflow` fault),
-`block` makes the dispatcher, and so the agent loop, wait for room (back-pressure). At session
-end every queue drains within one shared budget; a hook still running when it is spent is
+`block` makes the dispatcher, and so the agent loop, wait for room (back-pressure). Before each
+attempt's `session_end`, and once more when the session closes, every queue drains within one
+shared budget (the worker restarts with the next event); a hook still running when it is spent is
 abandoned (its call cancelled) and reported as a `timeout` fault of the `drain` event.
 """
 
