@@ -162,7 +162,7 @@ class Session:
                                  mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
         self.closed = False  # close() has freed the hooks and closed the trace
-        self._opened_at: float | None = None  # open() dispatched on-session-start: close() ends it
+        self._opened_at: float | None = None  # set once on-session-start went out; the close ends it
         self.last_exit_status = "ok"
         self._faults: HookLog | None = None  # hook faults, held until the next session_end / task_end
         # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
