@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -11,8 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from a2akit import ROOT, chaos_capsule, serving, start
+from conftest import EXAMPLES
 
 
 @pytest.fixture(autouse=True)
@@ -133,6 +136,47 @@ def test_after_task_exit_ends_the_daemon_with_a_complete_trace(tmp_path: Path) -
     kinds = [e["event_type"] for e in served.trace()]
     # upstream: the session pair of the task's one attempt nests inside the task
     assert kinds == ["a2a_task_received", "task_start", "session_start", "inference", "session_end", "task_end"]
+
+
+def _debug_hooked(capsule: Path) -> Path:
+    """`capsule` with the debug hook attached: it logs every event it receives, one JSON line each."""
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["artifacts"].append({"name": "debug-hook", "runtime": "hook", "source": str(EXAMPLES / "debug-hook"),
+                                  "local_source": True})
+    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    return capsule
+
+
+def _debug_events(workdir: Path) -> list[str]:
+    lines = (workdir / "logs" / "hook-debug-hook.log").read_text().splitlines()
+    return [json.loads(line)["event"] for line in lines if line.startswith("{")]
+
+
+@pytest.mark.parametrize(("acceptance", "after", "tasks"), [("none", "exit", 1), ("single", "exit", 1),
+                                                        ("single", "sleep", 2)])
+def test_the_daemons_hooks_hear_one_session_start_and_end_per_launch(tmp_path: Path, artifacts, acceptance: str,
+                                                                     after: str, tasks: int) -> None:
+    """The seed: once per launch each, `on-session-start` before the first task's work (with `none`
+    or `single`, `on-task-start` follows it at once), `on-session-end` when the daemon ends
+    (`after_task: exit`, or SIGTERM), however many tasks (and trace session pairs) ran."""
+    artifacts.example("debug-hook")
+    capsule = _debug_hooked(chaos_capsule(tmp_path, lifecycle={"task_acceptance": acceptance, "after_task": after}))
+    if acceptance == "none":  # a launch task, no A2A
+        served = start(capsule, tmp_path / "state", "--task", "launch")
+    else:
+        served = start(capsule, tmp_path / "state")
+        for n in range(tasks):
+            task = served.send(f"task {n}")
+            assert served.wait_state(task["id"], "completed")["status"]["response"] == f"answer: task {n}"
+    if after == "sleep":
+        assert "on-session-end" not in _debug_events(served.workdir)  # the session is still open
+        served.proc.send_signal(signal.SIGTERM)
+    assert served.proc.wait(timeout=30) == 0
+    one_task = ["on-task-start", "on-inference", "on-task-end"]
+    assert _debug_events(served.workdir) == ["on-stage", "on-session-start", *one_task * tasks, "on-session-end"]
+    kinds = [e["event_type"] for e in served.trace()]
+    assert kinds.count("session_start") == kinds.count("session_end") == tasks  # the trace: per attempt
+    assert kinds[-4:] == ["session_start", "inference", "session_end", "task_end"]
 
 
 @pytest.mark.parametrize(("acceptance", "after"), [("single", "exit"), ("single", "sleep"), ("queue", "exit")])
