@@ -97,6 +97,22 @@ async def test_run_inference_is_one_completion_through_the_capsules_driver(tmp_p
     assert session_end["total_input_tokens"] == loop_turn["input_tokens"] + hook_turn["input_tokens"]
 
 
+async def test_run_inference_at_the_sessions_start_and_end_runs_outside_every_task(tmp_path: Path, host, arm,
+                                                                                 monkeypatch) -> None:
+    """`on-session-start` / `on-session-end` come at the session's open and close, outside every
+    task and attempt: such a completion counts in the session's totals only, and its `inference`
+    line falls before the first `session_start` / after the last `session_end`."""
+    config = {"on-session-start": {"do": "infer"}, "on-session-end": {"do": "infer"}}
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, config), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok and len(_logged(staged.workdir.root, "inferred")) == 2
+    trace = trace_events(staged)
+    assert [e["event_type"] for e in trace] == ["inference", "task_start", "session_start", "inference",
+                                                "session_end", "task_end", "inference"]
+    assert trace[0]["origin"] == trace[-1]["origin"] == "hook:reader" and "origin" not in trace[3]
+    assert (trace[-2]["turns"], trace[-3]["total_turns"]) == (1, 2)  # the task's one turn; the session's two
+
+
 async def test_run_inference_is_refused_past_the_spend_ceiling(tmp_path: Path, host, arm, monkeypatch) -> None:
     config = {"on-task-end": {"do": "infer"}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config, inference={"max_session_tokens": 10}), host, tmp_path)
