@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from a2akit import script_capsule
+from tracekit import murmurd
 from hookkit import end_turn, hook_log, hook_ref, hooked_capsule, run_session
 from loopkit import driver_capsule, stage, trace_events
 from murmurd.session.messages import Message, user_message
@@ -98,19 +99,24 @@ async def test_run_inference_is_one_completion_through_the_capsules_driver(tmp_p
 
 
 async def test_run_inference_at_the_sessions_start_and_end_runs_outside_every_task(tmp_path: Path, host, arm,
-                                                                                 monkeypatch) -> None:
+                                                                                 monkeypatch, capsys) -> None:
     """`on-session-start` / `on-session-end` come at the session's open and close, outside every
     task and attempt: such a completion counts in the session's totals only, and its `inference`
     line falls before the first `session_start` / after the last `session_end`."""
     config = {"on-session-start": {"do": "infer"}, "on-session-end": {"do": "infer"}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config), host, tmp_path)
-    (outcome,) = await run_session(staged, host, "go")
+    (outcome,) = await run_session(staged, host, TaskSpec("tsk_" + "5" * 32, "go", context_id="ctx_5"))
     assert outcome.ok and len(_logged(staged.workdir.root, "inferred")) == 2
     trace = trace_events(staged)
     assert [e["event_type"] for e in trace] == ["inference", "task_start", "session_start", "inference",
                                                 "session_end", "task_end", "inference"]
     assert trace[0]["origin"] == trace[-1]["origin"] == "hook:reader" and "origin" not in trace[3]
     assert (trace[-2]["turns"], trace[-3]["total_turns"]) == (1, 2)  # the task's one turn; the session's two
+    # `murmurd trace show` reads neither hook completion as a loop turn
+    code, out, err = murmurd(capsys, "trace", "show", "--json", str(staged.workdir.root / "trace.jsonl"))
+    assert code == 0, err
+    steps = json.loads(out)["steps"]
+    assert code == 0 and [(s["turn"], s["attempt"]) for s in steps] == [(0, 0)]
 
 
 async def test_run_inference_is_refused_past_the_spend_ceiling(tmp_path: Path, host, arm, monkeypatch) -> None:

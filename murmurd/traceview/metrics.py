@@ -198,7 +198,7 @@ def _call_fields(event: Event) -> Call:
 
 def _steps(trace: Trace) -> list[Turn]:
     """Each loop `inference` line with the calls after it; a hook's inference (with `origin`)
-    is counted on the turn it ran in. A `session_start` or `task_reopened` starts an attempt."""
+    is counted on the turn it ran in (one before the first turn, at `on-session-start`, on none). A `session_start` or `task_reopened` starts an attempt."""
     steps: list[Turn] = []
     attempt, pending, previous = -1, True, None
     for event in trace.events:
@@ -209,8 +209,9 @@ def _steps(trace: Trace) -> list[Turn]:
             pending = True  # the next loop inference opens a new attempt
             continue
         if event.type == "inference":
-            if event.get("origin") is not None and steps:
-                steps[-1].hook_inferences += 1
+            if event.get("origin") is not None:  # a hook's completion is never a loop turn
+                if steps:
+                    steps[-1].hook_inferences += 1
                 continue
             if pending:
                 attempt, pending = attempt + 1, False
