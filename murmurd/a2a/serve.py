@@ -31,6 +31,7 @@ from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
+from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS
 from murmurd.host import ComponentHost
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
@@ -119,6 +120,7 @@ class ServeOptions:
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
     insecure: bool = False  # serve a non-loopback address without any credential
     cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
+    stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # seconds a browser's stream ticket stays good
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -198,7 +200,8 @@ async def _serve_locked(
                                           max_streams_per_client=max_streams_per_client, auth=auth,
                                           mtls=options.tls is not None and options.tls.client_ca is not None,
                                           cors_origins=cors_origins(staged.manifest.network.cors_origins,
-                                                                    options.cors_origins)))
+                                                                    options.cors_origins),
+                                          stream_ticket_ttl=options.stream_ticket_ttl))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]
