@@ -29,6 +29,9 @@ from murmurd.text import json_text
 # Every path but these needs a credential once any is configured (the agent card is how a client
 # learns the scheme; the probes are for orchestrators that hold no credential).
 EXEMPT_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"})
+# The console's static files (HTML, JS, CSS) hold no data: the page loads without a credential and
+# then asks for one; every call it makes for data goes through the rules above.
+CONSOLE_PATH = "/console"
 TLS_SUBJECT_KEY = "murmurd.tls_subject"  # where the connection's verified client subject rides in the scope
 
 # implementation-defined JSON-RPC server errors (-32000..-32099), clear of A2A's -32001..-32009
@@ -58,13 +61,20 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _exempt(scope: Scope) -> bool:
+    path = scope["path"]
+    if path in EXEMPT_PATHS:
+        return True
+    return scope["method"] in ("GET", "HEAD") and (path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"))
+
+
 class AuthMiddleware:
     def __init__(self, app: ASGIApp, auth: CurrentAuth, *, tickets: TicketSigner | None = None,
                  clock: Callable[[], datetime] = _utc_now) -> None:
         self.app, self.auth, self.tickets, self.clock = app, auth, tickets, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or scope["method"] == "OPTIONS":
+        if scope["type"] != "http" or _exempt(scope) or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)  # a CORS preflight carries no credential, by definition
             return
         headers = Headers(scope=scope)
