@@ -278,7 +278,7 @@
     }));
     upsert(view.id, state, firstUserText(task));
     if (!view.streamState) setState(view, state, message);
-    await loadTrace(view);
+    quietly(loadTrace(view));  // beside, not before, the stream: it must not hold the answer up
   }
 
   function traceLine(event) {
