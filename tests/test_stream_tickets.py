@@ -213,3 +213,27 @@ def test_with_no_credential_configured_streams_and_traces_need_nothing(tmp_path:
         assert status == 200 and '"completed"' in body
         assert httpx.get(served.url + f"tasks/{task['id']}/trace", timeout=10).json()["events"]
         assert httpx.get(served.url + "console/", timeout=10).status_code == 200
+
+
+def test_a_tasks_trace_lines_are_its_own_and_the_unowned_lines_inside_its_run() -> None:
+    from murmurd.a2a.task_trace import task_lines
+
+    lines = [json.dumps(e) for e in [
+        {"event_type": "a2a_task_received", "task_id": "A"},
+        {"event_type": "a2a_task_received", "task_id": "B"},
+        {"event_type": "inference", "turn": 0},  # before A started: nobody's
+        {"event_type": "task_start", "task_id": "A"},
+        {"event_type": "inference", "turn": 0},
+        {"event_type": "a2a_task_received", "task_id": "C"},  # arrives meanwhile: C's
+        {"event_type": "tool_call", "tool_name": "ask"},
+        {"event_type": "task_end", "task_id": "A"},
+        {"event_type": "task_start", "task_id": "B"},
+        {"event_type": "inference", "turn": 9},
+        {"event_type": "task_end", "task_id": "B"},
+    ]] + ["{not json", "[1, 2]", ""]
+    mine = task_lines(lines, "A")
+    assert [e["event_type"] for e in mine] == ["a2a_task_received", "task_start", "inference", "tool_call", "task_end"]
+    assert [e.get("turn") for e in mine if e["event_type"] == "inference"] == [0]
+    assert [e["event_type"] for e in task_lines(lines, "B")] == ["a2a_task_received", "task_start", "inference",
+                                                                 "task_end"]
+    assert task_lines(lines, "Z") == []
