@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from a2akit import Served, serving
+from a2akit import serving
 from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, chromium, scripted_capsule
 from test_stream_tickets import OPS, PEER, bearer, credentials, send, wait_completed
 
