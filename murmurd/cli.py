@@ -430,7 +430,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
         auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
-        cors_origins=tuple(args.cors_origins),
+        cors_origins=tuple(args.cors_origins), public_url=args.public_url,
     )
     host = ComponentHost()
     try:
@@ -693,6 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
                        help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
                             "adds to the manifest's network.cors_origins (default: none)")
+    serve.add_argument("--public-url", help="the address the agent card advertises, for callers behind a proxy, "
+                                            "load balancer or Service (default: the bound http(s)://host:port/)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -751,6 +753,13 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
             check_origin(origin)
         except BadOrigin as exc:
             parser.error(f"--cors-origin: {exc}")
+    from murmurd.a2a.public_url import BadPublicUrl, check_public_url
+
+    if args.public_url is not None:
+        try:
+            check_public_url(args.public_url)
+        except BadPublicUrl as exc:
+            parser.error(f"--public-url: {exc}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
