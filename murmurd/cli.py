@@ -397,6 +397,7 @@ def _non_negative_float(text: str) -> float:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
+    import os
 
     from murmurd.a2a.auth.binding import UnsafeServe
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
@@ -418,6 +419,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     auth, tls, load_auth = security
     options = ServeOptions(
         env=env, host=args.host, port=args.port, state_dir=Path(args.state_dir) if args.state_dir else None,
+        store=args.store or os.environ.get("MURMURD_STORE") or None, replica_lease_secs=args.replica_lease,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
         max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
         task=_task_text(args.task) if args.task is not None else None,
@@ -428,7 +430,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
         auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
-        cors_origins=tuple(args.cors_origins), stream_ticket_ttl=args.stream_ticket_ttl,
+        cors_origins=tuple(args.cors_origins), public_url=args.public_url,
+        stream_ticket_ttl=args.stream_ticket_ttl,
     )
     host = ComponentHost()
     try:
@@ -637,6 +640,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
     serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
+    serve.add_argument("--store", help="task store: sqlite (the state directory's file, the default) or "
+                                       "postgresql://user@host/db, shared by replicas (env MURMURD_STORE)")
+    serve.add_argument("--replica-lease", type=_positive_float, default=15.0,
+                       help="seconds without a heartbeat after which a replica counts as dead and its "
+                            "running tasks fail (PostgreSQL store; default 15)")
     serve.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     serve.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
                        help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
@@ -686,6 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
                        help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
                             "adds to the manifest's network.cors_origins (default: none)")
+    serve.add_argument("--public-url", help="the address the agent card advertises, for callers behind a proxy, "
+                                            "load balancer or Service (default: the bound http(s)://host:port/)")
     serve.add_argument("--stream-ticket-ttl", type=_ticket_ttl, default=60.0, metavar="SECONDS",
                        help="how long a browser's stream ticket (POST /auth/stream-ticket) opens its GET stream "
                             "(default 60; at most 3600)")
@@ -747,6 +757,13 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
             check_origin(origin)
         except BadOrigin as exc:
             parser.error(f"--cors-origin: {exc}")
+    from murmurd.a2a.public_url import BadPublicUrl, check_public_url
+
+    if args.public_url is not None:
+        try:
+            check_public_url(args.public_url)
+        except BadPublicUrl as exc:
+            parser.error(f"--public-url: {exc}")
 
 
 def _ticket_ttl(text: str) -> float:

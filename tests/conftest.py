@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from murmurd.a2a.stores.base import TaskStore
+from murmurd.a2a.stores.memory import MemoryTaskStore
+from murmurd.a2a.stores.postgres import PostgresTaskStore
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.authoring.build import build_artifact
 from murmurd.host import ComponentHost
 
@@ -16,6 +21,8 @@ EXAMPLES = ROOT / "examples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import pgkit  # noqa: E402  (tests/ is on the path only from here on)
 
 
 @pytest.fixture(scope="session")
@@ -52,3 +59,37 @@ class Artifacts:
 @pytest.fixture(scope="session")
 def artifacts() -> Artifacts:
     return Artifacts()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[pgkit.PostgresServer]:
+    """One real PostgreSQL 15 for the whole test session (tests/pgkit.py); skipped, saying why,
+    only when its server binaries are not installed."""
+    reason = pgkit.missing_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    with pgkit.postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: pgkit.PostgresServer) -> str:
+    """A fresh, empty database for one test; its URL."""
+    return postgres_server.fresh_database(f"t_{secrets.token_hex(6)}")
+
+
+STORE_KINDS = ["memory", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=STORE_KINDS)
+async def task_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    """Each `TaskStore` backend in turn: memory, SQLite in tmp_path, a fresh PostgreSQL database."""
+    store: TaskStore
+    if request.param == "postgres":
+        store = await PostgresTaskStore.open(request.getfixturevalue("postgres_dsn"), "replica-test")
+    elif request.param == "sqlite":
+        store = await SqliteTaskStore.open(tmp_path / "nested" / "tasks.sqlite3")
+    else:
+        store = MemoryTaskStore()
+    yield store
+    await store.close()

@@ -61,7 +61,8 @@ def test_run_answers_the_hello_capsule_offline(tmp_path: Path) -> None:
     assert (books / "MURMUR.md").is_file() and (books / "tools" / "echo").is_dir()
     assert not (workdir / "trace.jsonl").exists() and not (workdir / "tools").exists()
     kinds = [json.loads(line)["event_type"] for line in (books / "trace.jsonl").read_text().splitlines()]
-    assert kinds.count("tool_call") == 2 and kinds.count("skill_call") == 1 and kinds[-1] == "session_end"
+    assert kinds.count("tool_call") == 2 and kinds.count("skill_call") == 1 and kinds[-2:] == ["session_end", "task_end"]
+    assert kinds[:2] == ["task_start", "session_start"]  # the session pair nests inside the task
 
 
 def test_run_exits_one_and_says_why_when_the_task_fails(tmp_path: Path, artifacts) -> None:

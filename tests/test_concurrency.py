@@ -175,8 +175,12 @@ def test_sigterm_with_several_running_cancels_them_after_the_grace_and_loses_not
         assert served.stop(signal.SIGTERM) == 0
         traces = served.session_traces()
         assert len(traces) == 5  # the daemon's own, and one per context
-        for events in traces.values():
-            assert events[0]["event_type"] == "session_start" and events[-1]["event_type"] == "session_end"
+        own = [e["event_type"] for e in traces.pop(served.workdir.name)]
+        # the daemon's own session only records acceptance: no session pair of its own
+        assert set(own) == {"a2a_task_received", "a2a_task_session"} and len(own) == 8
+        for events in traces.values():  # each task's attempt ended, canceled or not, inside its task
+            kinds = [e["event_type"] for e in events]
+            assert kinds[:2] == ["task_start", "session_start"] and kinds[-2:] == ["session_end", "task_end"]
     with serving(capsule, state, "--max-concurrent-tasks", "4") as again:
         for task in asking:
             assert again.get(task["id"])["status"] == {"state": "canceled", "message": "canceled: daemon shutting down"}
@@ -242,6 +246,19 @@ def _hook_events(workdir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.startswith("{")]
 
 
+def _open_beneath(pid: int, directory: Path) -> list[str]:
+    """What process `pid` holds open beneath `directory` (its trace, a hook's preopened dirs)."""
+    held = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = Path(fd.readlink())
+        except OSError:
+            continue  # closed meanwhile
+        if target == directory or directory in target.parents:
+            held.append(str(target))
+    return held
+
+
 def _wait_for(condition: Any, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -262,7 +279,8 @@ def test_each_context_session_has_its_own_hook_instance_and_ordered_events(tmp_p
             session_id = _session_of(served, task["id"])
             events = _hook_events(served.capsule / "workdir" / session_id)
             names = [e["event"] for e in events]
-            assert names[0] == "on-session-start" and names[1] == "on-task-start" and names[-1] == "on-task-end"
+            # the session is the task's attempt: on-task-start opens it, on-session-end closes it
+            assert names[:2] == ["on-session-start", "on-task-start"] and names[-2:] == ["on-task-end", "on-session-end"]
             assert {e["session_id"] for e in events} == {session_id}  # one instance, this session's own
             assert {e["task_id"] for e in events if "task_id" in e} == {task["id"]}  # never another task's
         own = [e["event"] for e in _hook_events(served.workdir)]
@@ -276,9 +294,10 @@ def test_an_idle_context_session_closes_and_the_conversation_continues_in_a_new_
         first = served.send("one", contextId="ctx_thread")
         served.wait_state(first["id"], "completed")
         first_session = served.capsule / "workdir" / _session_of(served, first["id"])
-        _wait_for(lambda: [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"])
-        # the hooks hear on-session-end just before the closing session writes its session_end line
-        _wait_for(lambda: served.session_traces()[first_session.name][-1]["event_type"] == "session_end")
+        assert [e["event"] for e in _hook_events(first_session)][-1:] == ["on-session-end"]  # the attempt's
+        assert served.session_traces()[first_session.name][-1]["event_type"] == "task_end"
+        # closing writes no line (upstream): the closed session holds no descriptor beneath its workdir
+        _wait_for(lambda: not _open_beneath(served.proc.pid, first_session))
         second = served.send("two", contextId="ctx_thread")
         served.wait_state(second["id"], "completed")
         assert _session_of(served, second["id"]) != first_session.name  # a new session, same context

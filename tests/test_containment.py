@@ -207,7 +207,7 @@ async def test_workdir_exec_lets_workdir_files_run_and_is_advisory(tmp_path: Pat
                             capabilities)
     texts, _ = await run_commands(staged, host)
     assert "exec-rc=0" in texts[0]
-    start = trace_events(staged)[0]
+    start = _session_start(staged)
     assert (start["containment_achieved"], start["workdir_exec"]) == ("advisory", True)
 
 
@@ -228,7 +228,7 @@ def test_the_helper_refusing_means_the_command_never_runs(tmp_path: Path) -> Non
 async def test_session_start_reports_what_this_host_achieves(tmp_path: Path, host) -> None:
     staged = staged_capsule(tmp_path / "auto", host, [], {"shell": {"allow": ["sh"]}})
     await run_commands(staged, host)
-    start = trace_events(staged)[0]
+    start = _session_start(staged)
     grants = start["effective_grants"]
     assert (start["containment_achieved"], grants["enforcement_tier"]) == (HERE.achieved, HERE.mechanism)
     if HERE.netns and HERE.landlock:
@@ -236,10 +236,17 @@ async def test_session_start_reports_what_this_host_achieves(tmp_path: Path, hos
 
     staged = staged_capsule(tmp_path / "none", host, [], {"shell": {"allow": ["sh"]}}, env=UNCONFINED)
     await run_commands(staged, host)
-    start = trace_events(staged)[0]
+    start = _session_start(staged)
     assert (start["containment_declared"], start["containment_achieved"], start["workdir_exec"]) == (
         "advisory", "advisory", True)
     assert start["effective_grants"]["enforcement_tier"] == "none" and start["effective_grants"]["unix_sockets"]
+
+
+def _session_start(staged: Any) -> dict[str, Any]:
+    """The task's first attempt's `session_start` (upstream nests it right after `task_start`)."""
+    task_start, session_start = trace_events(staged)[:2]
+    assert (task_start["event_type"], session_start["event_type"]) == ("task_start", "session_start")
+    return session_start
 
 
 def capsule_with_shell(tmp_path: Path, **capabilities: Any) -> Path:

@@ -51,9 +51,16 @@ async def test_reopens_are_counted_until_the_budget_runs_out_and_the_last_result
                          "reopen_count": 2, "max_task_reopens": 2}
     (end,) = _events(trace, "task_end")
     assert (end["exit_status"], end["reopen_count"], end["turns"]) == ("reopen_budget_exhausted", 2, 3)
-    assert trace[-1]["event_type"] == "session_end" and trace[-1]["exit_status"] == "ok"
     kinds = [e["event_type"] for e in trace]
-    assert kinds.index("reopen_budget_exhausted") < kinds.index("task_end")
+    # upstream's nesting: one session pair per attempt inside the task, task_reopened between them
+    attempt = ["session_start", "inference", "session_end"]
+    assert kinds == ["task_start", *attempt, "task_reopened", *attempt, "task_reopened", *attempt,
+                     "reopen_budget_exhausted", "task_end"]
+    sessions = _events(trace, "session_end")
+    assert [e["exit_status"] for e in sessions] == ["ok", "ok", "ok"]  # a spent budget is task_end's only
+    assert [e["total_turns"] for e in sessions] == [1, 2, 3]  # cumulative over the session
+    assert [e["max_turns"] for e in _events(trace, "session_start")] == [10, 9, 8]  # what each attempt had left
+    assert [e["turn"] for e in _events(trace, "inference")] == [0, 0, 0]  # zero-based, restarting per attempt
     # The feedback is the next attempt's last message, provenance kept; each attempt ends in on-task-end.
     assert [(m.role, m.text) for m in outcome.messages] == [
         ("user", "go"), ("assistant", "first"), ("user", FEEDBACK), ("assistant", "second"), ("user", FEEDBACK),

@@ -44,17 +44,23 @@ async def test_on_stage_fires_once_at_staging_before_any_session(tmp_path: Path,
     assert not (root / "trace.jsonl").exists()  # no session yet
     await run_session(staged, host, "go")
     names = _names(hook_events(root, "watch"))
-    assert names.count("on-stage") == 1 and names[:2] == ["on-stage", "on-session-start"]
+    assert names.count("on-stage") == 1 and names[:3] == ["on-stage", "on-session-start", "on-task-start"]
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_on_session_start_fires_once_per_launch_before_the_first_task(tmp_path: Path, host, arm: Path, mode: str) -> None:
+async def test_on_session_start_fires_once_per_attempt_before_its_task_starts(tmp_path: Path, host, arm: Path, mode: str) -> None:
+    """Upstream nests the session inside the task: each agent-loop attempt is a session, and the
+    first one opens with the task's on-task-start."""
     staged = stage(_capsule(tmp_path, arm, mode), host, tmp_path)
     await run_session(staged, host, "one", "two")
     events = hook_events(staged.workdir.root, "watch")[1:]  # after on-stage
+    names = _names(events)
     starts = [e for e in events if e["event"] == "on-session-start"]
-    assert len(starts) == 1 and events[0] is starts[0]
-    assert starts[0]["session_id"] == staged.session_id
+    assert len(starts) == 2 and names[:3] == ["on-session-start", "on-task-start", "on-inference"]
+    second = names.index("on-session-start", 1)
+    assert names[second - 2:second + 3] == ["on-task-end", "on-session-end", "on-session-start", "on-task-start",
+                                            "on-inference"]
+    assert all(s["session_id"] == staged.session_id for s in starts)
     assert (starts[0]["capsule_name"], starts[0]["capsule_version"], starts[0]["model"]) == ("loop-test", "0.3.0", "scripted")
     assert starts[0]["capabilities"] == ["filesystem", "shell"]
 
@@ -67,6 +73,7 @@ async def test_on_task_start_fires_once_per_task_before_its_first_inference(tmp_
     first, second = names.index("on-task-start"), len(names) - 1 - names[::-1].index("on-task-start")
     assert names.count("on-task-start") == 2
     assert names[first + 1] == "on-inference" and names[second + 1] == "on-inference"
+    assert names[first - 1] == names[second - 1] == "on-session-start"  # inside the task's first attempt
     assert "on-task-end" in names[first:second]
     start = next(e for e in hook_events(staged.workdir.root, "watch") if e["event"] == "on-task-start")
     assert start == {**start, "task_id": "tsk_a", "context_id": "ctx_a", "source": "task_md", "input_bytes": 5,
@@ -184,17 +191,22 @@ async def test_on_task_end_fires_once_per_task_after_its_loop_returns(tmp_path: 
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_on_session_end_fires_once_after_the_task_loop_exits(tmp_path: Path, host, arm: Path, mode: str) -> None:
+async def test_on_session_end_fires_once_per_attempt_after_on_task_end(tmp_path: Path, host, arm: Path, mode: str) -> None:
     staged = stage(_capsule(tmp_path, arm, mode), host, tmp_path)
     await run_session(staged, host, "one", "two")
     events = hook_events(staged.workdir.root, "watch")
-    assert _names(events).count("on-session-end") == 1 and events[-1]["event"] == "on-session-end"
-    end = events[-1]
-    (traced,) = [e for e in trace_events(staged) if e["event_type"] == "session_end"]
-    assert {k: end[k] for k in ("total_turns", "total_input_tokens", "total_output_tokens", "total_tool_calls",
-                                "total_shell_calls", "exit_status")} == {
-        k: traced[k] for k in ("total_turns", "total_input_tokens", "total_output_tokens", "total_tool_calls",
-                               "total_shell_calls", "exit_status")}
+    names = _names(events)
+    ends = [e for e in events if e["event"] == "on-session-end"]
+    # the loop returns: on-task-end, then the attempt's on-session-end; then the next task
+    assert len(ends) == 2 and names[-2:] == ["on-task-end", "on-session-end"]
+    first_end = names.index("on-session-end")
+    assert names[first_end - 1:first_end + 3] == ["on-task-end", "on-session-end", "on-session-start", "on-task-start"]
+    keys = ("total_turns", "total_input_tokens", "total_output_tokens", "total_tool_calls", "total_shell_calls",
+            "exit_status")
+    traced = [e for e in trace_events(staged) if e["event_type"] == "session_end"]
+    # each hears the totals its session_end line carries: cumulative over the session
+    assert [{k: e[k] for k in keys} for e in ends] == [{k: t[k] for k in keys} for t in traced]
+    assert ends[1]["total_turns"] == 2 * ends[0]["total_turns"] > 0
 
 
 @pytest.mark.parametrize("mode", MODES)

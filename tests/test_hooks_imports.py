@@ -37,12 +37,30 @@ async def test_task_io_reads_the_task_input_and_the_result_once_there_is_one(tmp
     config = {"on-session-start": {"do": "io"}, "on-task-start": {"do": "io"}, "on-task-end": {"do": "io"}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config), host, tmp_path)
     await run_session(staged, host, "what is the answer?")
-    no_task, at_start, at_end = _logged(staged.workdir.root, "io")
-    assert "no task is running" in no_task["input_error"] and "no task is running" in no_task["result_error"]
+    at_session_start, at_start, at_end = _logged(staged.workdir.root, "io")
+    # upstream nests the session inside the task: on-session-start already sees it
+    assert (at_session_start["input"], at_session_start["result"]) == ("what is the answer?", None)
     assert (at_start["input"], at_start["result"]) == ("what is the answer?", None)
     assert (at_end["input"], at_end["result"]) == ("what is the answer?", "the answer")
     assert at_start["tokens"] == count_tokens("hello world")
     assert at_start["history"] == [] and at_end["history"] == []  # stateless
+
+
+async def test_task_io_outside_a_task_is_an_error(tmp_path: Path, host, arm, monkeypatch) -> None:
+    """Every dispatch but a late async delivery is inside a task now; the import still says so."""
+    from murmurd.host import ImportFailed
+    from murmurd.session.hook_services import HookServices
+    from murmurd.session.session import Session
+
+    staged = stage(_capsule(tmp_path, arm, monkeypatch, {}), host, tmp_path)
+    session = Session(staged, host)
+    await session.open()
+    await session.run_task(TaskSpec("tsk_" + "4" * 32, "go"))
+    await session.close()
+    services = HookServices(session.hooks, "reader", {}, None)
+    for read in (services.task_input, services.task_result):
+        with pytest.raises(ImportFailed, match="task-io: no task is running"):
+            read()
 
 
 async def test_conversation_read_is_the_contexts_durable_history_oldest_first(tmp_path: Path, host, arm, monkeypatch) -> None:

@@ -91,7 +91,7 @@ ALLOWED: dict[str, str] = {
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
-    "a2a/store.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
+    "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
     "host/wasi.py: self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`":
         "the operator's `murmurd call --log` path",
     "host/host.py: wasm = path.read_bytes()": "a component file being compiled",

@@ -59,6 +59,13 @@ def _trace(summary: dict) -> list[dict]:
     return [json.loads(line) for line in (Path(summary["workdir"]) / "trace.jsonl").read_text().splitlines()]
 
 
+def _session_start(summary: dict) -> dict:
+    """The run's one attempt: its session_start comes right after task_start (upstream nesting)."""
+    task_start, session_start = _trace(summary)[:2]
+    assert (task_start["event_type"], session_start["event_type"]) == ("task_start", "session_start")
+    return session_start
+
+
 def test_each_run_mints_a_context_id_so_the_cache_key_differs(tmp_path: Path) -> None:
     capsule = _capsule(tmp_path)
     one, two = _json_run(capsule), _json_run(capsule)
@@ -92,7 +99,7 @@ def test_system_prompt_replaces_the_manifest_prompt_for_the_run(tmp_path: Path) 
     record = json.loads(summary["result"])
     assert record["system"].endswith("Be brief.")
     assert "persona" in record["tools"]  # the bound artifact is released back for this run
-    start = _trace(summary)[0]
+    start = _session_start(summary)
     assert start["system_prompt_source"] == "cli"
     assert start["system_prompt_sha256"] == hashlib.sha256(b"Be brief.").hexdigest()
 
@@ -101,14 +108,14 @@ def test_without_the_flag_the_bound_artifact_is_the_prompt(tmp_path: Path) -> No
     summary = _json_run(_capsule(tmp_path, system_prompt_artifact="persona"))
     record = json.loads(summary["result"])
     assert "persona" not in record["tools"]
-    start = _trace(summary)[0]
+    start = _session_start(summary)
     assert start["system_prompt_source"] == "manifest" and len(start["system_prompt_sha256"]) == 64
 
 
 def test_a_blank_system_prompt_clears_it(tmp_path: Path) -> None:
     summary = _json_run(_capsule(tmp_path, system_prompt="Long manifest prompt."), "--system-prompt", "  ")
     assert "Long manifest prompt." not in json.loads(summary["result"])["system"]
-    start = _trace(summary)[0]
+    start = _session_start(summary)
     assert start["system_prompt_source"] == "cli" and start["system_prompt_sha256"] is None
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -62,11 +63,13 @@ async def test_a_conversation_calls_a_wasm_tool_a_skill_and_a_shell_tool(tmp_pat
 
     events = trace_events(staged)
     kinds = [e["event_type"] for e in events]
-    # upstream: a shell command is a tool_call line and then its shell line
-    assert kinds == ["session_start", "task_start", "inference", "tool_call", "inference", "skill_call",
-                     "inference", "tool_call", "shell", "tool_call", "inference", "task_end", "session_end"]
+    # upstream: the session pair nests inside the task; a shell command is a tool_call line and
+    # then its shell line
+    assert kinds == ["task_start", "session_start", "inference", "tool_call", "inference", "skill_call",
+                     "inference", "tool_call", "shell", "tool_call", "inference", "session_end", "task_end"]
     assert all(e["session_id"] == staged.session_id and isinstance(e["timestamp"], int) for e in events)
-    start = events[0]
+    start = events[1]
+    assert start["max_turns"] == 10  # the budget left for this (first) attempt: all of it
     assert start["capsule_name"] == "loop-test" and start["tools_declared"] == ["echo", "tidy", "printf"]
     assert start["capabilities"] == ["shell"]
     assert start["system_prompt_source"] == "none" and start["system_prompt_sha256"] is None
@@ -96,7 +99,7 @@ async def test_a_conversation_calls_a_wasm_tool_a_skill_and_a_shell_tool(tmp_pat
     assert inference[0]["tool_name"] == "echo" and inference[-1]["usage"] == {"input_tokens": 7, "cached_tokens": 3}
     assert inference[-1]["tool_name"] is None  # always present, null when no tool was asked
     assert "usage" not in inference[0]
-    task_end, session_end = events[-2], events[-1]
+    session_end, task_end = events[-2], events[-1]
     assert task_end["exit_status"] == "ok" and task_end["turns"] == 4
     # the skill call is counted apart; the shell command counts as a tool call and a shell call
     assert (task_end["tool_calls"], task_end["shell_calls"]) == (3, 1)
@@ -292,7 +295,8 @@ async def test_a_script_capsule_writes_invokes_and_answers(tmp_path, host, artif
     assert crashed.exit_status == "failed" and "script: trap" in crashed.error
     assert crashed_text.startswith("error: script: trap")
     kinds = [e["event_type"] for e in trace_events(staged)]
-    assert kinds == ["session_start"] + ["task_start", "task_end"] * 4 + ["session_end"]
+    # a script capsule's run is its task's one attempt: a session pair inside each task
+    assert kinds == ["task_start", "session_start", "session_end", "task_end"] * 4
 
 
 async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path, host) -> None:
@@ -301,10 +305,14 @@ async def test_a_failed_trace_write_ends_the_session_with_a_clear_error(tmp_path
     staged = stage(driver_capsule(tmp_path, "chaos-driver", {}), host, tmp_path)
     session = Session(staged, host)
     await session.open()
-    session.trace._file.close()  # the trace file breaks under the session (disk gone, fd closed)
+    await session.trace.flush()
+    # The medium under the trace fills up: its descriptor now writes to /dev/full (ENOSPC).
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, session.trace._file.fileno())
+    os.close(full)
     failed = await session.run_task(TaskSpec("tsk_" + "7" * 32, "hello"))
     assert failed.exit_status == "failed"
-    assert "cannot write task_start to trace" in failed.error
+    assert "E-RUN-007: cannot write task_start to trace" in failed.error and "No space left" in failed.error
     assert staged.workdir.result.read_text() == f"error: {failed.error}"
     later = await session.run_task(TaskSpec("tsk_" + "8" * 32, "hello"))
     assert later.exit_status == "failed" and "the session has ended" in later.error
@@ -324,7 +332,10 @@ async def test_the_spend_ceiling_refuses_the_next_driver_call(tmp_path, host) ->
     assert 1 <= first.counters.turns < 9
     assert second.exit_status == "spend_ceiling_reached" and "the session has ended" in second.error
     events = trace_events(staged)
-    assert events[-1]["event_type"] == "session_end" and events[-1]["exit_status"] == "spend_ceiling_reached"
+    # the first task's attempt ends at the ceiling; the second never starts (no lines of its own)
+    assert [e["event_type"] for e in events][-2:] == ["session_end", "task_end"]
+    assert events[-2]["exit_status"] == events[-1]["exit_status"] == "spend_ceiling_reached"
+    assert [e["event_type"] for e in events].count("task_start") == 1
 
 
 async def test_reaching_the_compaction_threshold_without_a_hook_is_logged(tmp_path, host) -> None:
@@ -356,5 +367,5 @@ async def test_the_system_prompt_skill_becomes_the_prompt_and_leaves_the_tool_li
     record = _records(outcome)[0]
     assert record["system"].endswith("You are a lighthouse keeper.")
     assert record["tools"] == ["other"]
-    start = trace_events(staged)[0]
-    assert start["system_prompt_source"] == "manifest"
+    start = trace_events(staged)[1]
+    assert start["event_type"] == "session_start" and start["system_prompt_source"] == "manifest"

@@ -41,12 +41,8 @@ def full_record(context_id: str | None = None, state: TaskState = TaskState.COMP
     )
 
 
-async def stores(tmp_path: Path) -> list[TaskStore]:
-    return [MemoryTaskStore(), await SqliteTaskStore.open(tmp_path / "nested" / "dir" / "tasks.sqlite3")]
-
-
-async def test_round_trip_of_a_full_record(tmp_path: Path) -> None:
-    for store in await stores(tmp_path):
+async def test_round_trip_of_a_full_record(task_store: TaskStore) -> None:
+    for store in [task_store]:
         record = full_record()
         await store.put(record)
         loaded = await store.get(record.id)
@@ -65,8 +61,8 @@ async def test_round_trip_of_a_full_record(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_list_by_context_newest_first(tmp_path: Path) -> None:
-    for store in await stores(tmp_path):
+async def test_list_by_context_newest_first(task_store: TaskStore) -> None:
+    for store in [task_store]:
         ctx_a, ctx_b = new_context_id(), new_context_id()
         a = [full_record(ctx_a, at=1000 + i * 10) for i in range(5)]
         b = [full_record(ctx_b, at=1003 + i * 10) for i in range(3)]
@@ -88,8 +84,8 @@ async def test_list_by_context_newest_first(tmp_path: Path) -> None:
         await store.close()
 
 
-async def test_state_filters_before_the_page_and_count_ignores_it(tmp_path: Path) -> None:
-    for store in await stores(tmp_path):
+async def test_state_filters_before_the_page_and_count_ignores_it(task_store: TaskStore) -> None:
+    for store in [task_store]:
         ctx = new_context_id()
         states = [TaskState.COMPLETED, TaskState.FAILED] * 3 + [TaskState.COMPLETED]  # 4 completed, 3 failed
         records = [full_record(ctx, state=state, at=1000 + i * 10) for i, state in enumerate(states)]

@@ -24,12 +24,10 @@ def record(state: TaskState, updated_at: int) -> TaskRecord:
                       created_at=updated_at - 1, updated_at=updated_at)
 
 
-@pytest.fixture(params=["sqlite", "memory"])
-async def store(request, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    made: TaskStore = (await SqliteTaskStore.open(tmp_path / "tasks.sqlite3") if request.param == "sqlite"
-                       else MemoryTaskStore())
-    yield made
-    await made.close()
+@pytest.fixture
+def store(task_store: TaskStore) -> TaskStore:
+    """Every backend: memory, SQLite, PostgreSQL (conftest `task_store`)."""
+    return task_store
 
 
 async def ids(store: TaskStore) -> set[str]:

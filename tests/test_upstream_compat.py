@@ -131,16 +131,17 @@ def test_run_answers_with_the_skill_and_the_shell_and_a_full_trace(tmp_path: Pat
     workdir = Path(summary["workdir"])
     events = [json.loads(line) for line in (workdir / "trace.jsonl").read_text().splitlines()]
     kinds = [e["event_type"] for e in events]
-    assert kinds == ["session_start", "task_start", "inference", "skill_call", "inference", "tool_call", "shell",
-                     "inference", "task_end", "session_end"]
-    start_event = events[0]
+    assert kinds == ["task_start", "session_start", "inference", "skill_call", "inference", "tool_call", "shell",
+                     "inference", "session_end", "task_end"]
+    start_event = events[1]
     assert start_event["tools_declared"] == ["tidy", "printf"]
     assert start_event["system_prompt_source"] == "manifest"
     here = plan_containment(probe_host(), "auto")
     assert (start_event["containment_declared"], start_event["containment_achieved"]) == ("advisory", here.achieved)
     assert start_event["effective_grants"]["filesystem_scope"] == "repo"
-    assert events[1]["context_id"] == summary["context_id"]
-    assert (events[-2]["tool_calls"], events[-2]["shell_calls"]) == (1, 1)  # the skill is counted apart
+    assert events[0]["context_id"] == summary["context_id"]
+    assert (events[-1]["tool_calls"], events[-1]["shell_calls"]) == (1, 1)  # the skill is counted apart
+    assert (events[-2]["total_tool_calls"], events[-2]["total_shell_calls"]) == (1, 1)
     assert not (capsule / "murmur.lock").exists()  # only local sources: nothing to pin
 
 

@@ -18,7 +18,7 @@ import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
@@ -27,7 +27,7 @@ from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
-from murmurd.a2a.stream import EventLog
+from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -52,6 +52,9 @@ from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import history_file, task_result_file
 from murmurd.text import json_text
+
+if TYPE_CHECKING:
+    from murmurd.a2a.replicas.coordinator import ReplicaCoordinator
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -186,6 +189,7 @@ class CapsuleDaemon:
         *,
         policy: LifecyclePolicy,
         log: EventLog | None = None,
+        replicas: ReplicaCoordinator | None = None,
         peer_tokens: PeerHeaders | None = None,
     ) -> None:
         """`peer_tokens`: the bearer token outbound `message/send` presents to each peer."""
@@ -195,6 +199,7 @@ class CapsuleDaemon:
         self.store: TaskStore = self.metrics.timed_store(store)
         self.policy = policy
         self.log = log or EventLog()
+        self.replicas = replicas  # None: one daemon alone on its store
         shared = policy.bound == 1
         # With a session per context, the daemon's own session only records acceptance (its
         # trace); the capsule's hooks run in the context sessions, never here.
@@ -236,6 +241,8 @@ class CapsuleDaemon:
         await self.session.open()
         self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
+        if self.replicas is not None:
+            await self.replicas.start(self)
         if self.pool.shared is None:
             self._start_background(self.pool.reap_periodically(), "murmurd-session-reaper")
         policy = self.policy
@@ -291,8 +298,12 @@ class CapsuleDaemon:
         the daemon stops and `murmurd serve` exits non-zero (a supervisor restarts it)."""
         if task.cancelled() or task.exception() is None:
             return
-        self.crashed = task.exception()
-        logger.critical("%s died; the daemon stops", task.get_name(), exc_info=self.crashed)
+        logger.critical("%s died; the daemon stops", task.get_name(), exc_info=task.exception())
+        self.stop_after_failure(task.exception())  # type: ignore[arg-type]
+
+    def stop_after_failure(self, exc: BaseException) -> None:
+        """Something the daemon cannot do without died: stop serving (serve exits non-zero)."""
+        self.crashed = exc
         self.accepting = False
         self.stopped.set()
 
@@ -314,7 +325,12 @@ class CapsuleDaemon:
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
+            if self.replicas is not None:  # still queued in the database: another replica runs it
+                self._records.pop(record.id, None)
+                continue
             await self._finish(record, TaskState.CANCELED, "canceled: daemon shutting down")
+        if self.replicas is not None:
+            await self.replicas.stop()
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -365,6 +381,10 @@ class CapsuleDaemon:
                 raise ReplyRefused(f"task {run.record.id} was created by a more trusted credential; "
                                    "only it, an equally trusted credential or an operator may answer it")
             return self._deliver(run, submission.message)
+        if self.replicas is not None:
+            forwarded = await self._forward_reply(submission)
+            if forwarded is not None:
+                return forwarded
         if submission.task_id is not None:
             known = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
             if known is None:
@@ -387,6 +407,8 @@ class CapsuleDaemon:
         if reason is not None:
             await self._finish(record, TaskState.REJECTED, reason)
             return record
+        if self.replicas is not None:
+            return await self._queue_shared(record, submission.traceparent)
         await self._save(record, final=False)
         # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
@@ -394,6 +416,90 @@ class CapsuleDaemon:
         self._queue.append(record)
         self._schedule()
         return record
+
+    async def _queue_shared(self, record: TaskRecord, traceparent: str | None) -> TaskRecord:
+        """Replicas: the task waits in the database; this replica claims it if it may (its
+        context is free or held here), else the context's holder or a replica with room does."""
+        assert self.replicas is not None
+        self._records[record.id] = record  # so a claim here queues this very object
+        self._traceparents[record.id] = traceparent
+        await self._save(record, final=False)
+        claimed = await self.replicas.claim()
+        if all(r.id != record.id for r in claimed):
+            if self._records.get(record.id) is record and record not in self._queue:
+                self._records.pop(record.id, None)
+                self._traceparents.pop(record.id, None)
+            await self.replicas.announce_work()
+        return record
+
+    async def _forward_reply(self, submission: Submission) -> TaskRecord | None:
+        """Replicas: a reply for a task waiting on another replica goes to that replica's inbox;
+        the answer is the task as it will be (working again, the reply in its history)."""
+        assert self.replicas is not None
+        target: TaskRecord | None = None
+        if submission.task_id is not None:
+            known = await self.store.get(submission.task_id)
+            if known is not None and known.state is TaskState.INPUT_REQUIRED and known.id not in self._running:
+                if submission.context_id is not None and submission.context_id != known.context_id:
+                    raise AmbiguousReply(f"ambiguous reply: task {known.id} waits for input in context "
+                                         f"{known.context_id}, but the message names context {submission.context_id}")
+                target = known
+        elif submission.context_id is not None:
+            waiting = [r for r in await self.store.list(submission.context_id, limit=3, state=TaskState.INPUT_REQUIRED)
+                       if r.id not in self._running]
+            if len(waiting) > 1:
+                raise AmbiguousReply(f"ambiguous reply: {len(waiting)} tasks of context {submission.context_id} "
+                                     "wait for input; name the task (taskId) the reply is for")
+            target = waiting[0] if waiting else None
+        if target is None:
+            return None
+        if submission.may_reply is not None and not submission.may_reply(target.principal):
+            raise ReplyRefused(f"task {target.id} was created by a more trusted credential; "
+                               "only it, an equally trusted credential or an operator may answer it")
+        owner = await self.replicas.owner_of(target.id)
+        if owner is None:
+            return None
+        await self.replicas.send(owner, "reply", target.id, submission.message.to_json())
+        target.history.append(submission.message)
+        _leave_input_required(target)
+        return target
+
+    # -- what the replica coordinator asks (murmurd.a2a.replicas.coordinator.ReplicaHost) ----
+
+    def room(self) -> int:
+        if not self.accepting:
+            return 0
+        return max(0, self.policy.bound - len(self._running) - len(self._queue))
+
+    async def take_claimed(self, records: list[TaskRecord]) -> None:
+        for claimed in records:
+            record = self._records.get(claimed.id) or claimed
+            self._records[record.id] = record
+            self._queue.append(record)
+        self._schedule()
+
+    async def deliver_reply(self, task_id: str, message: TaskMessage) -> None:
+        run = self._running.get(task_id)
+        if run is None or not run.waiting:
+            logger.warning("task %s: a reply arrived from another replica, but it no longer waits for input", task_id)
+            return
+        self._deliver(run, message)
+
+    async def cancel_local(self, task_id: str) -> None:
+        record = self._records.get(task_id)
+        if record is not None and not record.state.terminal:
+            await self._cancel_here(record)
+
+    def busy_contexts(self) -> set[str]:
+        return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
+
+    async def abandon(self) -> None:
+        while self._queue:  # already handed on by the survivor's sweep
+            record = self._queue.popleft()
+            self._records.pop(record.id, None)
+            self._traceparents.pop(record.id, None)
+        await asyncio.gather(*(self._cancel_run(run, "canceled: this replica was declared dead")
+                               for run in list(self._running.values())))
 
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None
@@ -427,6 +533,8 @@ class CapsuleDaemon:
 
     async def wait_settled(self, record: TaskRecord) -> TaskRecord:
         """Wait until the task is terminal or waits for input (what a blocking send returns)."""
+        if self.replicas is not None and self._records.get(record.id) is not record:
+            return await self._wait_elsewhere(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
         async with self._changed:
             await self._changed.wait_for(lambda: record.state.terminal or record.state is TaskState.INPUT_REQUIRED)
         return record
@@ -444,10 +552,53 @@ class CapsuleDaemon:
     async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
         return await self.store.count(context_id, state)
 
+    async def _wait_elsewhere(self, record: TaskRecord, settled: tuple[TaskState, ...],
+                              timeout: float | None) -> TaskRecord:
+        """Replicas: wait for a task running on another replica to reach a terminal state (or
+        one of `settled`), watching its status events; the stored record then (or as it was,
+        after `timeout`)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            sub = self.log.subscribe(task_id=record.id, close_on_final=True)  # before the read: nothing missed
+            try:
+                current = await self.store.get(record.id) or record
+                if current.state.terminal or current.state in settled:
+                    return current
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                await asyncio.wait_for(_settling(sub, settled), left)
+            except TimeoutError:
+                return current
+            finally:
+                sub.close()
+            if not sub.lagged:
+                return await self.store.get(record.id) or current
+
     async def cancel(self, task_id: str) -> TaskRecord:
         record = await self.get(task_id)
         if record.state.terminal:
             raise TaskNotCancelable(f"task {task_id} is already {record.state.value}")
+        if self.replicas is not None and self._records.get(task_id) is not record:
+            return await self._cancel_elsewhere(record)
+        await self._cancel_here(record)
+        return record
+
+    async def _cancel_elsewhere(self, record: TaskRecord) -> TaskRecord:
+        """Replicas: an unclaimed queued task is canceled here; one claimed by another replica
+        is canceled by that replica (its inbox), and this answer waits to show it."""
+        assert self.replicas is not None
+        if record.state is TaskState.SUBMITTED:
+            taken = await self.replicas.try_cancel_waiting(record.id)
+            if taken is not None:
+                await self._finish(taken, TaskState.CANCELED, "canceled by request")
+                return taken
+        owner = await self.replicas.owner_of(record.id)
+        if owner is not None:
+            await self.replicas.send(owner, "cancel", record.id, {})
+            return await self._wait_elsewhere(record, settled=(), timeout=CANCEL_WAIT_SECS)
+        return record
+
+    async def _cancel_here(self, record: TaskRecord) -> None:
         if record in self._queue:
             self._queue.remove(record)
             self._traceparents.pop(record.id, None)
@@ -455,7 +606,6 @@ class CapsuleDaemon:
         elif record.id in self._running:
             await self._cancel_run(self._running[record.id], "canceled by request")
             await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
-        return record
 
     async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
         async with self._changed:
@@ -514,6 +664,8 @@ class CapsuleDaemon:
         # upstream: the launch task ends the daemon unless it queues more
         self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
         self._wakeup.set()
+        if self.replicas is not None:
+            self.replicas.wake()  # room here now: claim what waits
 
     async def _run_guarded(self, run: Run) -> None:
         """Run one task in its context's session; whatever it raises fails that task alone. A
@@ -533,6 +685,7 @@ class CapsuleDaemon:
             if self.pool.shared is None:
                 self.session.trace.write("a2a_task_session", task_id=record.id, context_id=record.context_id,
                                          task_session_id=slot.session.staged.session_id)
+                await self.session.trace.flush()  # the daemon's lines are in its trace before the task ends
             await self._run(run, slot)
         except asyncio.CancelledError:
             if not record.state.terminal:
@@ -591,7 +744,7 @@ class CapsuleDaemon:
         record.state = TaskState.WORKING
         await self._save(record, final=False)
         try:
-            history = await asyncio.to_thread(self._load_history, record.context_id)  # file I/O, off the loop
+            history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
             await self._finish(record, TaskState.FAILED, str(exc))
             return
@@ -608,6 +761,8 @@ class CapsuleDaemon:
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
         problem = await asyncio.to_thread(self._record_conversation, record, outcome)
+        if problem is None and outcome.delivered and self.policy.conversation == "threaded":
+            await self.store.save_history(record.context_id, _stored_history(outcome))
         if problem is not None and outcome.delivered:
             outcome.exit_status, outcome.error = "failed", problem
         if outcome.delivered:
@@ -655,6 +810,19 @@ class CapsuleDaemon:
         async with self._changed:
             self._changed.notify_all()
 
+    async def _history(self, context_id: str) -> list[Message]:
+        """The context's history: from the store where it keeps them (replicas: whichever
+        replica ran the context before), else from the workdir file (off the loop)."""
+        if self.policy.conversation != "threaded":
+            return []
+        stored = await self.store.load_history(context_id)
+        if stored is None:
+            return await asyncio.to_thread(self._load_history, context_id)
+        try:
+            return [Message(**m) for m in stored]
+        except TypeError as exc:
+            raise HistoryUnreadable(f"the stored history of context {context_id!r} cannot be read: {exc}") from None
+
     def _load_history(self, context_id: str) -> list[Message]:
         """The context's stored history (threaded only); `HistoryUnreadable` when it is refused."""
         if self.policy.conversation != "threaded":
@@ -675,11 +843,23 @@ class CapsuleDaemon:
             text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
             workdir_fs.write_text(root, book(task_result_file(record.id)), text)
             if outcome.delivered:
-                history = [m.__dict__ for m in outcome.messages if m.id not in outcome.seeded_ids]
-                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(history))
+                workdir_fs.write_text(root, book(history_file(record.context_id)), json_text(_stored_history(outcome)))
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None
+
+
+async def _settling(sub: Subscription, settled: tuple[TaskState, ...]) -> None:
+    """Until `sub` yields a status event in a terminal state or one of `settled` (or ends)."""
+    async for event in sub:
+        state = event.data.get("status", {}).get("state") if event.type == "status" else None
+        if state is not None and (TaskState(state).terminal or TaskState(state) in settled):
+            return
+
+
+def _stored_history(outcome: TaskOutcome) -> list[dict[str, Any]]:
+    """The conversation a threaded context keeps: every message but this task's seeded ones."""
+    return [dict(m.__dict__) for m in outcome.messages if m.id not in outcome.seeded_ids]
 
 
 def _leave_input_required(record: TaskRecord) -> None:

@@ -5,7 +5,8 @@ one set of hook instances). With a larger bound each context gets a session of i
 tasks running at once never share a workdir, a trace, continuation state, counters or hook
 instances: it is opened when the context's first task starts, kept while the context has a task
 and `idle_secs` after its last one (a threaded conversation keeps its hooks and continuation),
-then closed (`session_end`, `on-session-end`). When the pool is full, the least recently used
+then closed (hook instances freed, trace closed; no line is written, as each attempt of a task
+wrote its own `session_start` / `session_end`). When the pool is full, the least recently used
 idle session is closed first. A closed session's workdir stays on disk, like every workdir.
 """
 

@@ -1,8 +1,9 @@
 """`murmurd serve`: stage a capsule, bind its port, serve it until the lifecycle or a signal ends it.
 
 Shutdown order: stop accepting tasks, let the running task end (or cancel it after the grace
-period; cancelling kills its shell commands' process groups), close the session (the trace's
-`session_end`), kill any shell group still running, then stop the HTTP server. Exit 0.
+period; cancelling kills its shell commands' process groups), close the sessions (hooks freed,
+traces closed; each attempt already wrote its own `session_end`), kill any shell group still
+running, then stop the HTTP server. Exit 0.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ from murmurd.a2a.auth.reload import reload_credentials
 from murmurd.a2a.auth.tls import TlsFiles
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.public_url import check_public_url
+from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
+from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
-from murmurd.a2a.store import Retention, SqliteTaskStore, prune_periodically
+from murmurd.a2a.stores import is_postgres, open_store
+from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS
 from murmurd.host import ComponentHost
@@ -93,6 +98,8 @@ class ServeOptions:
     host: str = "127.0.0.1"
     port: int | None = None
     state_dir: Path | None = None
+    store: str | None = None  # None or "sqlite": the state directory's file; postgresql://...: replicas
+    replica_lease_secs: float = 15.0  # a replica silent this long is dead (its running tasks fail)
     task_acceptance: str | None = None
     after_task: str | None = None
     max_concurrent_tasks: int | None = None  # overrides lifecycle.max_concurrent_tasks (queue only)
@@ -120,6 +127,7 @@ class ServeOptions:
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
     insecure: bool = False  # serve a non-loopback address without any credential
     cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
+    public_url: str | None = None  # the card's address (None: the bound scheme://host:port/)
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # seconds a browser's stream ticket stays good
 
     @property
@@ -142,6 +150,19 @@ class ServeOptions:
         return Retention(self.retain_finished_secs, self.retain_finished_count)
 
 
+def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
+               url: str) -> tuple[EventLog, ReplicaCoordinator | None]:
+    """A local event log, or on PostgreSQL the shared one and this replica's coordinator."""
+    if not is_postgres(options.store):
+        return EventLog(options.stream_buffer), None
+    from murmurd.a2a.stores.postgres import PostgresTaskStore
+
+    assert isinstance(store, PostgresTaskStore)
+    log = SharedEventLog(store.pool, options.stream_buffer)
+    return log, ReplicaCoordinator(store.pool, store.dsn, replica_id, log, lease_secs=options.replica_lease_secs,
+                                   idle_secs=options.session_idle_secs, url=url)
+
+
 async def serve_capsule(
     capsule_dir: Path,
     options: ServeOptions,
@@ -151,6 +172,8 @@ async def serve_capsule(
     progress: Callable[[str], None] | None = None,
 ) -> int:
     options.stream_caps  # inconsistent limits are refused before anything is locked or staged
+    if options.public_url is not None:
+        check_public_url(options.public_url)  # BadPublicUrl names what is wrong, before any work
     check_serve(options.host, options.auth, options.tls, insecure=options.insecure)
     if options.tls is not None:
         try:
@@ -176,7 +199,8 @@ async def _serve_locked(
 ) -> int:
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
                                      env=os.environ if options.env is None else options.env)
-    store = await SqliteTaskStore.in_state_dir(lock.state_dir, options.retention)
+    replica_id = new_replica_id()
+    store = await open_store(options.store, lock.state_dir, options.retention, replica_id)
     internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))
@@ -190,12 +214,14 @@ async def _serve_locked(
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
     auth = CurrentAuth(options.auth)
-    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=EventLog(options.stream_buffer),
-                           peer_tokens=auth)
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
+    log, replicas = _event_log(store, options, replica_id, url)
+    card_url = check_public_url(options.public_url) if options.public_url is not None else url
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, replicas=replicas,
+                           peer_tokens=auth)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
-    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
+    app = create_app(daemon, ServerConfig(url=card_url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
                                           max_streams_per_client=max_streams_per_client, auth=auth,
                                           mtls=options.tls is not None and options.tls.client_ca is not None,
@@ -213,6 +239,8 @@ async def _serve_locked(
     interrupted = await daemon.start(options.task)
     if interrupted:
         announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
+    if replicas is not None:
+        announce(f"murmur: replica {replica_id} on a shared PostgreSQL store")
     announce(f"murmur: url {options.host}:{port}")
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()

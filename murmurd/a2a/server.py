@@ -282,7 +282,7 @@ class Router:
             send = wire.parse_send_params(dialect, entry.params)
             record = await self._submit(dialect, send, request)
             if send.blocking:
-                await self.daemon.wait_settled(record)
+                record = await self.daemon.wait_settled(record)
             return wire.render_send_result(dialect, record, send.history_length)
         if operation is Operation.GET:
             query = wire.parse_task_query(dialect, entry.params)

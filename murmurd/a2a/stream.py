@@ -194,12 +194,24 @@ class EventLog:
         if final is None:
             final = data.get("final") is True
         event = StreamEvent(self._next_id, type, task_id, data, final=bool(final) and type == "status")
-        self._next_id += 1
+        self._deliver(event)
+        return event
+
+    def ingest(self, event: StreamEvent) -> bool:
+        """Take an event numbered elsewhere (a shared log's database), as `publish` would have
+        taken it; ids must rise, so one seen before is ignored (False)."""
+        if event.id is None or event.id < self._next_id:
+            return False
+        self._deliver(event)
+        return True
+
+    def _deliver(self, event: StreamEvent) -> None:
+        assert event.id is not None
+        self._next_id = event.id + 1
         self._buffer.append(event)
         lagged = [sub for sub in self._subscribers if not sub._offer(event)]
         for sub in lagged:
             self._unregister(sub)
-        return event
 
     def publish_threadsafe(self, loop: asyncio.AbstractEventLoop, type: str, task_id: str,
                            data: dict[str, Any], final: bool | None = None) -> None:

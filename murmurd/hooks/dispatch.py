@@ -144,9 +144,15 @@ class HookDispatcher(LifecycleDispatcher):
         return Reopen(reopen[0], str(reopen[1])) if reopen else None
 
     async def on_session_end(self, event: SessionEnd) -> None:
-        """The last event; then every async queue drains (within the budget) and every instance
-        closes, all before the `session_end` trace line."""
+        """The end of one agent-loop attempt; then every async queue drains (within the
+        budget), all before that attempt's `session_end` trace line. Instances live on (the
+        task's `on-task-end`, a reopen, the session's next task)."""
         await self._dispatch("on-session-end", convert.session_end(event))
+        await drain_all(list(self.queues.values()), self.settings.drain_budget)
+
+    async def aclose(self) -> None:
+        """The session closes: what was queued since the last drain (`on-task-end`) is
+        delivered within the budget, then every instance is freed."""
         await drain_all(list(self.queues.values()), self.settings.drain_budget)
         await asyncio.to_thread(self.close)
 

@@ -137,4 +137,10 @@ class LifecycleDispatcher:
         return None
 
     async def on_session_end(self, event: SessionEnd) -> None:
+        """The end of one agent-loop attempt: announced, and every async queue drained, before
+        its `session_end` line."""
+        return None
+
+    async def aclose(self) -> None:
+        """The session closes: deliver what is still queued, then free every hook instance."""
         return None

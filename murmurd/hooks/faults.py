@@ -1,14 +1,17 @@
 """Where a hook's faults go: a line in `logs/hook-<name>.log`, and a `hook_dispatch_error` event.
 
 The log is the same file the hook's own stdout and stderr are appended to, so an operator reads
-one file per hook. The trace event (`hook_name`, `event`, `arm`) is written as the fault happens,
-so it precedes the `session_end` that follows; at `on-stage` there is no trace yet and only the
-log line is written. Neither failing ever reaches the session: a hook cannot stop it this way.
+one file per hook; the line is written as the fault happens. The trace event (`hook_name`,
+`event`, `arm`) is, as upstream, held and written just before the `session_end` it precedes
+(`hold=True`; the session calls `flush` there, and before `task_end` and at close for a fault no
+`session_end` follows); at `on-stage` there is no trace yet and only the log line is written.
+Neither failing ever reaches the session: a hook cannot stop it this way.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from murmurd import workdir_fs
@@ -23,9 +26,12 @@ def hook_log_name(hook: str) -> str:
 
 
 class HookLog:
-    def __init__(self, workdir: Workdir, trace: TraceWriter | None = None) -> None:
+    def __init__(self, workdir: Workdir, trace: TraceWriter | None = None, *, hold: bool = False) -> None:
         self.workdir = workdir
         self.trace = trace
+        self.hold = hold
+        self._held: list[tuple[str, str, str]] = []  # (hook, event, arm) not yet traced
+        self._lock = threading.Lock()  # faults come from the loop and from hook worker threads
 
     def line(self, hook: str, text: str) -> None:
         """Append one `[murmurd]` line to `logs/hook-<hook>.log` (a refused log costs the line only)."""
@@ -45,7 +51,19 @@ class HookLog:
         self.line(hook, text)
         if self.trace is None:
             return
-        try:
-            self.trace.write("hook_dispatch_error", hook_name=hook, event=event, arm=arm)
-        except TraceWriteError as exc:
-            log.warning("hook_dispatch_error for %s not traced: %s", hook, exc)
+        with self._lock:
+            self._held.append((hook, event, arm))
+        if not self.hold:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the held `hook_dispatch_error` events, oldest first."""
+        if self.trace is None:
+            return
+        with self._lock:
+            held, self._held = self._held, []
+        for hook, event, arm in held:
+            try:
+                self.trace.write("hook_dispatch_error", hook_name=hook, event=event, arm=arm)
+            except TraceWriteError as exc:
+                log.warning("hook_dispatch_error for %s not traced: %s", hook, exc)

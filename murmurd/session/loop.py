@@ -112,6 +112,8 @@ class AgentLoop:
         self.compactor = Compactor(settings_for(staged.manifest), dispatcher, trace, continuation,
                                    staged.workdir, self._note, spend_refusals)
         self._tools_json = json.dumps([t.to_driver() for t in setup.tools], ensure_ascii=False)
+        # The last full-request count (message ids, tokens), reused by the next turn (`_count_request`).
+        self._counted: tuple[tuple[str, ...], int] | None = None
 
     # -- one attempt -----------------------------------------------------------------------
 
@@ -166,8 +168,7 @@ class AgentLoop:
     async def _infer(self, state: LoopState, cache_key: str, events: TaskEvents) -> Inference:
         setup = self.setup
         full = self._full_request(state.messages, cache_key)
-        # Counting a long conversation takes milliseconds: keep it off the event loop.
-        input_tokens = await asyncio.to_thread(count_tokens, json.dumps(full))
+        input_tokens = await self._count_request(state.messages, full)
         to_send, held = self.continuation.messages_to_send(state.context_id, state.messages)
         request = full if held is None else build_request(
             model=setup.model, max_tokens=setup.max_tokens, system=setup.system, messages=to_send,
@@ -211,6 +212,16 @@ class AgentLoop:
         return build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
                              messages=messages, tools=setup.tools, prompt_cache_key=cache_key)
 
+    async def _count_request(self, messages: list[Message], full: dict[str, Any]) -> int:
+        """The tokens of the full request, counted off the event loop (milliseconds for a long
+        conversation) and once per turn: the compaction check after a turn counted the very
+        request the next turn sends, so that count is reused while the conversation is unchanged."""
+        key = tuple(m.id for m in messages)
+        counted, self._counted = self._counted, None
+        if counted is not None and counted[0] == key:
+            return counted[1]
+        return await asyncio.to_thread(lambda: count_tokens(json.dumps(full)))
+
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         self.totals.input_tokens += input_tokens
         self.totals.output_tokens += output_tokens
@@ -226,7 +237,8 @@ class AgentLoop:
         for call in response.tool_calls:
             name, call_id, tool_input = call["name"], str(call["id"]), call.get("input", {})
             kind = self.runner.kind_of(name)
-            shape = self.runner.shell_shape(name, tool_input) if kind == "shell" else None
+            shell_call = await self.runner.resolve_shell(name, tool_input) if kind == "shell" else None
+            shape = shell_call.shape if shell_call else None
             denial = await self._decide(kind, name, tool_input, shape, turn)
             if denial is not None:
                 text = f"denied by hook {denial.hook_name}: {denial.reason}"
@@ -236,7 +248,8 @@ class AgentLoop:
                 state.messages.append(tool_message(call_id, text, True))
                 events.tool_result(name, text)
                 continue
-            outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk)
+            outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk,
+                                            shell_call=shell_call)
             if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
                 self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
                 self._count_tool_call(state)
@@ -280,8 +293,9 @@ class AgentLoop:
             return
         recount = lambda messages: count_tokens(json.dumps(self._full_request(messages, cache_key)))  # noqa: E731
         tokens = await asyncio.to_thread(recount, state.messages)
-        if self.compactor.due(tokens):
-            await self.compactor.compact(state.messages, turn, tokens, recount)
+        if self.compactor.due(tokens) and await self.compactor.compact(state.messages, turn, tokens, recount):
+            return  # replaced: the next turn counts the new conversation
+        self._counted = (tuple(m.id for m in state.messages), tokens)
 
     def _note(self, line: str) -> None:
         """A line in `logs/bootstrap.log`; a refused log (a planted symlink) costs the note, not the task."""

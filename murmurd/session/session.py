@@ -1,8 +1,10 @@
 """A `Session`: one staged capsule running tasks, with one trace and one set of totals.
 
-The session opens the trace (`session_start`), runs each task (the agent loop, or the capsule
-component for a script capsule), writes `out/result.txt` on every exit path, and closes with
-`session_end` whose counts are the sums of its `task_end` lines.
+The session runs each task (the agent loop, or the capsule component for a script capsule) and
+writes `out/result.txt` on every exit path. As upstream, each agent-loop attempt of a task (the
+first run and every reopen) is wrapped in its own `session_start` / `session_end`, nested inside
+the task's `task_start` / `task_end`; `session_end` carries the session's cumulative totals, so
+the last one equals the sum of every `task_end`. The idle run (no task) writes the pair alone.
 """
 
 from __future__ import annotations
@@ -11,12 +13,13 @@ import asyncio
 import hashlib
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.hooks.dispatch import DispatchSettings, HookDispatcher
-from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, SessionEnd, TaskEnd, TaskStartEvent
+from murmurd.hooks.dispatcher import ContextArm, LifecycleDispatcher, Reopen, SessionEnd, TaskEnd, TaskStartEvent
 from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
@@ -153,8 +156,9 @@ class Session:
         self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
                                  mirror=self.spans.mirror)
         self.ended: str | None = None  # set when something ended the whole session
+        self.closed = False  # close() has freed the hooks and closed the trace
         self.last_exit_status = "ok"
-        self._started = time.monotonic()
+        self._faults: HookLog | None = None  # hook faults, held until the next session_end / task_end
         # `--system-prompt` replaces the manifest's prompt for this run (trimmed; blank clears it)
         # and gives a bound `system_prompt_artifact` back to the model's inventory.
         cli = cli_system_prompt is not None
@@ -180,9 +184,10 @@ class Session:
             manifest.name, manifest.version, self.staged.session_id,
             (manifest.inference.model or "") if manifest.inference else "", self._capabilities(),
         )
+        self._faults = HookLog(self.staged.workdir, self.trace, hold=True)
         return HookDispatcher(
             self.host, specs, root=self.staged.workdir.root,
-            log_sink=HookLog(self.staged.workdir, self.trace),  # beside the hook's own log
+            log_sink=self._faults,  # beside the hook's own log
             context_for=lambda name: HookServices(self.hooks, name, setup.env if setup else {},
                                                   setup.name if setup else None),
             session_record=record, settings=settings,
@@ -193,17 +198,22 @@ class Session:
         return [k for k, v in self.staged.grants.capsule.to_json().items() if v and k != "limits"]
 
     async def open(self) -> None:
+        """Bind the session to the running loop. Nothing is traced yet: each agent-loop attempt
+        writes its own `session_start` (upstream nests the pair inside the task)."""
         self.hooks.loop = asyncio.get_running_loop()
+
+    def _session_start(self, max_turns: int) -> None:
+        """`session_start` of one attempt; `max_turns` is the budget left for it."""
         manifest = self.staged.manifest
         grants = effective_grants(manifest, self.staged.grants, env=self.staged.host_env)
-        self.trace.write(
+        self._write(
             "session_start",
             capsule_name=manifest.name,
             capsule_version=manifest.version,
             # always present, as upstream's readers require (`mur trace`, `murmurd trace`): "" when
             # the manifest names no model (the driver's default), 0 turns for a script capsule
             model=(manifest.inference.model or "") if manifest.inference else "",
-            max_turns=manifest.inference.max_turns if manifest.inference else 0,
+            max_turns=max_turns,
             # upstream's categories granted anything, and the tools the model is offered
             capabilities=[c for c, v in (("network", grants["network_allow"]), ("filesystem", grants["filesystem_scope"]),
                                          ("shell", grants["shell_allow"])) if v],
@@ -217,7 +227,62 @@ class Session:
             system_prompt=self._prompt if manifest.trace.include_tool_output else None,
             effective_grants=grants,
         )
-        await self.dispatcher.on_session_start()
+
+    async def _attempt(self, spec: TaskSpec, state: LoopState, max_turns: int,
+                       run: Callable[[], Awaitable[str]]) -> tuple[str, Reopen | None]:
+        """One agent-loop attempt between its `session_start` and its `session_end`, written on
+        every exit path (upstream: the pair is per attempt, nested inside the task). Hooks hear
+        `on-session-start` after the first; when the loop returns, `on-task-end` (whose
+        `reopen-task` the caller weighs) and `on-session-end`, then async hook queues drain and
+        the faults held since the last `session_end` are written, all before the second. The
+        attempt's result, and the reopen a hook asked for."""
+        started = time.monotonic()
+        self._session_start(max_turns)
+        self.spans.attempt_started(spec.traceparent)
+        try:
+            await self.dispatcher.on_session_start()
+            result = await run()
+            if self.hooks.active is not None:
+                self.hooks.active.result = result
+            reopen = await self.dispatcher.on_task_end(TaskEnd(spec.task_id, "ok"))
+            state.end_dispatched = True
+        except (TaskFailed, asyncio.CancelledError) as failure:
+            # A failed or cancelled attempt: on-task-end, then the session's end, as for any other.
+            status = failure.exit_status if isinstance(failure, TaskFailed) else "failed"
+            if not state.end_dispatched:
+                await self.dispatcher.on_task_end(TaskEnd(spec.task_id, status))
+                state.end_dispatched = True
+            await self._session_end(status, started)
+            raise
+        except BaseException:  # a bug: the attempt still ends in the trace
+            await self._session_end("failed", started)
+            raise
+        problem = await self._session_end("ok", started)
+        if problem is not None:
+            raise SessionEnded(problem)
+        return result, reopen
+
+    async def _session_end(self, status: str, started: float) -> str | None:
+        """`session_end` of one attempt, its totals the session's so far; never raises (a failed
+        write ends the session and is returned)."""
+        duration_ms = int((time.monotonic() - started) * 1000)
+        await self.dispatcher.on_session_end(SessionEnd(self.totals, duration_ms, status))
+        self._flush_faults()
+        problem = None
+        try:
+            self.trace.write("session_end", duration_ms=duration_ms, exit_status=status,
+                             total_turns=self.totals.turns, total_input_tokens=self.totals.input_tokens,
+                             total_output_tokens=self.totals.output_tokens, total_tool_calls=self.totals.tool_calls,
+                             total_shell_calls=self.totals.shell_calls)
+        except TraceWriteError as exc:
+            self.ended, problem = "failed", str(exc)
+        self.spans.attempt_ended(status)
+        return problem
+
+    def _flush_faults(self) -> None:
+        """The `hook_dispatch_error` events held since the last `session_end` / `task_end`."""
+        if self._faults is not None:
+            self._faults.flush()
 
     async def run_task(self, spec: TaskSpec, events: TaskEvents | None = None) -> TaskOutcome:
         """Run one task to a terminal outcome; never raises for a task-level failure."""
@@ -227,18 +292,22 @@ class Session:
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
         self.hooks.active = ActiveTask(spec.text, spec.context_id, state.counters)
         cancelled = False
+        started_line = False  # task_start written: task_end closes it
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
-            self._write_file(TASK, spec.text)
-            self.spans.task_started(spec.task_id, spec.traceparent)
+            await self._write_file(TASK, spec.text)
             if spec.announced:
                 self._write(
                     "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
                     message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
                 )
+                started_line = True
+                await self._flush()  # a trace that cannot be written ends the session before any turn
             if self.staged.capsule_component is not None and self._setup is None:
-                outcome.result_text = await self._run_capsule_component()
+                inference = self.staged.manifest.inference
+                outcome.result_text, _ = await self._attempt(spec, state, inference.max_turns if inference else 0,
+                                                             self._run_capsule_component)
             else:
                 await self._run_agent(spec, state, outcome, events)
         except TaskFailed as failure:
@@ -253,10 +322,9 @@ class Session:
         outcome.counters = state.counters
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
-        self._write_result(outcome)
-        if spec.announced:
-            self._task_end(outcome)
-        self.spans.task_ended(outcome.exit_status)
+        await self._write_result(outcome)
+        if started_line:
+            await self._task_end(outcome)
         if self.hooks.active is not None:
             self.hooks.active.result = outcome.result_text
         if not state.end_dispatched:
@@ -272,6 +340,18 @@ class Session:
         setup = self._setup
         if setup is None or setup.name not in self.staged.artifacts:
             raise TaskFailed("no inference driver: declare inference.driver.artifact")
+        loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
+                         self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
+
+        async def first_attempt() -> str:
+            """`on-task-start` and its seed open the first attempt, inside its session: every hook
+            event of a task falls between an `on-session-start` and its `on-session-end`."""
+            await self._start_task(spec, state, outcome)
+            return await loop.run(state, events)
+
+        await self._attempts(spec, state, outcome, events, loop, first_attempt)
+
+    async def _start_task(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome) -> None:
         context = self.staged.manifest.context
         window = context.max_tokens if context and context.max_tokens else 0
         budget = int(window * (context.seed_budget or 0)) if context else 0
@@ -282,13 +362,10 @@ class Session:
         seeded = await self._seed(spec.task_id, arm, budget, context.seed_budget if context else None)
         state.messages[:0] = seeded
         outcome.seeded_ids = frozenset(m.id for m in seeded)
-        loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
-                         self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
         if seeded:  # the head of the context changed: the driver's held state no longer matches
             self._continuation.drop()
         else:
             self._continuation.rebase(state.context_id or None, len(spec.history))
-        await self._attempts(spec, state, outcome, events, loop)
 
     async def _seed(self, task_id: str, arm: ContextArm | None, budget: int, fraction: float | None) -> list[Message]:
         """The seed placed at the head of the task (see `seeding`), and its `context_seed` event."""
@@ -300,17 +377,16 @@ class Session:
         return seeded.messages
 
     async def _attempts(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents,
-                        loop: AgentLoop) -> None:
+                        loop: AgentLoop, first_attempt: Callable[[], Awaitable[str]]) -> None:
         """The agent loop, run again with the feedback of each `reopen-task` while the budget lasts
         (`max_turns` counts across every attempt). A hook still asking once the budget is spent
         ends the task `reopen_budget_exhausted` with its last result."""
         max_reopens = self.staged.manifest.max_task_reopens
+        run = first_attempt
         while True:
-            outcome.result_text = await loop.run(state, events)
-            if self.hooks.active is not None:
-                self.hooks.active.result = outcome.result_text
-            reopen = await self.dispatcher.on_task_end(TaskEnd(spec.task_id, "ok"))
-            state.end_dispatched = True
+            left = loop.setup.max_turns - state.counters.turns  # what earlier attempts left of max_turns
+            outcome.result_text, reopen = await self._attempt(spec, state, left, run)
+            run = lambda: loop.run(state, events)  # noqa: E731 - a reopen runs the loop alone
             if reopen is None:
                 return
             if outcome.reopen_count >= max_reopens:
@@ -332,15 +408,15 @@ class Session:
             return 0
         if not self.dispatcher.listens("on-task-start"):
             return 0  # nobody reads it: skip the count
-        text = json.dumps([m.to_driver() for m in spec.history])
-        return await asyncio.to_thread(count_tokens, text)
+        history = [m.to_driver() for m in spec.history]
+        return await asyncio.to_thread(lambda: count_tokens(json.dumps(history)))
 
     async def _run_capsule_component(self) -> str:
         component = self.staged.capsule_component
         assert component is not None
         root = self.staged.workdir.root
         try:
-            workdir_fs.unlink(root, RESULT)
+            await asyncio.to_thread(workdir_fs.unlink, root, RESULT)
         except OSError as exc:
             raise TaskFailed(f"cannot clear {RESULT}: {exc}") from None
         grant = self.staged.call_grant(None, log_name="capsule.log")
@@ -349,7 +425,8 @@ class Session:
         except HostError as exc:
             raise TaskFailed(str(exc)) from None
         try:
-            return workdir_fs.read_text(root, RESULT, max_bytes=MAX_RESULT_BYTES, errors="replace")
+            return await asyncio.to_thread(workdir_fs.read_text, root, RESULT, max_bytes=MAX_RESULT_BYTES,
+                                           errors="replace")
         except FileNotFoundError:
             return ""
         except OSError as exc:
@@ -366,27 +443,37 @@ class Session:
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
 
-    def _write_file(self, rel: str, text: str) -> None:
+    async def _flush(self) -> None:
+        """Wait until every trace line queued so far is written; a failed one ends the session."""
+        try:
+            await self.trace.flush()
+        except TraceWriteError as exc:
+            raise SessionEnded(str(exc)) from None
+
+    async def _write_file(self, rel: str, text: str) -> None:
         """A file the session owns (`task.md`): replaced whole, never written through a symlink."""
         try:
-            workdir_fs.write_text(self.staged.workdir.root, rel, text)
+            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root, rel, text)
         except OSError as exc:
             raise TaskFailed(f"cannot write {rel}: {exc}") from None
 
-    def _write_result(self, outcome: TaskOutcome) -> None:
+    async def _write_result(self, outcome: TaskOutcome) -> None:
         """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
-            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
+            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root,
+                                    self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
             outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
             outcome.exit_status = "failed"
             return
 
-    def _task_end(self, outcome: TaskOutcome) -> None:
+    async def _task_end(self, outcome: TaskOutcome) -> None:
+        """`task_end`, and the barrier: once a task has ended, its every trace line is in the file."""
         counters = outcome.counters
+        self._flush_faults()
         try:
             self.trace.write(
                 "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
@@ -394,26 +481,20 @@ class Session:
                 tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
                 error=outcome.error,
             )
+            await self.trace.flush()
         except TraceWriteError as exc:
             self.ended = "failed"
             if outcome.ok:
                 outcome.exit_status, outcome.error = "failed", str(exc)
 
     async def close(self, exit_status: str | None = None) -> None:
+        """Free the hooks (their queues drained once more) and close the trace. No `session_end`
+        here: every attempt wrote its own."""
         status = exit_status or self.ended or self.last_exit_status
-        duration_ms = int((time.monotonic() - self._started) * 1000)
         try:
-            await self.dispatcher.on_session_end(SessionEnd(self.totals, duration_ms, status))
-            totals: dict[str, Any] = {
-                "total_turns": self.totals.turns,
-                "total_input_tokens": self.totals.input_tokens,
-                "total_output_tokens": self.totals.output_tokens,
-                "total_tool_calls": self.totals.tool_calls,
-                "total_shell_calls": self.totals.shell_calls,
-            }
-            self.trace.write("session_end", duration_ms=duration_ms, exit_status=status, **totals)
-        except TraceWriteError:
-            pass  # already reported: the failed write ended the session
+            await self.dispatcher.aclose()
+            self._flush_faults()
         finally:
-            self.trace.close()
+            await self.trace.aclose()  # every queued line written, then the file closed
+            self.closed = True
             await asyncio.to_thread(self.spans.shutdown, status)

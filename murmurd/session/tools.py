@@ -21,13 +21,14 @@ from murmurd.session.failures import raise_if_aborted
 from murmurd.session.rlimits import ShellLimits
 from murmurd.session.shell import (
     ShellFailed,
+    ShellInvocation,
     ShellOutcome,
     ShellPolicy,
     ShellRefused,
     display_command,
     format_shell_result,
     prepare_shell,
-    run_shell,
+    run_prepared,
     split_command,
 )
 from murmurd.staging.grants import containment_plan
@@ -46,6 +47,25 @@ class ToolOutcome:
     event_type: str  # tool_call | skill_call | shell
     trace: dict[str, Any] = field(default_factory=dict)
     shell: ShellOutcome | None = None
+
+
+@dataclass(frozen=True)
+class ShellCall:
+    """A shell call checked and resolved once, off the event loop: what the decision point
+    describes and what then runs. `refusal` when the call is refused before anything runs."""
+
+    args: list[str]
+    script: str | None
+    command: str  # as the model wrote it
+    invocation: ShellInvocation | None
+    refusal: str | None = None
+
+    @property
+    def shape(self) -> ShellShape | None:
+        if self.invocation is None:
+            return None
+        return ShellShape(self.invocation.binary_path, display_command(self.args, self.script),
+                          self.invocation.argv, self.script)
 
 
 @dataclass(frozen=True)
@@ -101,12 +121,25 @@ def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, st
     return args, script, command
 
 
-async def _off_loop_shell(policy: ShellPolicy, binary: str, args: list[str], host_env: Any) -> ShellOutcome:
-    """Run a shell call on a worker thread. Cancelling the awaiter (tasks/cancel, shutdown)
-    cannot stop the thread, so it sets the call's cancel flag: the process group dies."""
+def resolve_shell_call(policy: ShellPolicy, binary: str, tool_input: Any, host_env: Any) -> ShellCall:
+    """Check and resolve a shell call (PATH lookup, environment): blocking, run it on a worker thread."""
+    try:
+        args, script, command = _shell_args(binary, tool_input)
+    except ShellRefused as exc:
+        return ShellCall([], None, "", None, str(exc))
+    try:
+        invocation = prepare_shell(policy, binary, args, (), host_env)
+    except ShellRefused as exc:
+        return ShellCall(args, script, command, None, str(exc))
+    return ShellCall(args, script, command, invocation)
+
+
+async def _off_loop_shell(policy: ShellPolicy, invocation: ShellInvocation) -> ShellOutcome:
+    """Run a resolved shell call on a worker thread. Cancelling the awaiter (tasks/cancel,
+    shutdown) cannot stop the thread, so it sets the call's cancel flag: the process group dies."""
     cancel = threading.Event()
     try:
-        return await asyncio.to_thread(run_shell, policy, binary, args, (), host_env, cancel)
+        return await asyncio.to_thread(run_prepared, policy, invocation, cancel)
     except asyncio.CancelledError:
         cancel.set()
         raise
@@ -130,15 +163,10 @@ class ToolRunner:
             return artifact.kind
         return None
 
-    def shell_shape(self, name: str, tool_input: Any) -> ShellShape | None:
-        """What a shell call would run, resolved as the runner resolves it (for hooks), or None
-        when the call is refused before anything runs."""
-        try:
-            args, script, _command = _shell_args(name, tool_input)
-            invocation = prepare_shell(self.policy, name, args, (), self.staged.host_env)
-        except ShellRefused:
-            return None
-        return ShellShape(invocation.binary_path, display_command(args, script), invocation.argv, script)
+    async def resolve_shell(self, name: str, tool_input: Any) -> ShellCall:
+        """A shell call checked and resolved off the event loop, once: the decision point's
+        `shell-event` and the run both use it."""
+        return await asyncio.to_thread(resolve_shell_call, self.policy, name, tool_input, self.staged.host_env)
 
     def shell_tool_call(self, name: str, tool_input: Any, outcome: ToolOutcome) -> dict[str, Any]:
         """The `tool_call` fields upstream writes for a shell command, ahead of its `shell` line:
@@ -153,13 +181,16 @@ class ToolRunner:
             fields["output"] = outcome.text
         return fields
 
-    async def run(self, name: str, tool_input: Any, on_chunk: Any = None, on_thinking: Any = None) -> ToolOutcome:
+    async def run(self, name: str, tool_input: Any, on_chunk: Any = None, on_thinking: Any = None,
+                  shell_call: ShellCall | None = None) -> ToolOutcome:
+        """Carry out one call; a shell call already resolved for the decision point is passed in."""
         kind = self.kind_of(name)
         started = time.monotonic()
         if kind == "shell":
-            return await self._shell(name, tool_input, started)
+            call = shell_call or await self.resolve_shell(name, tool_input)
+            return await self._shell(name, tool_input, call, started)
         if kind == "skill":
-            return self._skill(name, started)
+            return await asyncio.to_thread(self._skill, name, started)
         if kind == "tool":
             return await self._wasm(name, tool_input, started, on_chunk, on_thinking)
         return ToolOutcome(f"error: unknown tool {name!r}", True, "tool_call", {
@@ -167,17 +198,18 @@ class ToolRunner:
             "output_bytes": 0, "duration_ms": 0, "status": "error",
         })
 
-    async def _shell(self, binary: str, tool_input: Any, started: float) -> ToolOutcome:
+    async def _shell(self, binary: str, tool_input: Any, call: ShellCall, started: float) -> ToolOutcome:
         try:
-            args, _script, command = _shell_args(binary, tool_input)
-            outcome = await _off_loop_shell(self.policy, binary, args, self.staged.host_env)
+            if call.invocation is None:
+                raise ShellRefused(call.refusal or f"shell: {binary!r} refused")
+            outcome = await _off_loop_shell(self.policy, call.invocation)
         except (ShellRefused, ShellFailed) as exc:
             return ToolOutcome(f"error: {exc}", True, "shell", {
                 "binary": binary, "command": display_command([str(tool_input)]), "exit_code": -1,
                 "stdout_bytes": 0, "stderr_bytes": 0, "duration_ms": _ms(started),
             })
-        return ToolOutcome(format_shell_result(command, outcome), False, "shell", {
-            "binary": outcome.binary_path, "command": display_command(args), "exit_code": outcome.exit_code,
+        return ToolOutcome(format_shell_result(call.command, outcome), False, "shell", {
+            "binary": outcome.binary_path, "command": display_command(call.args), "exit_code": outcome.exit_code,
             "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
             "resource_limit": outcome.resource_limit,
         }, shell=outcome)

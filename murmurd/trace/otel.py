@@ -3,8 +3,9 @@
 Span names and attribute keys are upstream's, bare (no project prefix), so dashboards, Tempo
 queries and `mur topology` built for upstream read murmurd's spans unchanged:
 
-- `capsule.session` per task run (murmurd's agent-loop unit; reopen attempts share it), attribute
-  `exit_status`. Each opens a **fresh trace**; a caller's W3C `traceparent` contributes only its
+- `capsule.session` per agent-loop attempt (as upstream: the first run of a task and each reopen,
+  between a `session_start` and its `session_end`), attribute `exit_status`. Each opens a
+  **fresh trace**; a caller's W3C `traceparent` contributes only its
   span id, as the session span's `parentSpanId` (a cross-trace link, what topology draws as an
   edge). Outgoing peer messages carry `00-<this trace>-<this session span>-01`.
 - `capsule.inference`, `capsule.tool_call` (also for skill calls, as upstream's source does),
@@ -116,11 +117,11 @@ class SessionSpans:
         logging.getLogger("opentelemetry").addHandler(handler)
         return cls(provider, handler)
 
-    def task_started(self, task_id: str, caller_traceparent: str | None) -> None:
-        """Open this run's `capsule.session` span in a fresh trace, linked to the caller's span."""
+    def attempt_started(self, caller_traceparent: str | None) -> None:
+        """Open this attempt's `capsule.session` span in a fresh trace, linked to the caller's span."""
         if self._tracer is None:
             return
-        self.task_ended("failed")  # never two open at once
+        self.attempt_ended("failed")  # never two open at once
         parent_span = caller_span_id(caller_traceparent)
         context = Context()  # a root: never the ambient span, never the caller's trace
         if parent_span is not None:
@@ -131,7 +132,7 @@ class SessionSpans:
             context = trace.set_span_in_context(NonRecordingSpan(remote), context)
         self._session = self._tracer.start_span("capsule.session", context=context)
 
-    def task_ended(self, exit_status: str) -> None:
+    def attempt_ended(self, exit_status: str) -> None:
         if self._session is not None:
             self._session.set_attribute("exit_status", exit_status)
             self._session.set_status(Status(StatusCode.OK))
@@ -158,7 +159,7 @@ class SessionSpans:
 
     def shutdown(self, exit_status: str) -> None:
         """End any open span and flush (blocking, bounded): call it off the event loop."""
-        self.task_ended(exit_status)
+        self.attempt_ended(exit_status)
         if self._provider is not None:
             self._provider.shutdown()
         if self._handler is not None:

@@ -1,0 +1,368 @@
+"""Which replica runs what, and word between replicas, through PostgreSQL.
+
+- A replica registers in `replicas` and heartbeats every `lease / 3`; one silent for `lease`
+  is dead. Every replica sweeps for the dead: their working and input-required tasks become
+  FAILED (published, so streams and blocked callers end), their queued tasks lose their owner
+  (another replica claims them), their context leases go. All under the database clock.
+- A task is claimed by exactly one replica: `UPDATE tasks SET owner = me WHERE ... AND owner IS
+  NULL AND state = 'submitted'` is atomic, whoever else tries (`murmurd_claim`, one round trip).
+- A context is leased to one replica at a time (`contexts`): only the lease holder claims the
+  context's tasks, in arrival order, so its per-context order, its session and its workdir
+  stay on one replica. The lease lasts while its holder heartbeats; a graceful stop releases
+  it and hands queued tasks back.
+- A reply or cancel for a task that runs elsewhere goes into `inbox` for its owner, with a
+  `NOTIFY` naming the owner; new unowned work is announced the same way.
+LISTEN runs on one dedicated connection. Work and inbox notifications only wake a loop that
+reads the tables (stream events may ride in theirs, see `events`), and every loop also reads
+them every lease/3 seconds, so a lost notification costs at most that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import secrets
+import socket
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import asyncpg
+
+from murmurd.a2a.replicas.events import EVENTS_CHANNEL, SharedEventLog
+from murmurd.a2a.stores.base import TERMINAL_VALUES
+from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState, now_ms
+from murmurd.text import json_text
+
+log = logging.getLogger("murmurd.a2a.replicas")
+
+WORK_CHANNEL = "murmurd_work"
+INBOX_CHANNEL = "murmurd_inbox"
+REPLICA_ENV = "MURMURD_REPLICA_ID"
+DEFAULT_LEASE_SECS = 15.0
+EVENTS_KEPT = 100_000  # stored events beyond the replay buffers, for Last-Event-ID from anywhere
+
+
+def dead_message(replica_id: str) -> str:
+    return f"failed: replica {replica_id} stopped (no heartbeat within its lease)"
+
+
+def new_replica_id() -> str:
+    """`MURMURD_REPLICA_ID` (a pod name: a restart under it fails its own leftovers), else
+    host, pid and a random suffix."""
+    chosen = os.environ.get(REPLICA_ENV, "").strip()
+    return chosen[:128] if chosen else f"{socket.gethostname()[:64]}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+class ReplicaHost(Protocol):
+    """What the coordinator asks of the daemon it serves."""
+
+    def room(self) -> int:
+        """Tasks of new contexts this replica can take now."""
+
+    async def take_claimed(self, records: list[TaskRecord]) -> None:
+        """Queue tasks this replica has just claimed (arrival order)."""
+
+    async def deliver_reply(self, task_id: str, message: TaskMessage) -> None: ...
+
+    async def cancel_local(self, task_id: str) -> None: ...
+
+    def busy_contexts(self) -> set[str]:
+        """Contexts with a task queued or running here (their leases are never released)."""
+
+    async def abandon(self) -> None:
+        """This replica was declared dead: drop its queue (handed on) and stop its runs."""
+
+    def stop_after_failure(self, exc: BaseException) -> None:
+        """A coordination loop died of a bug: stop serving (and exit non-zero)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claiming pass: what was claimed here, and which other replicas own waiting work."""
+
+    records: list[TaskRecord]
+    owners_to_wake: set[str]
+
+
+class ReplicaCoordinator:
+    def __init__(self, pool: asyncpg.Pool, dsn: str, replica_id: str, log_: SharedEventLog,
+                 *, lease_secs: float = DEFAULT_LEASE_SECS, idle_secs: float = 60.0, url: str | None = None) -> None:
+        self.pool = pool
+        self.dsn = dsn
+        self.replica_id = replica_id
+        self.log = log_
+        self.lease_secs = lease_secs
+        self.idle_secs = idle_secs  # a context without a task here this long is released
+        self.url = url
+        self._host: ReplicaHost | None = None
+        self._listener: asyncpg.Connection | None = None
+        self._work = asyncio.Event()
+        self._inbox = asyncio.Event()
+        self._events = asyncio.Event()
+        self._event_notes: deque[str] = deque()  # murmurd_events payloads, in commit order
+        self._claiming = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, host: ReplicaHost) -> None:
+        """Register, listen, prime the event buffer, and start the background loops."""
+        self._host = host
+        await self.pool.execute(
+            "INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET url = excluded.url,"
+            " started_at = now(), heartbeat_at = now()", self.replica_id, self.url)
+        await self._listen()
+        await self.log.prime()
+        for work, name in ((self.log.run_writer(), "events-writer"), (self._follow_events(), "events-reader"),
+                           (self._heartbeat(), "heartbeat"), (self._follow_work(), "claims"),
+                           (self._follow_inbox(), "inbox")):
+            self._tasks.append(asyncio.create_task(self._forever(work, name), name=f"murmurd-replica-{name}"))
+        self._work.set()
+
+    async def _forever(self, work: Awaitable[None], name: str) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("replica %s: %s stopped", self.replica_id, name)
+            if self._host is not None:
+                self._host.stop_after_failure(exc)  # a replica that cannot coordinate stops serving
+            raise
+
+    async def _listen(self) -> None:
+        conn = await asyncpg.connect(self.dsn, timeout=10)
+        await conn.add_listener(EVENTS_CHANNEL, self._on_events)
+        await conn.add_listener(WORK_CHANNEL, self._on_work)
+        await conn.add_listener(INBOX_CHANNEL, self._on_inbox)
+        self._listener = conn
+
+    def _on_events(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        self._event_notes.append(payload)
+        self._events.set()
+
+    def _on_work(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload in ("", self.replica_id):
+            self._work.set()
+
+    def _on_inbox(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
+        if payload == self.replica_id:
+            self._inbox.set()
+
+    async def stop(self) -> None:
+        """A graceful leave: queued tasks handed back, context leases released, others woken.
+        Call after the daemon has ended or canceled its running tasks."""
+        try:
+            await self.log.flush()
+        except (TimeoutError, asyncpg.PostgresError, OSError):
+            log.warning("replica %s: some stream events were not stored before stopping", self.replica_id)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
+                                   self.replica_id)
+                await conn.execute("DELETE FROM contexts WHERE owner = $1", self.replica_id)
+                await conn.execute("DELETE FROM inbox WHERE replica = $1", self.replica_id)
+                await conn.execute("DELETE FROM replicas WHERE id = $1", self.replica_id)
+                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+            log.exception("replica %s: could not hand its work back; its lease will expire", self.replica_id)
+        if self._listener is not None:
+            await self._listener.close()
+
+    # -- the loops ----------------------------------------------------------------------------
+
+    async def _follow_events(self) -> None:
+        """Ingest events as notifications bring them, and read the table every few seconds
+        regardless (the backstop for a notification lost with a dropped listener)."""
+        while True:
+            try:
+                await asyncio.wait_for(self._events.wait(), timeout=max(1.0, self.lease_secs / 3))
+            except TimeoutError:
+                self._event_notes.append("")  # nothing heard for a while: read the table
+            self._events.clear()
+            try:
+                while self._event_notes:
+                    await self.log.take_notification(self._event_notes.popleft())
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                log.exception("replica %s: reading stream events failed", self.replica_id)
+                await asyncio.sleep(1.0)
+
+    async def _heartbeat(self) -> None:
+        """Heartbeat, sweep the dead, keep the listener alive, forget old events.
+
+        A replica sweeps others only after a whole lease of its own heartbeats getting through:
+        after a database outage every replica's heartbeat is old, and the first one back must
+        give the others a lease to beat again before it calls them dead."""
+        loop = asyncio.get_running_loop()
+        beats = 0
+        in_contact_since = loop.time()
+        while True:
+            await asyncio.sleep(self.lease_secs / 3)
+            try:
+                await self._beat()
+                if loop.time() - in_contact_since >= self.lease_secs:
+                    await self.sweep()
+                await self._release_idle()
+                if self._listener is None or self._listener.is_closed():
+                    await self._listen()
+                    self._events.set()
+                    self._work.set()
+                    self._inbox.set()
+                beats += 1
+                if beats % 30 == 0:
+                    await self.log.prune(EVENTS_KEPT)
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                log.exception("replica %s: heartbeat failed", self.replica_id)
+                in_contact_since = loop.time()
+
+    async def _beat(self) -> None:
+        alive = await self.pool.fetchval("UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id",
+                                         self.replica_id)
+        if alive is None:  # swept while we were away: our running tasks were failed by another
+            log.error("replica %s was declared dead by another replica; its work went on elsewhere, "
+                      "it starts afresh", self.replica_id)
+            assert self._host is not None
+            await self._host.abandon()
+            await self.pool.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                                    self.replica_id, self.url)
+
+    async def _release_idle(self) -> None:
+        """Give up the leases of contexts with no task here for `idle_secs` (their next task may
+        run on any replica, with the history from the database)."""
+        assert self._host is not None
+        await self.pool.execute(
+            "DELETE FROM contexts WHERE owner = $1 AND claimed_at < now() - make_interval(secs => $2)"
+            " AND NOT (context_id = ANY($3::text[]))", self.replica_id, self.idle_secs,
+            sorted(self._host.busy_contexts()))
+
+    async def sweep(self) -> list[str]:
+        """Fail the running tasks of every replica silent for a lease, unown their queued ones,
+        drop their leases; returns the ids of the tasks failed."""
+        failed: list[TaskRecord] = []
+        async with self.pool.acquire() as conn, conn.transaction():
+            dead = [r["id"] for r in await conn.fetch(
+                "DELETE FROM replicas WHERE heartbeat_at < now() - make_interval(secs => $1) RETURNING id",
+                self.lease_secs)]
+            if not dead:
+                return []
+            rows = await conn.fetch(
+                "SELECT record, owner FROM tasks WHERE owner = ANY($1::text[]) AND NOT (state = ANY($2::text[]))"
+                " FOR UPDATE", dead, list(TERMINAL_VALUES))
+            for row in rows:
+                record = TaskRecord.from_json(json.loads(row["record"]))
+                if record.state is TaskState.SUBMITTED:
+                    continue
+                record.state = TaskState.FAILED
+                record.status_message = dead_message(row["owner"])
+                record.updated_at = now_ms()
+                failed.append(record)
+                # owned by the survivor from now on: the dead one, should it wake, cannot overwrite it
+                await conn.execute("UPDATE tasks SET state = $2, updated_at = $3, record = $4, owner = $5"
+                                   " WHERE id = $1", record.id, record.state.value, record.updated_at,
+                                   json_text(record.to_json()), self.replica_id)
+            await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = ANY($1::text[]) AND state = 'submitted'",
+                               dead)
+            await conn.execute("DELETE FROM contexts WHERE owner = ANY($1::text[])", dead)
+            await conn.execute("DELETE FROM inbox WHERE replica = ANY($1::text[])", dead)
+            await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+        for record in failed:
+            self.log.publish("status", record.id, record.status_frame(True), final=True)
+        if dead:
+            log.warning("replicas %s stopped heartbeating: %d running task(s) failed", ", ".join(dead), len(failed))
+        return [r.id for r in failed]
+
+    async def _follow_work(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._work.wait(), timeout=self.lease_secs / 3)
+            except TimeoutError:
+                pass
+            self._work.clear()
+            try:
+                await self.claim()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                log.exception("replica %s: claiming tasks failed", self.replica_id)
+                await asyncio.sleep(1.0)
+
+    def wake(self) -> None:
+        """Claim again soon (a task ended here: there may be room)."""
+        self._work.set()
+
+    # -- claims -------------------------------------------------------------------------------
+
+    async def claim(self) -> list[TaskRecord]:
+        """Claim the waiting tasks this replica should run: every one of a context it holds, and
+        those of free contexts while it has room (taking their leases); queue them here."""
+        assert self._host is not None
+        async with self._claiming:
+            result = await self._claim_once(self._host.room())
+            if result.records:
+                await self._host.take_claimed(result.records)
+        for owner in result.owners_to_wake:
+            await self.pool.execute("SELECT pg_notify($1, $2)", WORK_CHANNEL, owner)
+        return result.records
+
+    async def _claim_once(self, room: int) -> Claim:
+        """One round trip: `murmurd_claim` (stores/migrations.py, version 2) leases free contexts
+        while there is room, refreshes this replica's leases, and claims their waiting tasks."""
+        rows = await self.pool.fetch("SELECT kind, value FROM murmurd_claim($1, $2)", self.replica_id, room)
+        records = [TaskRecord.from_json(json.loads(r["value"])) for r in rows if r["kind"] == "task"]
+        return Claim(records, {r["value"] for r in rows if r["kind"] == "wake"})
+
+    async def announce_work(self) -> None:
+        """New unowned tasks: every replica looks (this one first, by the caller)."""
+        await self.pool.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+
+    async def try_cancel_waiting(self, task_id: str) -> TaskRecord | None:
+        """Take an unclaimed queued task out of every replica's reach (to cancel it here); None
+        when a replica has claimed it (or it is no longer queued)."""
+        row = await self.pool.fetchval(
+            "UPDATE tasks SET owner = $2 WHERE id = $1 AND owner IS NULL AND state = 'submitted' RETURNING record",
+            task_id, self.replica_id)
+        return TaskRecord.from_json(json.loads(row)) if row is not None else None
+
+    async def owner_of(self, task_id: str) -> str | None:
+        return await self.pool.fetchval("SELECT owner FROM tasks WHERE id = $1", task_id)
+
+    # -- word between replicas ----------------------------------------------------------------
+
+    async def send(self, owner: str, kind: str, task_id: str, body: dict[str, Any]) -> None:
+        """A reply or a cancel for `owner`, stored, then announced."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("INSERT INTO inbox (replica, kind, task_id, body) VALUES ($1, $2, $3, $4)",
+                               owner, kind, task_id, json_text(body))
+            await conn.execute("SELECT pg_notify($1, $2)", INBOX_CHANNEL, owner)
+
+    async def _follow_inbox(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._inbox.wait(), timeout=self.lease_secs / 3)
+            except TimeoutError:
+                pass
+            self._inbox.clear()
+            try:
+                await self._drain_inbox()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+                log.exception("replica %s: reading its inbox failed", self.replica_id)
+                await asyncio.sleep(1.0)
+
+    async def _drain_inbox(self) -> None:
+        assert self._host is not None
+        rows = await self.pool.fetch("DELETE FROM inbox WHERE replica = $1 RETURNING id, kind, task_id, body",
+                                     self.replica_id)
+        host = self._host
+        for row in sorted(rows, key=lambda r: r["id"]):
+            try:
+                if row["kind"] == "reply":
+                    await host.deliver_reply(row["task_id"], TaskMessage.from_json(json.loads(row["body"])))
+                else:
+                    await host.cancel_local(row["task_id"])
+            except Exception:  # one bad message never stops the inbox
+                log.exception("replica %s: %s for task %s failed", self.replica_id, row["kind"], row["task_id"])

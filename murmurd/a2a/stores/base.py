@@ -1,0 +1,126 @@
+"""The task store protocol every backend implements, and the retention rules they share.
+
+`TaskStore` is the whole storage interface, as httpx keeps one transport interface with several
+transports beside it: `SqliteTaskStore` (the embedded default), `MemoryTaskStore` (no state
+directory, tests) and `PostgresTaskStore` (several replicas on one database). Records travel as
+`TaskRecord.to_json()`, so every part kind and artifact survives verbatim.
+
+Finished tasks (terminal: completed, failed, canceled, rejected) are kept under a `Retention`
+policy, by age and by count, so a flood of rejected sends cannot grow the store without bound;
+tasks still running are never pruned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from murmurd.a2a.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
+
+INTERRUPTED_MESSAGE = "interrupted: daemon restarted"
+
+Records = list[TaskRecord]
+Ids = list[str]
+StoredMessages = list[dict[str, Any]]
+TERMINAL_VALUES = tuple(sorted(s.value for s in TERMINAL_STATES))
+REJECTED = (TaskState.REJECTED.value,)
+ANSWERED = tuple(v for v in TERMINAL_VALUES if v not in REJECTED)
+COUNT_CLASSES = (REJECTED, ANSWERED)  # each keeps `max_count`: a flood of rejections evicts no answer
+log = logging.getLogger("murmurd.a2a.store")
+
+
+class TaskStoreError(Exception):
+    """The task store cannot be opened; the message names it and how to recover."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished tasks stay answerable: at most `max_age_secs` after their last change,
+    and only the `max_count` most recently changed (None: no limit of that kind). Rejected tasks
+    are counted apart from the others (completed, failed, canceled), so a flood of rejected
+    sends never pushes out a finished task's answer."""
+
+    max_age_secs: float | None = 7 * 24 * 3600.0
+    max_count: int | None = 10_000
+
+    def cutoff_ms(self, now: int) -> int | None:
+        """Finished tasks last changed before this are pruned."""
+        return None if self.max_age_secs is None else now - int(self.max_age_secs * 1000)
+
+    @property
+    def slack(self) -> int:
+        """Terminal writes a store may take between count prunes (a tenth of the cap)."""
+        return max(1, (self.max_count or 0) // 10)
+
+
+NO_RETENTION = Retention(max_age_secs=None, max_count=None)
+
+
+class TaskStore(Protocol):
+    async def put(self, record: TaskRecord) -> None:
+        """Insert or replace the record; durable when this returns."""
+
+    async def get(self, task_id: str) -> TaskRecord | None: ...
+
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> Records:
+        """Most recently updated first, optionally only one context and one state; the filters
+        apply before `offset` and `limit`, so a filtered page is full when enough tasks match."""
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        """How many tasks match the filters, whatever the page (A2A `ListTasks.totalSize`)."""
+
+    async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:
+        """At startup: every non-terminal record this daemon left becomes FAILED with `message`;
+        returns their ids. (A shared store scopes it to the restarting replica's own tasks.)"""
+
+    async def prune(self, retention: Retention) -> int:
+        """Delete finished tasks past the retention policy (never a non-terminal one); returns
+        how many went."""
+
+    async def load_history(self, context_id: str) -> StoredMessages | None:
+        """A threaded context's stored conversation, or None when this store keeps no histories
+        (the embedded stores leave them in the context's workdir, where hooks read them)."""
+
+    async def save_history(self, context_id: str, messages: StoredMessages) -> None:
+        """Replace the context's stored conversation (a no-op where histories live in files)."""
+
+    async def ping(self) -> None:
+        """One cheap round trip; raises when the store is unreachable (readiness probes)."""
+
+    async def close(self) -> None: ...
+
+
+async def prune_periodically(store: TaskStore, retention: Retention, interval_secs: float) -> None:
+    """Apply `retention` now and every `interval_secs` until cancelled (age limits need a clock,
+    count limits are also enforced by the stores as they write)."""
+    while True:
+        try:
+            await store.prune(retention)
+        except Exception:  # a failed prune is retried on the next tick, it never stops serving
+            log.exception("pruning finished tasks failed")
+        await asyncio.sleep(interval_secs)
+
+
+def prunable(records: Records, retention: Retention, now: int) -> Ids:
+    """Ids of the finished records `retention` no longer keeps (pure)."""
+    finished = sorted((r for r in records if r.state.terminal),
+                      key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
+    cutoff = retention.cutoff_ms(now)
+    aged = {r.id for r in finished if cutoff is not None and r.updated_at < cutoff}
+    over: Ids = []
+    if retention.max_count is not None:
+        for states in COUNT_CLASSES:
+            kept = [r.id for r in finished if r.id not in aged and r.state.value in states]
+            over += kept[retention.max_count:]
+    return sorted(aged) + over
+
+
+def interrupt(record: TaskRecord, message: str) -> TaskRecord:
+    """The record, FAILED with `message` (the daemon that ran it is gone)."""
+    record.state = TaskState.FAILED
+    record.status_message = message
+    record.updated_at = now_ms()
+    return record

@@ -1,0 +1,84 @@
+"""A non-durable task store: no state directory, or tests."""
+
+from __future__ import annotations
+
+import json
+
+from murmurd.a2a.stores.base import (
+    INTERRUPTED_MESSAGE,
+    NO_RETENTION,
+    Ids,
+    Records,
+    Retention,
+    StoredMessages,
+    interrupt,
+    prunable,
+)
+from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.text import json_text
+
+
+class MemoryTaskStore:
+    """A non-durable store (tests, or no --state-dir). Keeps JSON copies, like SQLite does, so
+    callers mutating a returned record never change the stored one."""
+
+    def __init__(self, retention: Retention = NO_RETENTION) -> None:
+        self._rows: dict[str, str] = {}
+        self.retention = retention
+        self._terminal_puts = 0
+        self._closed = False
+
+    def _all(self) -> Records:
+        return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
+
+    async def put(self, record: TaskRecord) -> None:
+        self._rows[record.id] = json_text(record.to_json())
+        if record.state.terminal and self.retention.max_count is not None:
+            self._terminal_puts += 1
+            if self._terminal_puts >= self.retention.slack:
+                await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
+
+    async def prune(self, retention: Retention) -> int:
+        self._terminal_puts = 0
+        doomed = prunable(self._all(), retention, now_ms())
+        for task_id in doomed:
+            del self._rows[task_id]
+        return len(doomed)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        row = self._rows.get(task_id)
+        return TaskRecord.from_json(json.loads(row)) if row is not None else None
+
+    def _matching(self, context_id: str | None, state: TaskState | None) -> Records:
+        return [r for r in self._all()
+                if (context_id is None or r.context_id == context_id) and (state is None or r.state is state)]
+
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> Records:
+        records = self._matching(context_id, state)
+        records.sort(key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
+        return records[offset:offset + limit]
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        return len(self._matching(context_id, state))
+
+    async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:
+        ids: Ids = []
+        for record in self._all():
+            if not record.state.terminal:
+                await self.put(interrupt(record, message))
+                ids.append(record.id)
+        return ids
+
+    async def load_history(self, context_id: str) -> StoredMessages | None:
+        return None
+
+    async def save_history(self, context_id: str, messages: StoredMessages) -> None:
+        return None
+
+    async def ping(self) -> None:
+        if self._closed:
+            raise RuntimeError("task store is closed")
+
+    async def close(self) -> None:
+        self._closed = True

@@ -1,0 +1,240 @@
+"""Task records in one SQLite file beside the daemon: the embedded default.
+
+SQLite runs on one dedicated thread per store: the event loop never blocks on disk, and
+writes from many asyncio tasks are serialised without locks of our own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from murmurd.a2a.stores.base import (
+    COUNT_CLASSES,
+    INTERRUPTED_MESSAGE,
+    NO_RETENTION,
+    TERMINAL_VALUES,
+    Ids,
+    Records,
+    Retention,
+    StoredMessages,
+    TaskStoreError,
+    interrupt,
+)
+from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.text import json_text
+
+DEFAULT_FILENAME = "tasks.sqlite3"
+
+_T = TypeVar("_T")
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    context_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (context_id, updated_at);
+CREATE INDEX IF NOT EXISTS tasks_by_updated ON tasks (updated_at);
+CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
+"""
+
+_UPSERT = """
+INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
+    created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
+"""
+
+
+def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
+    return (record.id, record.context_id, record.state.value, record.created_at, record.updated_at,
+            json_text(record.to_json()))
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    """WAL, the schema, and a quick integrity check: a damaged file is refused at start-up,
+    not discovered by the first client whose task lands on a broken page."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.executescript(_SCHEMA)
+    problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
+    if problems != ["ok"]:
+        raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+
+
+def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (both columns are indexed) and its arguments for `list` and `count`."""
+    clauses: list[str] = []
+    args: list[str] = []
+    if context_id is not None:
+        clauses.append("context_id = ?")
+        args.append(context_id)
+    if state is not None:
+        clauses.append("state = ?")
+        args.append(state.value)
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
+
+
+class SqliteTaskStore:
+    """Task records in one SQLite file (WAL, a commit per write; terminal states fsynced)."""
+
+    def __init__(self, path: Path, retention: Retention = NO_RETENTION) -> None:
+        self.path = Path(path)
+        self.retention = retention
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="murmurd-taskstore")
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+        self._terminal_puts = 0  # touched on the store thread only
+
+    @classmethod
+    async def open(cls, path: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
+        """Create the parent directory and the schema, and return the ready store."""
+        store = cls(path, retention)
+        await store._call(lambda db: None)
+        return store
+
+    @classmethod
+    async def in_state_dir(cls, state_dir: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
+        return await cls.open(Path(state_dir) / DEFAULT_FILENAME, retention)
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            try:
+                _prepare(db)
+            except sqlite3.Error as exc:
+                db.close()
+                raise TaskStoreError(
+                    f"task store {self.path} is unusable ({exc}); move it aside "
+                    f"(mv {self.path} {self.path}.broken, with its -wal and -shm files) "
+                    "to start with an empty store"
+                ) from None
+            self._db = db
+        return self._db
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise RuntimeError("task store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+
+    async def put(self, record: TaskRecord) -> None:
+        row = _row(record)  # serialise on the caller's thread: the record may change later
+        # Every commit survives a daemon crash (WAL). A terminal state, which carries the answer,
+        # is also synced to disk before put returns (FULL), which syncs everything before it;
+        # the intermediate states (submitted, working, input-required) skip that fsync (NORMAL).
+        level = "FULL" if record.state.terminal else "NORMAL"
+
+        terminal = record.state.terminal
+
+        def upsert(db: sqlite3.Connection) -> None:
+            db.execute(f"PRAGMA synchronous={level}")
+            db.execute(_UPSERT, row)
+            if terminal and self.retention.max_count is not None:
+                self._terminal_puts += 1
+                if self._terminal_puts >= self.retention.slack:
+                    self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
+
+        await self._call(upsert)
+
+    def _prune(self, db: sqlite3.Connection, retention: Retention) -> int:
+        """On the store thread: one transaction deleting what `retention` no longer keeps."""
+        self._terminal_puts = 0
+        marks = ",".join("?" * len(TERMINAL_VALUES))
+        cutoff = retention.cutoff_ms(now_ms())
+        deleted = 0
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            if cutoff is not None:
+                deleted += db.execute(f"DELETE FROM tasks WHERE state IN ({marks}) AND updated_at < ?",
+                                      (*TERMINAL_VALUES, cutoff)).rowcount
+            for states in COUNT_CLASSES if retention.max_count is not None else ():
+                deleted += db.execute(
+                    f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE state IN ({','.join('?' * len(states))})"
+                    " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT -1 OFFSET ?)",
+                    (*states, retention.max_count)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return deleted
+
+    async def prune(self, retention: Retention) -> int:
+        return await self._call(lambda db: self._prune(db, retention))
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        row = await self._call(
+            lambda db: db.execute("SELECT record FROM tasks WHERE id = ?", (task_id,)).fetchone())
+        return TaskRecord.from_json(json.loads(row[0])) if row else None
+
+    async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
+                   state: TaskState | None = None) -> Records:
+        where, args = _filters(context_id, state)
+        sql = (f"SELECT record FROM tasks {where}"
+               " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT ? OFFSET ?")
+        rows = await self._call(lambda db: db.execute(sql, (*args, limit, offset)).fetchall())
+        return [TaskRecord.from_json(json.loads(r[0])) for r in rows]
+
+    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+        where, args = _filters(context_id, state)
+        row = await self._call(lambda db: db.execute(f"SELECT COUNT(*) FROM tasks {where}", args).fetchone())
+        return int(row[0])
+
+    async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:
+        def run(db: sqlite3.Connection) -> Ids:
+            marks = ",".join("?" * len(TERMINAL_VALUES))
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                rows = db.execute(f"SELECT id, record FROM tasks WHERE state NOT IN ({marks}) ORDER BY created_at",
+                                  TERMINAL_VALUES).fetchall()
+                records = [interrupt(self._decode(task_id, record), message) for task_id, record in rows]
+                db.executemany(_UPSERT, [_row(r) for r in records])
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            return [r.id for r in records]
+
+        return await self._call(run)
+
+    def _decode(self, task_id: str, row: str) -> TaskRecord:
+        try:
+            return TaskRecord.from_json(json.loads(row))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise TaskStoreError(
+                f"task store {self.path}: the record of task {task_id!r} is damaged ({type(exc).__name__}: {exc}); "
+                f"move the store aside (mv {self.path} {self.path}.broken) to start with an empty one"
+            ) from None
+
+    async def load_history(self, context_id: str) -> StoredMessages | None:
+        return None  # threaded histories stay in the context's workdir (hooks read them there)
+
+    async def save_history(self, context_id: str, messages: StoredMessages) -> None:
+        return None
+
+    async def ping(self) -> None:
+        await self._call(lambda db: db.execute("SELECT 1").fetchone())
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        loop = asyncio.get_running_loop()
+
+        def shut() -> None:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+        await loop.run_in_executor(self._executor, shut)
+        self._closed = True
+        self._executor.shutdown(wait=True)

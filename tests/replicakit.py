@@ -1,0 +1,70 @@
+"""Helpers for replica tests: several `murmurd serve` on one PostgreSQL database (or, where a test
+also runs against SQLite, one daemon standing in for all of them)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from a2akit import Served, chaos_capsule, start
+
+QUEUE = {"task_acceptance": "queue", "queue_depth": 100}
+
+
+def replica_args(dsn: str | None, lease: float) -> list[str]:
+    return ["--store", dsn, "--replica-lease", str(lease)] if dsn else []
+
+
+@contextmanager
+def replicas(root: Path, count: int, dsn: str | None, *, lease: float = 3.0, lifecycle: dict | None = None,
+             grace: float = 10.0) -> Iterator[list[Served]]:
+    """`count` replicas on `dsn`, each with its own capsule copy and state directory; with no
+    `dsn` (SQLite) one daemon, listed `count` times."""
+    started: list[Served] = []
+    try:
+        for i in range(count if dsn else 1):
+            capsule = chaos_capsule(root / f"replica{i}", lifecycle={**QUEUE, **(lifecycle or {})})
+            started.append(start(capsule, root / f"state{i}", *replica_args(dsn, lease), "--grace", str(grace)))
+        yield started * count if not dsn else started
+    finally:
+        for served in started:
+            if served.proc.poll() is None:
+                served.proc.send_signal(signal.SIGKILL)
+                served.proc.wait(timeout=10)
+
+
+def send_async(served: Served, text: str, **message: Any) -> dict:
+    """A non-blocking send (the answer comes back at once, the task runs wherever it is claimed)."""
+    msg = {"messageId": f"m{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}], **message}
+    reply = served.rpc("message/send", {"message": msg, "configuration": {"blocking": False}})
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+def task_starts(served: Served) -> list[str]:
+    """Ids of the tasks whose run started in this replica (every session trace of its capsule)."""
+    return [e["task_id"] for e in served.all_events() if e.get("event_type") == "task_start"]
+
+
+def reply_to(served: Served, task_id: str, text: str) -> dict:
+    msg = {"messageId": f"r{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}], "taskId": task_id}
+    return served.rpc("message/send", {"message": msg})
+
+
+def wait_for(predicate: Any, timeout: float, what: str) -> float:
+    """Poll `predicate` until true; the seconds it took."""
+    began = time.monotonic()
+    while not predicate():
+        if time.monotonic() - began > timeout:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+def frames_text(frames: list[tuple[str | None, str, Any]]) -> str:
+    return json.dumps(frames)
