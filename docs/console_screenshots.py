@@ -4,7 +4,7 @@
 
 Serves the browser tests' scripted capsule (tests/browserkit.py; offline, no API key), opens
 `/console` in Debian's headless Chromium, and photographs a finished task and one waiting for
-its supervisor.
+its supervisor (the finished one with its trace events unfolded).
 """
 
 from __future__ import annotations
@@ -50,7 +50,10 @@ def main() -> None:
             page.fill("#reply-text", "go on")
             page.click("#reply-send")
             _state(page, "completed")
-            page.screenshot(path=str(DOCS / "console-finished.png"))
+            page.wait_for_selector("#trace-box:not([hidden])", timeout=WAIT_MS)
+            page.click("#trace-box summary")  # the operator's trace events, unfolded
+            page.screenshot(path=str(DOCS / "console-finished.png"), full_page=True)
+            page.click("#trace-box summary")
             _open(page, "ask me before you deploy")
             _state(page, "input-required")
             page.fill("#reply-text", "yes, deploy to staging only")

@@ -430,7 +430,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         max_response_bytes=args.max_response_bytes, write_timeout_secs=args.write_timeout,
         retain_finished_secs=args.retain_finished_secs or None, retain_finished_count=args.retain_finished_count or None,
         auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
-        cors_origins=tuple(args.cors_origins),
+        cors_origins=tuple(args.cors_origins), public_url=args.public_url,
+        stream_ticket_ttl=args.stream_ticket_ttl,
     )
     host = ComponentHost()
     try:
@@ -693,6 +694,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
                        help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
                             "adds to the manifest's network.cors_origins (default: none)")
+    serve.add_argument("--public-url", help="the address the agent card advertises, for callers behind a proxy, "
+                                            "load balancer or Service (default: the bound http(s)://host:port/)")
+    serve.add_argument("--stream-ticket-ttl", type=_ticket_ttl, default=60.0, metavar="SECONDS",
+                       help="how long a browser's stream ticket (POST /auth/stream-ticket) opens its GET stream "
+                            "(default 60; at most 3600)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")
@@ -751,6 +757,24 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
             check_origin(origin)
         except BadOrigin as exc:
             parser.error(f"--cors-origin: {exc}")
+    from murmurd.a2a.public_url import BadPublicUrl, check_public_url
+
+    if args.public_url is not None:
+        try:
+            check_public_url(args.public_url)
+        except BadPublicUrl as exc:
+            parser.error(f"--public-url: {exc}")
+
+
+def _ticket_ttl(text: str) -> float:
+    """`--stream-ticket-ttl`: positive seconds, at most an hour (a ticket is meant to be short-lived)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {text}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -296,3 +296,4 @@ def test_the_exempt_paths_are_the_card_and_the_probes_only() -> None:
 
     assert EXEMPT_PATHS == {"/.well-known/agent-card.json", "/.well-known/agent.json", HEALTH_PATH, READY_PATH}
     assert METRICS_PATH not in EXEMPT_PATHS
+    # the console's static files are open too, by GET/HEAD only (edge._exempt; test_auth_serve)

@@ -106,14 +106,26 @@ def test_the_agent_card_needs_no_credential_and_names_the_scheme_in_both_shapes(
         assert "mtls" not in card["securitySchemes"]  # no client CA: no mutual TLS
 
 
-def test_only_the_card_and_the_probes_are_open_every_other_route_needs_a_credential(served: Served) -> None:
+def test_only_the_card_the_probes_and_the_consoles_files_are_open_every_other_route_needs_a_credential(
+        served: Served) -> None:
     base = served.url.rstrip("/")
     assert httpx.get(base + "/healthz", timeout=10).status_code == 200
     assert httpx.get(base + "/readyz", timeout=10).status_code == 200
-    for path in ("/metrics", "/stream", "/tasks/tsk_x/stream", "/console/", "/"):
+    for path in ("/metrics", "/stream", "/tasks/tsk_x/stream", "/tasks/tsk_x/trace", "/auth/stream-ticket", "/",
+                 "/console/../stream", "/console/%2e%2e/stream"):
         refused = httpx.get(base + path, timeout=10)
-        assert refused.status_code == 401, path
-        assert refused.json()["error"]["code"] == -32030
+        assert refused.status_code in (401, 404), path
+        if refused.status_code == 401:
+            assert refused.json()["error"]["code"] == -32030
+        else:  # a console path that is no file of the console: StaticFiles' 404, never a stream
+            assert path.startswith("/console/") and "event-stream" not in refused.headers.get("content-type", "")
+    for path in ("/metrics", "/stream", "/tasks/tsk_x/stream", "/tasks/tsk_x/trace", "/auth/stream-ticket", "/"):
+        assert httpx.get(base + path, timeout=10).status_code == 401, path
+    # the console's static files hold no data: they load without a credential, and only by GET
+    page = httpx.get(base + "/console/", timeout=10)
+    assert page.status_code == 200 and "console.js" in page.text and "tsk_" not in page.text
+    assert httpx.get(base + "/console/console.js", timeout=10).status_code == 200
+    assert httpx.post(base + "/console/", timeout=10).status_code == 401
     assert httpx.get(base + "/metrics", headers=bearer(OPS), timeout=10).status_code == 200
     assert "murmurd_tasks_running" in httpx.get(base + "/metrics", headers=bearer(OPS), timeout=10).text
 

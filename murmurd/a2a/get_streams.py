@@ -32,6 +32,7 @@ RETRY_MS = 2000
 """The `retry:` hint sent first on every GET stream: reconnect after two seconds."""
 
 FRAMINGS = ("upstream", "a2a")
+WATCH_PATH = "/stream"
 _DIGITS = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
 # Any text but a control character, a slash, a backslash, a lone surrogate or U+FFFD (what
 # invalid UTF-8 in the URL decodes to): no task id holds one, and a log line must not either.
@@ -59,6 +60,16 @@ def check_task_id(value: str) -> str:
     if not _TASK_ID.fullmatch(value):
         raise BadStreamRequest("the task id holds a control character, a slash or invalid text")
     return value
+
+
+def is_stream_path(path: str) -> bool:
+    """Is `path` (decoded, as routed) one of the GET streams: `/stream` or `/tasks/{id}/stream`
+    with a well-formed id? (The paths a stream ticket may be minted for and accepted on.)"""
+    if path == WATCH_PATH:
+        return True
+    head, _, rest = path.partition("/tasks/")
+    task_id, slash, tail = rest.rpartition("/")
+    return head == "" and slash == "/" and tail == "stream" and _TASK_ID.fullmatch(task_id) is not None
 
 
 def parse_query(last_event_id: str | None, after: str | None, framing: str | None) -> StreamQuery:

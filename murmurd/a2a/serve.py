@@ -28,6 +28,7 @@ from murmurd.a2a.auth.reload import reload_credentials
 from murmurd.a2a.auth.tls import TlsFiles
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.public_url import check_public_url
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.server import ServerConfig, create_app
@@ -35,6 +36,7 @@ from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.stores import is_postgres, open_store
 from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
+from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS
 from murmurd.host import ComponentHost
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
@@ -125,6 +127,8 @@ class ServeOptions:
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
     insecure: bool = False  # serve a non-loopback address without any credential
     cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
+    public_url: str | None = None  # the card's address (None: the bound scheme://host:port/)
+    stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # seconds a browser's stream ticket stays good
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -168,6 +172,8 @@ async def serve_capsule(
     progress: Callable[[str], None] | None = None,
 ) -> int:
     options.stream_caps  # inconsistent limits are refused before anything is locked or staged
+    if options.public_url is not None:
+        check_public_url(options.public_url)  # BadPublicUrl names what is wrong, before any work
     check_serve(options.host, options.auth, options.tls, insecure=options.insecure)
     if options.tls is not None:
         try:
@@ -210,16 +216,18 @@ async def _serve_locked(
     auth = CurrentAuth(options.auth)
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     log, replicas = _event_log(store, options, replica_id, url)
+    card_url = check_public_url(options.public_url) if options.public_url is not None else url
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, replicas=replicas,
                            peer_tokens=auth)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
-    app = create_app(daemon, ServerConfig(url=url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
+    app = create_app(daemon, ServerConfig(url=card_url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
                                           max_streams_per_client=max_streams_per_client, auth=auth,
                                           mtls=options.tls is not None and options.tls.client_ca is not None,
                                           cors_origins=cors_origins(staged.manifest.network.cors_origins,
-                                                                    options.cors_origins)))
+                                                                    options.cors_origins),
+                                          stream_ticket_ttl=options.stream_ticket_ttl))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]

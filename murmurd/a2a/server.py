@@ -21,7 +21,7 @@ from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
 from murmurd import console
-from murmurd.a2a import cors, get_streams, inbound, jsonrpc, wire
+from murmurd.a2a import cors, get_streams, inbound, jsonrpc, task_trace, ticket_mint, wire
 from murmurd.a2a.auth.config import AuthConfig
 from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
@@ -31,6 +31,7 @@ from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, ReplyRefused, Submissio
 from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
+from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS, TicketSigner
 from murmurd.a2a.wire import Dialect, Operation
 from murmurd.session.tools import model_tools, shell_allow
 
@@ -60,6 +61,7 @@ class ServerConfig:
     auth: CurrentAuth = field(default_factory=CurrentAuth)  # no credential: every caller is the operator
     mtls: bool = False  # murmurd terminates TLS and verifies client certificates
     cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
+    stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # how long a minted stream ticket opens its stream
 
 
 class StreamSlots:
@@ -185,12 +187,15 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
         return await router.dispatch(request)
 
     get_streams.add_get_streams(app, router)
+    tickets = TicketSigner.generate(config.stream_ticket_ttl)  # this app's own key, never written anywhere
+    ticket_mint.add_ticket_mint(app, router, tickets)
+    task_trace.add_task_trace(app, router)
     console.add_console(app)
     add_operational_routes(app, daemon)  # /healthz, /readyz, /metrics
     daemon.metrics.watch_streams(lambda: router.streams.total)
     # every route above needs a credential once one is configured (auth/edge.EXEMPT_PATHS aside);
     # CORS goes outside it, so a preflight is answered and a 401 still carries the CORS headers
-    app.add_middleware(AuthMiddleware, auth=config.auth)
+    app.add_middleware(AuthMiddleware, auth=config.auth, tickets=tickets)
     cors.add_cors(app, config.cors_origins)
     return app
 
@@ -232,6 +237,14 @@ class Router:
         if result is None:
             return Response(status_code=204)
         return _JSONResponse(result, status_code=200 if parsed.is_batch else _status_of(result))
+
+    async def read_body(self, request: Request, limit: int) -> bytes | None:
+        """The body of a small POST route, None when it passes `limit` or was abandoned."""
+        body = await read_capped(request, limit)
+        return body if isinstance(body, bytes) else None
+
+    def caller(self, request: Request) -> Caller:
+        return caller_of(request)
 
     def refuse(self, status: int, failure: jsonrpc.JsonRpcError, headers: dict[str, str] | None = None) -> Response:
         """A plain HTTP refusal (GET routes) with a JSON-RPC error object as its body."""

@@ -1,5 +1,6 @@
-"""Stream tickets: how a browser's `EventSource` will authenticate without a long-lived secret
-in a URL (issue 15 item 4; inert until the access rules of issue 14 are configured).
+"""Stream tickets: how a browser's `EventSource` authenticates without a long-lived secret in a
+URL (issue 15 item 4; minted by `ticket_mint.py`, accepted by `auth/edge.py`, used only once a
+credential is configured).
 
 `EventSource` cannot send an `Authorization` header, so the credential has to ride in the URL,
 where it lands in history, logs and `Referer`s. A ticket keeps that harmless: the page makes an

@@ -161,6 +161,9 @@ class AuthConfig:
     def principal_named(self, name: str | None) -> Principal | None:
         return next((c.principal for c in self.credentials if name is not None and c.principal.name == name), None)
 
+    def credential_named(self, name: str) -> Credential | None:
+        return next((c for c in self.credentials if name and c.principal.name == name), None)
+
     def with_operator_token(self, token: str) -> AuthConfig:
         """Add the operator credential `--token-file` gives."""
         if self.principal_named(OPERATOR_TOKEN_NAME) is not None:

@@ -14,25 +14,31 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.datastructures import Headers
+from starlette.datastructures import Headers, QueryParams
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.principal import Principal, TaskIdentity, Widening, narrow
-from murmurd.a2a.auth.verify import Unauthenticated, authenticate
+from murmurd.a2a.auth.verify import Unauthenticated, authenticate, ticket_principal
+from murmurd.a2a.get_streams import is_stream_path
 from murmurd.a2a.jsonrpc import JsonRpcError, error_response
 from murmurd.a2a.peer import ORIGIN_HEADER, TRUST_HEADER
+from murmurd.a2a.tickets import TicketSigner
 from murmurd.text import json_text
 
 # Every path but these needs a credential once any is configured (the agent card is how a client
 # learns the scheme; the probes are for orchestrators that hold no credential).
 EXEMPT_PATHS = frozenset({"/.well-known/agent-card.json", "/.well-known/agent.json", "/healthz", "/readyz"})
+# The console's static files (HTML, JS, CSS) hold no data: the page loads without a credential and
+# then asks for one; every call it makes for data goes through the rules above.
+CONSOLE_PATH = "/console"
 TLS_SUBJECT_KEY = "murmurd.tls_subject"  # where the connection's verified client subject rides in the scope
 
 # implementation-defined JSON-RPC server errors (-32000..-32099), clear of A2A's -32001..-32009
 UNAUTHENTICATED = -32030
 FORBIDDEN = -32031
 HTTP_STATUS = {UNAUTHENTICATED: 401, FORBIDDEN: 403}
+TICKET_PARAM = "ticket"  # `GET <stream>?ticket=...`: how an EventSource authenticates
 
 
 @dataclass(frozen=True)
@@ -55,17 +61,25 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _exempt(scope: Scope) -> bool:
+    path = scope["path"]
+    if path in EXEMPT_PATHS:
+        return True
+    return scope["method"] in ("GET", "HEAD") and (path == CONSOLE_PATH or path.startswith(CONSOLE_PATH + "/"))
+
+
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, auth: CurrentAuth, *, clock: Callable[[], datetime] = _utc_now) -> None:
-        self.app, self.auth, self.clock = app, auth, clock
+    def __init__(self, app: ASGIApp, auth: CurrentAuth, *, tickets: TicketSigner | None = None,
+                 clock: Callable[[], datetime] = _utc_now) -> None:
+        self.app, self.auth, self.tickets, self.clock = app, auth, tickets, clock
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in EXEMPT_PATHS or scope["method"] == "OPTIONS":
+        if scope["type"] != "http" or _exempt(scope) or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)  # a CORS preflight carries no credential, by definition
             return
         headers = Headers(scope=scope)
         try:
-            principal = authenticate(self.auth.config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), self.clock())
+            principal = self._principal(scope, headers)
             identity = narrow(principal, headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER))
         except Unauthenticated as exc:
             await _refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
@@ -75,6 +89,21 @@ class AuthMiddleware:
             return
         scope.setdefault("state", {})["caller"] = Caller(principal, identity)
         await self.app(scope, receive, send)
+
+
+    def _principal(self, scope: Scope, headers: Headers) -> Principal:
+        """The request's principal: from its `Authorization` header or client certificate, or,
+        on a GET stream without a header, from a stream ticket minted for exactly that path.
+        A ticket anywhere else (POST /, any other route) is refused, never read."""
+        config, now = self.auth.config, self.clock()
+        tickets = QueryParams(scope.get("query_string", b"")).getlist(TICKET_PARAM)
+        if tickets and config.enabled and headers.get("authorization") is None:
+            if scope["method"] != "GET" or not is_stream_path(scope["path"]) or self.tickets is None:
+                raise Unauthenticated("a stream ticket is accepted only by GET /stream and GET /tasks/{id}/stream")
+            if len(tickets) != 1:
+                raise Unauthenticated("more than one stream ticket")
+            return ticket_principal(config, self.tickets, tickets[0], scope["path"], now)
+        return authenticate(config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), now)
 
 
 async def _refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:

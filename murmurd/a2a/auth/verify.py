@@ -13,6 +13,7 @@ from murmurd.a2a.auth.config import AuthConfig
 from murmurd.a2a.auth.principal import ANONYMOUS_OPERATOR, Principal
 from murmurd.a2a.auth.tls import Subject, subject_text
 from murmurd.a2a.auth.tokens import MAX_TOKEN_BYTES, find_by_digest
+from murmurd.a2a.tickets import BadTicket, TicketSigner
 
 
 class Unauthenticated(Exception):
@@ -47,6 +48,23 @@ def authenticate(config: AuthConfig, authorization: str | None, tls_subject: Sub
     else:
         raise Unauthenticated("a credential is required: send 'Authorization: Bearer <token>'"
                               + (" or a client certificate" if config.uses_tls_subjects else ""))
+    refusal = credential.refusal(now)
+    if refusal is not None:
+        raise Unauthenticated(refusal)
+    return credential.principal
+
+
+def ticket_principal(config: AuthConfig, signer: TicketSigner, ticket: str, path: str, now: datetime) -> Principal:
+    """The principal a stream ticket was minted for, when the ticket is ours, for `path`, not
+    expired, and its credential is still configured and accepted (a revoked or removed
+    credential's tickets die with it)."""
+    try:
+        minted = signer.verify(ticket, path, now.timestamp())
+    except BadTicket as exc:
+        raise Unauthenticated(str(exc)) from None
+    credential = config.credential_named(minted.principal)
+    if credential is None:
+        raise Unauthenticated("the ticket's credential is no longer configured")
     refusal = credential.refusal(now)
     if refusal is not None:
         raise Unauthenticated(refusal)

@@ -1,17 +1,29 @@
 // murmurd console: the card, the tasks (live from GET /stream), one task (live from
-// GET /tasks/{id}/stream), reply, cancel, new task. Every string from the daemon is untrusted
-// (model, tool and peer text): it reaches the page through textContent only, never as markup.
+// GET /tasks/{id}/stream, its trace events from GET /tasks/{id}/trace), reply, cancel, new task.
+// Every string from the daemon is untrusted (model, tool and peer text): it reaches the page
+// through textContent only, never as markup.
+//
+// Access (docs/console.md): when the daemon answers 401 the page asks for a bearer token, keeps
+// it in sessionStorage (this tab only; never localStorage, never the URL), sends it as
+// `Authorization: Bearer` on its fetch calls, and opens each EventSource with a short-lived
+// stream ticket minted for that one stream (POST /auth/stream-ticket); a ticket that expired
+// before a reconnection is refused (401), and the page mints a new one and resumes with ?after=.
 "use strict";
 
 (() => {
   const $ = (id) => document.getElementById(id);
   const TERMINAL = new Set(["completed", "failed", "canceled", "rejected"]);
   const RECONNECT_MS = 2000;
+  const TOKEN_KEY = "murmurd.console.token";
+  const TRACE_SHOWN = 300; // characters of one trace event's fields shown
   const tasks = new Map(); // id -> {id, state, label, order}
   let newest = 0; // the order given to the next task that appears
   let current = null; // the open task: {id, source, seen, lastId, closed, turnEnded, answer}
   let title = "murmurd";
   let rpcId = 0;
+  let token = sessionStorage.getItem(TOKEN_KEY) || "";
+  let watch = null; // the watch stream's EventSource
+  let watchLastId = "";
 
   // -- helpers -------------------------------------------------------------------------------
 
@@ -44,15 +56,70 @@
     return "console-" + Date.now().toString(36) + "-" + Math.random().toString(36).slice(2);
   }
 
-  async function rpc(method, params, headers) {
-    const response = await fetch("/", {
+  // -- access ------------------------------------------------------------------------------
+
+  class Locked extends Error {}
+
+  function authHeaders(extra) {
+    return Object.assign(token ? {authorization: "Bearer " + token} : {}, extra || {});
+  }
+
+  function needToken(message) {
+    // The daemon refused the credential (none, unknown, expired, revoked): forget it, stop the
+    // streams, ask for one.
+    token = "";
+    sessionStorage.removeItem(TOKEN_KEY);
+    if (watch) watch.close();
+    watch = null;
+    if (current && current.source) current.source.close();
+    $("login-message").textContent = message || "This daemon requires a bearer token.";
+    $("login").hidden = false;
+    $("forget-token").hidden = true;
+    setConnection("locked", "token required");
+    throw new Locked(message || "a bearer token is required");
+  }
+
+  async function authedFetch(url, init) {
+    const response = await fetch(url, Object.assign({}, init, {headers: authHeaders((init || {}).headers)}));
+    if (response.status === 401) {
+      let detail = "";
+      try { detail = (await response.json()).error.message; } catch (error) { /* not JSON */ }
+      needToken(detail);
+    }
+    return response;
+  }
+
+  async function rpc(method, params) {
+    const response = await authedFetch("/", {
       method: "POST",
-      headers: Object.assign({"content-type": "application/json"}, headers || {}),
+      headers: {"content-type": "application/json"},
       body: JSON.stringify({jsonrpc: "2.0", id: ++rpcId, method, params}),
     });
     const body = await response.json();
     if (body.error) throw new Error(body.error.message || "request failed");
     return body.result;
+  }
+
+  async function streamUrl(path, shownPath, after) {
+    // The URL of a GET stream: with a token, a ticket minted for exactly `path` (the decoded
+    // path the daemon routes); never the token itself.
+    const query = new URLSearchParams();
+    if (after) query.set("after", after);
+    if (token) {
+      const response = await authedFetch("/auth/stream-ticket", {
+        method: "POST", headers: {"content-type": "application/json"}, body: JSON.stringify({path}),
+      });
+      const body = await response.json();
+      if (!response.ok) throw new Error((body.error && body.error.message) || "no stream ticket");
+      query.set("ticket", body.ticket);
+    }
+    const text = query.toString();
+    return shownPath + (text ? "?" + text : "");
+  }
+
+  function quietly(promise) {
+    // A refusal that asked for the token is already on screen; anything else is shown.
+    return promise.catch((error) => { if (!(error instanceof Locked)) showError(error); });
   }
 
   function showError(error) {
@@ -147,25 +214,40 @@
     document.title = (waiting ? "(" + waiting + ") " : "") + title + " · murmurd console";
   }
 
-  function connectWatch() {
-    const source = new EventSource("/stream");
+  async function connectWatch() {
+    if (watch) watch.close();
+    let url;
+    try {
+      url = await streamUrl("/stream", "/stream", watchLastId);
+    } catch (error) {
+      if (error instanceof Locked) return;
+      setConnection("reconnecting", "reconnecting…");
+      setTimeout(connectWatch, RECONNECT_MS);
+      return;
+    }
+    const source = new EventSource(url);
+    watch = source;
     source.addEventListener("open", () => {
       setConnection("live", "live");
-      refreshList().catch(showError);  // (re)connected: catch up on what happened meanwhile
-      if (current) refreshTask(current).catch(showError);
+      quietly(refreshList());  // (re)connected: catch up on what happened meanwhile
+      if (current) quietly(refreshTask(current));
     });
     source.addEventListener("status", (event) => {
+      if (event.lastEventId) watchLastId = event.lastEventId;
       const frame = JSON.parse(event.data);
       const known = tasks.has(frame.id);
       upsert(frame.id, stateName(frame.status && frame.status.state));
       renderList();
       if (!known) labelFromTask(frame.id);  // someone else's new task: show what it asks
     });
-    source.addEventListener("gap", () => refreshList().catch(showError));
+    source.addEventListener("gap", () => quietly(refreshList()));
     source.addEventListener("error", () => {
+      if (watch !== source) return;
       setConnection("reconnecting", "reconnecting…");
-      if (source.readyState === EventSource.CLOSED) {  // refused outright (e.g. 503): retry ourselves
-        setTimeout(connectWatch, RECONNECT_MS);
+      if (source.readyState === EventSource.CLOSED) {
+        // refused outright (a 503, or a 401 for a ticket that expired before this reconnection):
+        // mint a fresh ticket and retry ourselves
+        setTimeout(() => { if (watch === source) connectWatch(); }, RECONNECT_MS);
       }
     });
   }
@@ -196,6 +278,38 @@
     }));
     upsert(view.id, state, firstUserText(task));
     if (!view.streamState) setState(view, state, message);
+    quietly(loadTrace(view));  // beside, not before, the stream: it must not hold the answer up
+  }
+
+  function traceLine(event) {
+    const rest = Object.assign({}, event);
+    ["event_type", "session_id", "timestamp", "task_id"].forEach((key) => delete rest[key]);
+    let fields = JSON.stringify(rest);
+    if (fields.length > TRACE_SHOWN) fields = fields.slice(0, TRACE_SHOWN) + "…";
+    const item = el("li");
+    const time = typeof event.timestamp === "number" ? new Date(event.timestamp).toISOString().slice(11, 23) : "";
+    item.append(el("span", "trace-time", time), el("span", "trace-type", String(event.event_type)),
+                el("span", "trace-fields", fields === "{}" ? "" : fields));
+    return item;
+  }
+
+  async function loadTrace(view) {
+    // Trace events are for operator credentials (403 for a peer's): the box shows them or says so.
+    const response = await authedFetch("/tasks/" + encodeURIComponent(view.id) + "/trace");
+    if (current !== view) return;
+    if (response.status === 403) {
+      $("trace-box").hidden = true;
+      $("trace-note").hidden = false;
+      return;
+    }
+    if (!response.ok) return;  // gone (retention) or unreadable: nothing to show
+    const body = await response.json();
+    if (current !== view) return;
+    const events = Array.isArray(body.events) ? body.events : [];
+    $("trace-note").hidden = true;
+    $("trace-box").hidden = false;
+    $("trace-count").textContent = String(events.length) + (body.truncated ? "+" : "");
+    $("task-trace").replaceChildren(...events.map(traceLine));
   }
 
   function fresh(view, event) {
@@ -218,9 +332,18 @@
     $("task-answer").textContent = view.answer;
   }
 
-  function connectTaskStream(view) {
-    const after = view.lastId ? "?after=" + encodeURIComponent(view.lastId) : "";
-    const source = new EventSource("/tasks/" + encodeURIComponent(view.id) + "/stream" + after);
+  async function connectTaskStream(view) {
+    let url;
+    try {
+      url = await streamUrl("/tasks/" + view.id + "/stream", "/tasks/" + encodeURIComponent(view.id) + "/stream",
+                            view.lastId);
+    } catch (error) {
+      if (error instanceof Locked) return;
+      setTimeout(() => { if (current === view && !view.closed) connectTaskStream(view); }, RECONNECT_MS);
+      return;
+    }
+    if (current !== view || view.closed) return;
+    const source = new EventSource(url);
     view.source = source;
     source.addEventListener("gap", () => view.seen.clear());  // ids restart with a new daemon
     source.addEventListener("text", (event) => {
@@ -267,7 +390,7 @@
         view.closed = true;
         source.close();
       }
-      refreshTask(view).catch(showError);
+      quietly(refreshTask(view));
     });
   }
 
@@ -284,11 +407,15 @@
     $("task-artifacts").replaceChildren();
     $("task-messages").replaceChildren();
     $("task-error").hidden = true;
+    $("task-trace").replaceChildren();
+    $("trace-box").hidden = true;
+    $("trace-note").hidden = true;
     $("reply-text").value = "";
     renderList();
     try {
       await refreshTask(view);
     } catch (error) {
+      if (error instanceof Locked) return;
       showError(error);
     }
     if (current === view) connectTaskStream(view);
@@ -306,7 +433,7 @@
       renderList();
       openTask(task.id);
     } catch (error) {
-      showError(error);
+      if (!(error instanceof Locked)) showError(error);
     }
   });
 
@@ -319,7 +446,7 @@
       $("reply-text").value = "";
       $("reply").hidden = true;
     } catch (error) {
-      showError(error);
+      if (!(error instanceof Locked)) showError(error);
     }
   });
 
@@ -328,12 +455,43 @@
     try {
       await rpc("tasks/cancel", {id: current.id});
     } catch (error) {
-      showError(error);
+      if (!(error instanceof Locked)) showError(error);
     }
   });
 
   $("state-filter").addEventListener("change", renderList);
 
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    token = $("login-token").value.trim();
+    $("login-token").value = "";
+    if (!token) return;
+    sessionStorage.setItem(TOKEN_KEY, token);
+    $("login").hidden = true;
+    start();
+  });
+
+  $("forget-token").addEventListener("click", () => {
+    quietly(Promise.resolve().then(() => needToken("Token forgotten. Enter a bearer token to go on.")));
+    tasks.clear();
+    current = null;
+    $("task-pane").hidden = true;
+    renderList();
+  });
+
+  async function start() {
+    // The task list first: a 401 here asks for the token before any stream opens.
+    try {
+      await refreshList();
+    } catch (error) {
+      if (error instanceof Locked) return;
+      showError(error);
+    }
+    $("forget-token").hidden = !token;
+    connectWatch();
+    if (current) openTask(current.id);
+  }
+
   loadCard().catch(showError);
-  connectWatch();
+  start();
 })();
