@@ -6,8 +6,8 @@ tasks running at once never share a workdir, a trace, continuation state, counte
 instances: it is opened when the context's first task starts, kept while the context has a task
 and `idle_secs` after its last one (a threaded conversation keeps its hooks and continuation),
 then closed (`on-session-end`, hook instances freed, trace closed; no line of its own is
-written, as each attempt of a task wrote its own `session_start` / `session_end`). When the pool is full, the least recently used
-idle session is closed first. A closed session's workdir stays on disk, like every workdir.
+written, as each attempt of a task wrote its own `session_start` / `session_end`). When the
+pool is full, the least recently used idle session is closed first. A closed session's workdir stays on disk, like every workdir.
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Shutdown order: stop accepting tasks, let the running task end (or cancel it after the grace
 period; cancelling kills its shell commands' process groups), close the sessions (hooks hear
-`on-session-end` and are freed, traces closed; each attempt already wrote its own `session_end`), kill any shell group still
-running, then stop the HTTP server. Exit 0.
+`on-session-end` and are freed, traces closed; each attempt already wrote its own
+`session_end`), kill any shell group still running, then stop the HTTP server. Exit 0.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ one file per hook; the line is written as the fault happens. The trace event (`h
 `event`, `arm`) is, as upstream, held and written just before the `session_end` it precedes
 (`hold=True`; the session calls `flush` there, and before `task_end`). At the session's close
 (`on-session-end`, the final drain) no `session_end` follows, so those are flushed after the
-last one, just before the trace closes; at `on-stage` there is no trace yet and only the log line is written.
-Neither failing ever reaches the session: a hook cannot stop it this way.
+last one, just before the trace closes. At `on-stage` there is no trace yet and only the log
+line is written. Neither failing ever reaches the session: a hook cannot stop it this way.
 """
 
 from __future__ import annotations

@@ -198,7 +198,8 @@ def _call_fields(event: Event) -> Call:
 
 def _steps(trace: Trace) -> list[Turn]:
     """Each loop `inference` line with the calls after it; a hook's inference (with `origin`)
-    is counted on the turn it ran in (one before the first turn, at `on-session-start`, on none). A `session_start` or `task_reopened` starts an attempt."""
+    is counted on the turn it ran in (one before the first turn, at `on-session-start`, on
+    none). A `session_start` or `task_reopened` starts an attempt."""
     steps: list[Turn] = []
     attempt, pending, previous = -1, True, None
     for event in trace.events:
