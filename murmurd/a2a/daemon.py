@@ -546,11 +546,12 @@ class CapsuleDaemon:
         return record
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset, state)
+                   state: TaskState | None = None, principal: str | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state, principal)
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
-        return await self.store.count(context_id, state)
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
+        return await self.store.count(context_id, state, principal)
 
     async def _wait_elsewhere(self, record: TaskRecord, settled: tuple[TaskState, ...],
                               timeout: float | None) -> TaskRecord:
