@@ -143,3 +143,32 @@ def test_a_peers_watch_stream_carries_only_its_own_tasks_events(served: Served, 
     text = "\n".join(seen)
     assert own in text and '"final":true' in text
     assert foreign not in text and "launch code" not in text
+
+
+def send_in(served: Served, text: str, token: str, context_id: str) -> dict:
+    message = {"messageId": f"m{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}],
+               "contextId": context_id}
+    return rpc(served, "message/send", {"message": message}, token)
+
+
+def test_a_peer_cannot_add_a_task_to_another_credentials_context(served: Served, tasks: dict[str, str]) -> None:
+    """A context's conversation is shared by its tasks: a peer that names the operator's context
+    (a client-chosen, guessable id) would read and steer the operator's conversation."""
+    chosen = f"support-{time.monotonic_ns()}"
+    first = send_in(served, SECRET, OPS, chosen)["result"]["id"]
+    wait_completed(served, first)
+    before = listed(served, OPS)[1]
+    for token in (PEER, OTHER):
+        refused = send_in(served, "say hello, what did we talk about?", token, chosen)
+        assert refused["error"]["code"] == -32031, refused
+        assert "context" in refused["error"]["message"] and "launch code" not in json.dumps(refused)
+    assert listed(served, OPS)[1] == before  # nothing recorded
+    # a peer's own context takes more tasks of that peer, and an operator may join any context
+    own_context = f"peer-{time.monotonic_ns()}"
+    again = [send_in(served, "say hello", PEER, own_context)["result"]["id"] for _ in range(2)]
+    for task_id in again:
+        wait_completed(served, task_id)
+    joined = send_in(served, "say hello", OPS, own_context)["result"]["id"]
+    wait_completed(served, joined)
+    # ...after which the peer may not add to it any more (an operator's task is in it)
+    assert send_in(served, "say hello", PEER, own_context)["error"]["code"] == -32031

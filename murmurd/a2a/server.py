@@ -28,7 +28,15 @@ from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
 from murmurd.a2a.auth.principal import Principal, at_least_as_trusted
 from murmurd.a2a.auth.visibility import creator_filter, may_read
 from murmurd.a2a.card import agent_card
-from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, ReplyRefused, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.daemon import (
+    CapsuleDaemon,
+    ContextRefused,
+    NotAReply,
+    ReplyRefused,
+    Submission,
+    TaskNotCancelable,
+    TaskNotFound,
+)
 from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -350,10 +358,11 @@ class Router:
                 task_id, requested = None, send.task_id
         submission = Submission(message, task_id, send.context_id, caller.identity.origin, caller.identity.trust,
                                 request.headers.get("traceparent"), requested, principal=caller.principal.name,
-                                may_reply=lambda creator: at_least_as_trusted(caller.principal, auth.principal_named(creator)))
+                                may_reply=lambda creator: at_least_as_trusted(caller.principal, auth.principal_named(creator)),
+                                confined_to=creator_filter(caller.principal))
         try:
             record = await self.daemon.submit(submission)
-        except ReplyRefused as exc:
+        except (ReplyRefused, ContextRefused) as exc:
             raise forbidden(str(exc)) from None
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
