@@ -22,6 +22,7 @@ from starlette.requests import ClientDisconnect
 
 from murmurd import console
 from murmurd.a2a import cors, get_streams, inbound, jsonrpc, task_trace, ticket_mint, wire
+from murmurd.a2a.browser_guard import BrowserGuard
 from murmurd.a2a.auth.config import AuthConfig
 from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
@@ -72,6 +73,7 @@ class ServerConfig:
     mtls: bool = False  # murmurd terminates TLS and verifies client certificates
     cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # how long a minted stream ticket opens its stream
+    loopback_bind: bool = False  # bound to a loopback address: foreign Host names are refused (DNS rebinding)
 
 
 class StreamSlots:
@@ -206,6 +208,8 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     # every route above needs a credential once one is configured (auth/edge.EXEMPT_PATHS aside);
     # CORS goes outside it, so a preflight is answered and a 401 still carries the CORS headers
     app.add_middleware(AuthMiddleware, auth=config.auth, tickets=tickets)
+    # outside authentication: a page on a foreign origin or a rebound name is refused first
+    app.add_middleware(BrowserGuard, origins=config.cors_origins, public_url=config.url, loopback=config.loopback_bind)
     cors.add_cors(app, config.cors_origins)
     return app
 

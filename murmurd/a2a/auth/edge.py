@@ -5,8 +5,8 @@ parsed, stored or traced for it. It answers 401 for a missing, malformed, unknow
 revoked credential and 403 for a credential whose `x-murmur-task-*` headers ask for more than it
 gives, both with a JSON-RPC error body. A header that decides who the caller is
 (`Authorization`, `x-murmur-task-origin`, `x-murmur-task-trust`) sent twice is ambiguous (which
-one a proxy added?) and refused: 401 for `Authorization`, 403 for the others. A request it lets through carries its `Caller` in
-`request.state.caller`.
+one a proxy added?) and refused: 401 for `Authorization`, 403 for the others. A request it lets
+through carries its `Caller` in `request.state.caller`.
 """
 
 from __future__ import annotations
@@ -87,10 +87,10 @@ class AuthMiddleware:
                     raise Widening(f"more than one {name} header")
             identity = narrow(principal, headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER))
         except Unauthenticated as exc:
-            await _refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
+            await refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
             return
         except Widening as exc:
-            await _refuse(send, forbidden(str(exc)), {})
+            await refuse(send, forbidden(str(exc)), {})
             return
         scope.setdefault("state", {})["caller"] = Caller(principal, identity)
         await self.app(scope, receive, send)
@@ -113,7 +113,7 @@ class AuthMiddleware:
         return authenticate(config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), now)
 
 
-async def _refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:
+async def refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:
     body = json_text(error_response(None, error)).encode("utf-8")
     headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in extra.items()]
