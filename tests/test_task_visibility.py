@@ -9,7 +9,6 @@ import hashlib
 import json
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
