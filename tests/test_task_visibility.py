@@ -115,9 +115,13 @@ def test_a_peer_cannot_stream_another_credentials_task(served: Served, tasks: di
         assert resub["error"]["code"] == -32001, resub
 
 
-def _watch(served: Served, token: str, seen: list[str], ready: threading.Event, until: list[str]) -> None:
-    """Collect the watch stream's lines until the final status of the task named in `until`."""
-    with httpx.stream("GET", served.url + "stream", headers=bearer(token), timeout=30) as response:
+def _watch(served: Served, token: str, seen: list[str], ready: threading.Event, until: list[str],
+           post: bool = False) -> None:
+    """Collect the watch stream's lines (GET /stream, or POST stream/watch) until the final status
+    of the task named in `until`."""
+    request = (("POST", served.url, {"json": {"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}}})
+               if post else ("GET", served.url + "stream", {}))
+    with httpx.stream(request[0], request[1], headers=bearer(token), timeout=30, **request[2]) as response:
         assert response.status_code == 200
         ready.set()
         for line in response.iter_lines():
@@ -126,10 +130,12 @@ def _watch(served: Served, token: str, seen: list[str], ready: threading.Event, 
                 return
 
 
-def test_a_peers_watch_stream_carries_only_its_own_tasks_events(served: Served, tasks: dict[str, str]) -> None:
+@pytest.mark.parametrize("post", [False, True], ids=["GET /stream", "POST stream/watch"])
+def test_a_peers_watch_stream_carries_only_its_own_tasks_events(served: Served, tasks: dict[str, str],
+                                                                 post: bool) -> None:
     seen: list[str] = []
     ready, until = threading.Event(), []
-    watcher = threading.Thread(target=_watch, args=(served, PEER, seen, ready, until), daemon=True)
+    watcher = threading.Thread(target=_watch, args=(served, PEER, seen, ready, until, post), daemon=True)
     watcher.start()
     assert ready.wait(10)
     foreign = send(served, SECRET, OPS)
