@@ -202,9 +202,11 @@ def test_a_page_without_the_token_gets_401s_and_no_data_and_a_ticket_opens_only_
         seen.assert_token_never_in_a_url(OPS)
 
 
-def test_a_peer_token_sees_the_tasks_but_not_their_trace_events(tmp_path: Path, browser) -> None:
+def test_a_peer_token_sees_its_own_tasks_but_not_their_trace_events(tmp_path: Path, browser) -> None:
     with _serve(tmp_path) as served:
-        task = send(served, "say hello")
+        operators = send(served, "say hello")
+        task = send(served, "say hello", PEER)
+        wait_completed(served, operators["id"])
         wait_completed(served, task["id"])
         page = browser.new_page()
         seen = Recorder(page)
@@ -212,6 +214,7 @@ def test_a_peer_token_sees_the_tasks_but_not_their_trace_events(tmp_path: Path, 
         _login(page, PEER)
         row = f"#task-list li[data-task-id='{task['id']}']"
         page.wait_for_selector(row, timeout=TIMEOUT_MS)
+        assert page.locator("#task-list li").count() == 1  # the operator's task is not listed
         page.click(row)
         _wait_state(page, "completed")
         page.wait_for_selector("#trace-note:not([hidden])", timeout=TIMEOUT_MS)

@@ -212,9 +212,10 @@ def test_no_origin_is_allowed_by_default(tmp_path: Path) -> None:
     with serving(scripted_capsule(tmp_path), tmp_path / "state") as served:
         preflight = httpx.options(served.url, timeout=10, headers={
             "Origin": PAGE, "Access-Control-Request-Method": "POST"})
-        assert preflight.status_code == 405
+        assert preflight.status_code == 403  # a foreign origin (murmurd/a2a/browser_guard.py)
         assert not any(h.startswith("access-control-") for h in preflight.headers)
         card = _get(served, ".well-known/agent-card.json", headers={"Origin": PAGE})
+        assert card.status_code == 403
         assert not any(h.startswith("access-control-") for h in card.headers)
 
 

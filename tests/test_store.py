@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -102,6 +103,24 @@ async def test_state_filters_before_the_page_and_count_ignores_it(task_store: Ta
         assert await store.count() == 8
         assert await store.count("ctx_nobody") == 0 and await store.count(ctx, TaskState.WORKING) == 0
         await store.close()
+
+
+async def test_the_creator_filter_applies_before_the_page_and_to_the_count(task_store: TaskStore) -> None:
+    """A peer credential lists only the tasks it created (docs/security.md); the filter reads the
+    creator from the stored record in every backend, before the page is cut."""
+    ctx = new_context_id()
+    creators = ["partner", "ops", "partner", None, "partner", "other"]
+    records = [dataclasses.replace(full_record(ctx, at=2000 + i * 10), principal=who) for i, who in enumerate(creators)]
+    for record in records:
+        await task_store.put(record)
+    partners = [r.id for r in reversed(records) if r.principal == "partner"]
+    assert [r.id for r in await task_store.list(ctx, limit=2, principal="partner")] == partners[:2]
+    assert [r.id for r in await task_store.list(ctx, limit=2, offset=2, principal="partner")] == partners[2:]
+    assert await task_store.count(ctx, principal="partner") == 3
+    assert await task_store.count(principal="ops") == 1
+    assert await task_store.count(ctx, TaskState.COMPLETED, principal="other") == 1
+    assert await task_store.count(principal="nobody") == 0 and await task_store.count(principal="") == 0
+    assert await task_store.count(ctx) == 6  # no filter: every creator, and none
 
 
 STATES = {

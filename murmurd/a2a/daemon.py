@@ -89,6 +89,11 @@ class ReplyRefused(PermissionError):
     creator (and not an operator): refused, the task keeps waiting."""
 
 
+class ContextRefused(PermissionError):
+    """A new task from a peer credential naming a context that holds another credential's tasks:
+    the tasks of a context share its conversation, so joining it would read and steer theirs."""
+
+
 class AmbiguousReply(NotAReply):
     """A reply that could answer more than one waiting task, or names a task and a context that
     disagree: refused (-32602) rather than guessed."""
@@ -141,6 +146,7 @@ class Submission:
     requested_id: str | None = None  # A2A 0.1/0.2: the client chooses the new task's id
     principal: str | None = None  # the credential it came with (None: no credential configured)
     may_reply: Callable[[str | None], bool] | None = None  # given a task's creator: may this answer it?
+    confined_to: str | None = None  # a peer credential's name: it may start tasks only in contexts of its own
 
 
 class StreamEvents(TaskEvents):
@@ -391,6 +397,8 @@ class CapsuleDaemon:
                 raise TaskNotFound(submission.task_id)
             raise NotAReply(f"task {submission.task_id} is {known.state.value}, not waiting for input",
                             finished=known.state.terminal)
+        if submission.confined_to is not None and submission.context_id is not None:
+            await self._check_joinable(submission.context_id, submission.confined_to)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -416,6 +424,13 @@ class CapsuleDaemon:
         self._queue.append(record)
         self._schedule()
         return record
+
+    async def _check_joinable(self, context_id: str, creator: str) -> None:
+        """ContextRefused unless every task of `context_id` was created by `creator` (a context
+        with no task yet is anyone's)."""
+        if await self.store.count(context_id) != await self.store.count(context_id, principal=creator):
+            raise ContextRefused(f"context {context_id} holds tasks of another credential; "
+                                 "start a new context (omit contextId) or use one of your own")
 
     async def _queue_shared(self, record: TaskRecord, traceparent: str | None) -> TaskRecord:
         """Replicas: the task waits in the database; this replica claims it if it may (its
@@ -546,11 +561,12 @@ class CapsuleDaemon:
         return record
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> list[TaskRecord]:
-        return await self.store.list(context_id, limit, offset, state)
+                   state: TaskState | None = None, principal: str | None = None) -> list[TaskRecord]:
+        return await self.store.list(context_id, limit, offset, state, principal)
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
-        return await self.store.count(context_id, state)
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
+        return await self.store.count(context_id, state, principal)
 
     async def _wait_elsewhere(self, record: TaskRecord, settled: tuple[TaskState, ...],
                               timeout: float | None) -> TaskRecord:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import uvicorn
 
-from murmurd.a2a.auth.binding import UnsafeServe, check_serve
+from murmurd.a2a.auth.binding import UnsafeServe, check_serve, is_loopback
 from murmurd.a2a.auth.config import AuthConfig
 from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.reload import reload_credentials
@@ -227,7 +227,8 @@ async def _serve_locked(
                                           mtls=options.tls is not None and options.tls.client_ca is not None,
                                           cors_origins=cors_origins(staged.manifest.network.cors_origins,
                                                                     options.cors_origins),
-                                          stream_ticket_ttl=options.stream_ticket_ttl))
+                                          stream_ticket_ttl=options.stream_ticket_ttl,
+                                          loopback_bind=is_loopback(options.host)))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]

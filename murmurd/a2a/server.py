@@ -22,12 +22,22 @@ from starlette.requests import ClientDisconnect
 
 from murmurd import console
 from murmurd.a2a import cors, get_streams, inbound, jsonrpc, task_trace, ticket_mint, wire
+from murmurd.a2a.browser_guard import BrowserGuard
 from murmurd.a2a.auth.config import AuthConfig
 from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
-from murmurd.a2a.auth.principal import at_least_as_trusted
+from murmurd.a2a.auth.principal import Principal, at_least_as_trusted
+from murmurd.a2a.auth.visibility import creator_filter, may_read
 from murmurd.a2a.card import agent_card
-from murmurd.a2a.daemon import CapsuleDaemon, NotAReply, ReplyRefused, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.daemon import (
+    CapsuleDaemon,
+    ContextRefused,
+    NotAReply,
+    ReplyRefused,
+    Submission,
+    TaskNotCancelable,
+    TaskNotFound,
+)
 from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -40,6 +50,7 @@ log = logging.getLogger("murmurd.a2a")
 # The dialects that follow the A2A specification's error rules (finished tasks, push configs).
 SPEC_DIALECTS = frozenset({Dialect.V03, Dialect.V10})
 A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
+MAX_WATCH_VERDICTS = 10_000  # per watch stream: whose task each task id is, remembered
 _EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
 
 
@@ -62,6 +73,7 @@ class ServerConfig:
     mtls: bool = False  # murmurd terminates TLS and verifies client certificates
     cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # how long a minted stream ticket opens its stream
+    loopback_bind: bool = False  # bound to a loopback address: foreign Host names are refused (DNS rebinding)
 
 
 class StreamSlots:
@@ -196,6 +208,8 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
     # every route above needs a credential once one is configured (auth/edge.EXEMPT_PATHS aside);
     # CORS goes outside it, so a preflight is answered and a 401 still carries the CORS headers
     app.add_middleware(AuthMiddleware, auth=config.auth, tickets=tickets)
+    # outside authentication: a page on a foreign origin or a rebound name is refused first
+    app.add_middleware(BrowserGuard, origins=config.cors_origins, public_url=config.url, loopback=config.loopback_bind)
     cors.add_cors(app, config.cors_origins)
     return app
 
@@ -286,7 +300,7 @@ class Router:
             return wire.render_send_result(dialect, record, send.history_length)
         if operation is Operation.GET:
             query = wire.parse_task_query(dialect, entry.params)
-            return wire.render_task(dialect, await self._get(query.task_id), query.history_length)
+            return wire.render_task(dialect, await self._readable(request, query.task_id), query.history_length)
         if operation is Operation.CANCEL:
             query = wire.parse_task_query(dialect, entry.params)
             self._may_act_on(request, await self._get(query.task_id))
@@ -302,8 +316,10 @@ class Router:
             listing = wire.parse_list_params(dialect, entry.params)
             # the state filter applies in the store, before the page is cut; the total counts
             # every matching task, not the page
-            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset, listing.state)
-            total = await self.daemon.count(listing.context_id, listing.state)
+            creator = creator_filter(caller_of(request).principal)  # a peer lists only its own tasks
+            records = await self.daemon.list(listing.context_id, listing.page_size + 1, listing.offset, listing.state,
+                                             creator)
+            total = await self.daemon.count(listing.context_id, listing.state, creator)
             more = len(records) > listing.page_size
             page = records[: listing.page_size]
             token = wire.encode_page_token(listing.offset + listing.page_size) if more else None
@@ -327,6 +343,14 @@ class Router:
         except TaskNotFound:
             raise jsonrpc.JsonRpcError.task_not_found(task_id) from None
 
+    async def _readable(self, request: Request, task_id: str) -> TaskRecord:
+        """The task, when the caller may read it (auth/visibility.py); a task it may not read
+        is answered exactly as an unknown one."""
+        record = await self._get(task_id)
+        if not may_read(caller_of(request).principal, record.principal):
+            raise jsonrpc.JsonRpcError.task_not_found(task_id)
+        return record
+
     async def _submit(self, dialect: Dialect, send: wire.SendRequest, request: Request) -> TaskRecord:
         caller = caller_of(request)
         auth = self.config.auth.config
@@ -338,10 +362,11 @@ class Router:
                 task_id, requested = None, send.task_id
         submission = Submission(message, task_id, send.context_id, caller.identity.origin, caller.identity.trust,
                                 request.headers.get("traceparent"), requested, principal=caller.principal.name,
-                                may_reply=lambda creator: at_least_as_trusted(caller.principal, auth.principal_named(creator)))
+                                may_reply=lambda creator: at_least_as_trusted(caller.principal, auth.principal_named(creator)),
+                                confined_to=creator_filter(caller.principal))
         try:
             record = await self.daemon.submit(submission)
-        except ReplyRefused as exc:
+        except (ReplyRefused, ContextRefused) as exc:
             raise forbidden(str(exc)) from None
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
@@ -399,7 +424,7 @@ class Router:
                 record = await self._submit(dialect, send, request)
             else:
                 query = wire.parse_task_query(dialect, entry.params)
-                record = await self._get(query.task_id)
+                record = await self._readable(request, query.task_id)
                 if record.state.terminal and dialect in SPEC_DIALECTS:
                     raise jsonrpc.JsonRpcError.unsupported_operation(
                         f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
@@ -421,7 +446,7 @@ class Router:
         after = self.daemon.log.last_id if query.after is None else query.after
 
         async def open_stream(release: Callable[[], None]) -> Response:
-            return self._watch_after(after, release, retry=True)
+            return self._watch_after(after, release, caller_of(request).principal, retry=True)
 
         return await self._in_slot(request, None, open_stream)
 
@@ -433,6 +458,8 @@ class Router:
                 record = await self.daemon.get(task_id)
             except TaskNotFound:
                 return self.refuse(404, jsonrpc.JsonRpcError.task_not_found(task_id))
+            if not may_read(caller_of(request).principal, record.principal):  # as if it did not exist
+                return self.refuse(404, jsonrpc.JsonRpcError.task_not_found(task_id))
             after = 0 if query.after is None else query.after
             if query.framing == "upstream":
                 return self._upstream_stream(record, after, release, retry=True)
@@ -442,14 +469,35 @@ class Router:
         return await self._in_slot(request, None, open_stream)
 
     def _watch(self, request: Request, release: Callable[[], None]) -> Response:
-        return self._watch_after(_last_event_id(request, default=self.daemon.log.last_id), release)
+        return self._watch_after(_last_event_id(request, default=self.daemon.log.last_id), release,
+                                 caller_of(request).principal)
 
-    def _watch_after(self, after: int, release: Callable[[], None], retry: bool = False) -> Response:
+    def _watch_after(self, after: int, release: Callable[[], None], reader: Principal,
+                     retry: bool = False) -> Response:
+        """The watch stream: every task's events, or for a peer credential only those of the
+        tasks it created (auth/visibility.py; gap frames name no task and pass)."""
+        readable: dict[str, bool] = {}  # task id -> may `reader` read it (asked once per task)
+
+        async def may_see(event: StreamEvent) -> bool:
+            if event.task_id is None or creator_filter(reader) is None:
+                return True
+            if event.task_id not in readable:
+                if len(readable) >= MAX_WATCH_VERDICTS:  # a console left open for weeks
+                    readable.clear()
+                try:
+                    creator = (await self.daemon.get(event.task_id)).principal
+                except TaskNotFound:
+                    creator = None
+                readable[event.task_id] = may_read(reader, creator)
+            return readable[event.task_id]
+
         async def frames() -> AsyncIterator[bytes]:
             if retry:
                 yield _RETRY_FRAME
             async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
-                yield _encode([sse_frame(event) for event in batch])
+                shown = [sse_frame(event) for event in batch if await may_see(event)]
+                if shown:
+                    yield _encode(shown)
 
         return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
 

@@ -3,8 +3,10 @@
 It reads headers only (never the body), so a refused request reaches no route: nothing is
 parsed, stored or traced for it. It answers 401 for a missing, malformed, unknown, expired or
 revoked credential and 403 for a credential whose `x-murmur-task-*` headers ask for more than it
-gives, both with a JSON-RPC error body. A request it lets through carries its `Caller` in
-`request.state.caller`.
+gives, both with a JSON-RPC error body. A header that decides who the caller is
+(`Authorization`, `x-murmur-task-origin`, `x-murmur-task-trust`) sent twice is ambiguous (which
+one a proxy added?) and refused: 401 for `Authorization`, 403 for the others. A request it lets
+through carries its `Caller` in `request.state.caller`.
 """
 
 from __future__ import annotations
@@ -80,12 +82,15 @@ class AuthMiddleware:
         headers = Headers(scope=scope)
         try:
             principal = self._principal(scope, headers)
+            for name in (ORIGIN_HEADER, TRUST_HEADER):
+                if len(headers.getlist(name)) > 1:
+                    raise Widening(f"more than one {name} header")
             identity = narrow(principal, headers.get(ORIGIN_HEADER), headers.get(TRUST_HEADER))
         except Unauthenticated as exc:
-            await _refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
+            await refuse(send, unauthenticated(str(exc)), {"www-authenticate": 'Bearer realm="murmurd"'})
             return
         except Widening as exc:
-            await _refuse(send, forbidden(str(exc)), {})
+            await refuse(send, forbidden(str(exc)), {})
             return
         scope.setdefault("state", {})["caller"] = Caller(principal, identity)
         await self.app(scope, receive, send)
@@ -96,6 +101,8 @@ class AuthMiddleware:
         on a GET stream without a header, from a stream ticket minted for exactly that path.
         A ticket anywhere else (POST /, any other route) is refused, never read."""
         config, now = self.auth.config, self.clock()
+        if config.enabled and len(headers.getlist("authorization")) > 1:
+            raise Unauthenticated("more than one Authorization header")
         tickets = QueryParams(scope.get("query_string", b"")).getlist(TICKET_PARAM)
         if tickets and config.enabled and headers.get("authorization") is None:
             if scope["method"] != "GET" or not is_stream_path(scope["path"]) or self.tickets is None:
@@ -106,7 +113,7 @@ class AuthMiddleware:
         return authenticate(config, headers.get("authorization"), scope.get(TLS_SUBJECT_KEY), now)
 
 
-async def _refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:
+async def refuse(send: Send, error: JsonRpcError, extra: dict[str, str]) -> None:
     body = json_text(error_response(None, error)).encode("utf-8")
     headers: list[Any] = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.encode(), v.encode()) for k, v in extra.items()]

@@ -65,11 +65,13 @@ class TaskStore(Protocol):
     async def get(self, task_id: str) -> TaskRecord | None: ...
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> Records:
-        """Most recently updated first, optionally only one context and one state; the filters
-        apply before `offset` and `limit`, so a filtered page is full when enough tasks match."""
+                   state: TaskState | None = None, principal: str | None = None) -> Records:
+        """Most recently updated first, optionally only one context, one state and one creating
+        credential (`principal`: a peer reads only its own tasks); the filters apply before
+        `offset` and `limit`, so a filtered page is full when enough tasks match."""
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
         """How many tasks match the filters, whatever the page (A2A `ListTasks.totalSize`)."""
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:

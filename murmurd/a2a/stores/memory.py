@@ -49,18 +49,20 @@ class MemoryTaskStore:
         row = self._rows.get(task_id)
         return TaskRecord.from_json(json.loads(row)) if row is not None else None
 
-    def _matching(self, context_id: str | None, state: TaskState | None) -> Records:
+    def _matching(self, context_id: str | None, state: TaskState | None, principal: str | None) -> Records:
         return [r for r in self._all()
-                if (context_id is None or r.context_id == context_id) and (state is None or r.state is state)]
+                if (context_id is None or r.context_id == context_id) and (state is None or r.state is state)
+                and (principal is None or r.principal == principal)]
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> Records:
-        records = self._matching(context_id, state)
+                   state: TaskState | None = None, principal: str | None = None) -> Records:
+        records = self._matching(context_id, state, principal)
         records.sort(key=lambda r: (r.updated_at, r.created_at, r.id), reverse=True)
         return records[offset:offset + limit]
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
-        return len(self._matching(context_id, state))
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
+        return len(self._matching(context_id, state, principal))
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:
         ids: Ids = []

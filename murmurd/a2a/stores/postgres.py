@@ -61,7 +61,7 @@ def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
             json_text(record.to_json()))
 
 
-def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, list[Any]]:
+def _filters(context_id: str | None, state: TaskState | None, principal: str | None = None) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     args: list[Any] = []
     if context_id is not None:
@@ -70,6 +70,9 @@ def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, list
     if state is not None:
         args.append(state.value)
         clauses.append(f"state = ${len(args)}")
+    if principal is not None:  # the creating credential, read from the record (a peer's listing)
+        args.append(principal)
+        clauses.append(f"(record::jsonb ->> 'principal') = ${len(args)}")
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
@@ -151,16 +154,17 @@ class PostgresTaskStore:
         return TaskRecord.from_json(json.loads(row)) if row is not None else None
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> Records:
-        where, args = _filters(context_id, state)
+                   state: TaskState | None = None, principal: str | None = None) -> Records:
+        where, args = _filters(context_id, state, principal)
         n = len(args)
         rows = await self.pool.fetch(
             f"SELECT record FROM tasks {where} ORDER BY updated_at DESC, created_at DESC, id DESC"
             f" LIMIT ${n + 1} OFFSET ${n + 2}", *args, limit, offset)
         return [TaskRecord.from_json(json.loads(r["record"])) for r in rows]
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
-        where, args = _filters(context_id, state)
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
+        where, args = _filters(context_id, state, principal)
         return int(await self.pool.fetchval(f"SELECT COUNT(*) FROM tasks {where}", *args))
 
     async def mark_interrupted(self, message: str = INTERRUPTED_MESSAGE) -> Ids:

@@ -71,8 +71,10 @@ def _prepare(db: sqlite3.Connection) -> None:
         raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
 
 
-def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, tuple[str, ...]]:
-    """The WHERE clause (both columns are indexed) and its arguments for `list` and `count`."""
+def _filters(context_id: str | None, state: TaskState | None,
+             principal: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """The WHERE clause (context and state are indexed columns; the creating credential is read
+    from the record, only for a peer's listing) and its arguments for `list` and `count`."""
     clauses: list[str] = []
     args: list[str] = []
     if context_id is not None:
@@ -81,6 +83,9 @@ def _filters(context_id: str | None, state: TaskState | None) -> tuple[str, tupl
     if state is not None:
         clauses.append("state = ?")
         args.append(state.value)
+    if principal is not None:
+        clauses.append("json_extract(record, '$.principal') = ?")
+        args.append(principal)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
 
 
@@ -178,15 +183,16 @@ class SqliteTaskStore:
         return TaskRecord.from_json(json.loads(row[0])) if row else None
 
     async def list(self, context_id: str | None = None, limit: int = 100, offset: int = 0,
-                   state: TaskState | None = None) -> Records:
-        where, args = _filters(context_id, state)
+                   state: TaskState | None = None, principal: str | None = None) -> Records:
+        where, args = _filters(context_id, state, principal)
         sql = (f"SELECT record FROM tasks {where}"
                " ORDER BY updated_at DESC, created_at DESC, id DESC LIMIT ? OFFSET ?")
         rows = await self._call(lambda db: db.execute(sql, (*args, limit, offset)).fetchall())
         return [TaskRecord.from_json(json.loads(r[0])) for r in rows]
 
-    async def count(self, context_id: str | None = None, state: TaskState | None = None) -> int:
-        where, args = _filters(context_id, state)
+    async def count(self, context_id: str | None = None, state: TaskState | None = None,
+                    principal: str | None = None) -> int:
+        where, args = _filters(context_id, state, principal)
         row = await self._call(lambda db: db.execute(f"SELECT COUNT(*) FROM tasks {where}", args).fetchone())
         return int(row[0])
 
