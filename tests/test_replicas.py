@@ -317,3 +317,25 @@ credentials:
         for served in started:
             served.proc.send_signal(signal.SIGKILL)
             served.proc.wait(timeout=10)
+
+
+def test_a_stream_ticket_minted_on_one_replica_opens_the_stream_on_another(tmp_path: Path, postgres_dsn: str) -> None:
+    """A browser mints with one request and opens the stream with the next; a load balancer may
+    send them to different replicas, which therefore share the database's ticket key."""
+    from test_stream_tickets import OPS, bearer, credentials, mint, send, stream_text
+
+    creds = credentials(tmp_path)
+    with replicas(tmp_path, 2, postgres_dsn, extra=("--credentials", str(creds))) as reps:
+        task = send(reps[0], "hello")
+        path = f"/tasks/{task['id']}/stream"
+        ticket = mint(reps[0], {"path": path}).json()["ticket"]
+        status, text, _ = stream_text(reps[1], f"{path}?ticket={ticket}")
+        assert status == 200, text
+        assert "answer: hello" in text
+        # the same ticket on another path is still refused there (it is bound to its path)
+        other = send(reps[1], "other")
+        refused, body, _ = stream_text(reps[1], f"/tasks/{other['id']}/stream?ticket={ticket}")
+        assert refused == 401, body
+        assert httpx.get(reps[1].url + "readyz", headers=bearer(OPS), timeout=10).status_code == 200
+    keys = db_rows(postgres_dsn, "SELECT value FROM shared_secrets")
+    assert len(keys) == 1 and len(bytes(keys[0]["value"])) == 32

@@ -31,6 +31,7 @@ from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
 from murmurd.a2a.public_url import check_public_url
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog
+from murmurd.a2a.replicas.ticket_key import shared_ticket_key
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.stores import is_postgres, open_store
@@ -221,13 +222,14 @@ async def _serve_locked(
                            peer_tokens=auth)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
+    ticket_key = await shared_ticket_key(replicas.pool) if replicas is not None else None
     app = create_app(daemon, ServerConfig(url=card_url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
                                           max_streams_per_client=max_streams_per_client, auth=auth,
                                           mtls=options.tls is not None and options.tls.client_ca is not None,
                                           cors_origins=cors_origins(staged.manifest.network.cors_origins,
                                                                     options.cors_origins),
-                                          stream_ticket_ttl=options.stream_ticket_ttl,
+                                          stream_ticket_ttl=options.stream_ticket_ttl, ticket_key=ticket_key,
                                           loopback_bind=is_loopback(options.host)))
     limits = options.connection_limits
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,

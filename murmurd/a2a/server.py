@@ -73,6 +73,7 @@ class ServerConfig:
     mtls: bool = False  # murmurd terminates TLS and verifies client certificates
     cors_origins: tuple[str, ...] = ()  # origins a browser page may call from; none by default
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # how long a minted stream ticket opens its stream
+    ticket_key: bytes | None = None  # replicas share one (the database's); None: this app's own random key
     loopback_bind: bool = False  # bound to a loopback address: foreign Host names are refused (DNS rebinding)
 
 
@@ -199,7 +200,8 @@ def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
         return await router.dispatch(request)
 
     get_streams.add_get_streams(app, router)
-    tickets = TicketSigner.generate(config.stream_ticket_ttl)  # this app's own key, never written anywhere
+    tickets = (TicketSigner.generate(config.stream_ticket_ttl) if config.ticket_key is None  # never written anywhere
+               else TicketSigner(config.ticket_key, config.stream_ticket_ttl))
     ticket_mint.add_ticket_mint(app, router, tickets)
     task_trace.add_task_trace(app, router)
     console.add_console(app)

@@ -175,4 +175,12 @@ BEGIN
     SELECT 'task'::TEXT, claimed.record FROM claimed ORDER BY claimed.arrival;
 END $$;
 """),
+    (5, """
+-- secrets every replica shares: the stream-ticket key, so a browser's ticket minted on one
+-- replica opens its stream on another (a load balancer sends the two requests anywhere)
+CREATE TABLE shared_secrets (
+    name TEXT PRIMARY KEY,
+    value BYTEA NOT NULL
+);
+"""),
 )
