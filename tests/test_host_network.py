@@ -288,3 +288,19 @@ def test_one_store_checks_every_request(host, http_get, server: Local, other_hos
     assert len(server.seen.snapshot()[0]) == 3
     _no_connection(other_host)
     assert [d.origin for d in session.seen] == [other_host.origin, f"https://127.0.0.1:{server.port}"]
+
+
+def test_every_imported_version_of_the_handler_is_filtered(host, server: Local, other_host: Local) -> None:
+    """A component may import `outgoing-handler` at two versions (0.2.0 and 0.2.3 are distinct
+    names) and send through the second: both go through the filter, none to the native client."""
+    wat = (Path(__file__).parent / "fixtures" / "http-two-versions.wat").read_text()
+    hostile = host.load_bytes(wat2wasm(wat), name="http-two-versions")
+    assert hostile.imports[1:] == ("wasi:http/outgoing-handler@0.2.0", "wasi:http/outgoing-handler@0.2.3")
+    for grant in (CallGrant(), CallGrant(network=(other_host.origin,))):
+        session = Denials()
+        authority = f"127.0.0.1:{server.port}"
+        result = host.call_tool_sync(hostile, ToolInput(data=authority), grant=grant, session=session)
+        assert (result.status, result.summary) == (ToolStatus.PASSED, "denied")
+        (denial,) = session.seen
+        assert denial.artifact == "http-two-versions"
+    _no_connection(server)
