@@ -5,9 +5,12 @@ Why a process of its own: murmurd is threaded (uvicorn, worker threads, wasmtime
 `fork` in a threaded process only async-signal-safe work is safe; Python code (`preexec_fn`) is
 not, and Python 3.11 has no `os.unshare` anyway. So murmurd forks and execs this file at once
 (no Python runs in between: `subprocess` does fork+exec in C), and everything below runs in a
-fresh, single-threaded interpreter. It is started as `python -I -S child.py SPEC ARGV...`:
-isolated (no `PYTHON*` variables, no user site, no site-packages), importing only the standard
-library and the sibling `landlock.py`.
+fresh, single-threaded interpreter. It is started as
+`python -I -S child.py SPEC ENV... ARGV...` with an empty
+environment: isolated (no `PYTHON*` variables, no user site, no site-packages), importing only
+the standard library and the sibling `landlock.py`. The command's environment (`env_count`
+`NAME=VALUE` arguments) is only the command's: the helper's own dynamic loader never sees
+`LD_PRELOAD` and the like from a caller.
 
 Order (each step may need the one before it):
 
@@ -224,7 +227,7 @@ def drop_capabilities() -> None:
 # --------------------------------------------------------------------------- entry points
 
 
-def confine_and_exec(spec: dict, argv: list[str]) -> None:
+def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
     error_fd = int(spec["error_fd"])
     os.set_inheritable(error_fd, False)  # closed by a successful execve: EOF tells the parent
     try:
@@ -241,9 +244,6 @@ def confine_and_exec(spec: dict, argv: list[str]) -> None:
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):  # Python ignores these; an ignored signal stays so across exec
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
-        env = dict(os.environ)
-        if spec.get("lc_ctype") is None:
-            env.pop("LC_CTYPE", None)  # Python's locale coercion added it; the command never asked
         os.execve(spec["executable"], argv, env)
     except SetupError as exc:
         message = str(exc)
@@ -272,8 +272,11 @@ def main(args: list[str]) -> None:
     if args[:1] == ["--probe"]:
         sys.stdout.write(json.dumps(probe()) + "\n")
         return
-    spec, argv = json.loads(args[0]), args[1:]
-    confine_and_exec(spec, argv)
+    spec = json.loads(args[0])
+    count = int(spec.get("env_count", 0))
+    entries, argv = args[1 : 1 + count], args[1 + count :]
+    env = dict(entry.split("=", 1) for entry in entries)
+    confine_and_exec(spec, env, argv)
 
 
 if __name__ == "__main__":
