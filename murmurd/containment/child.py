@@ -15,7 +15,8 @@ the standard library and the sibling `landlock.py`. The command's environment (`
 Order (each step may need the one before it):
 
 1. parent-death signal (SIGKILL) and a check that the parent is still the one that forked it;
-2. announce its pid (its own process group, `start_new_session`) to the shell watchdog;
+2. announce its pid (its own process group, `start_new_session`) and its pids cgroup to the
+   shell watchdog;
 3. join the command's pids cgroup, so every descendant is counted from its first fork;
 4. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a user namespace mapping its own uid and gid to
    themselves, and a network namespace with only `lo` (brought up): no route to any other host;
@@ -93,12 +94,14 @@ def die_with_parent(parent: int) -> None:
         os._exit(137)  # murmurd (the forking thread) is already gone
 
 
-def announce(watchdog_fd: int | None) -> None:
-    """Tell the watchdog this group exists before anything in it can fork (one atomic write)."""
+def announce(watchdog_fd: int | None, procs_file: str | None) -> None:
+    """Tell the watchdog this group (and the pids cgroup the command will be in, which holds what
+    leaves the group with `setsid`) exists before anything in it can fork (one atomic write)."""
     if watchdog_fd is None:
         return
+    line = f"+{os.getpid()} {procs_file}\n" if procs_file else f"+{os.getpid()}\n"
     try:
-        os.write(watchdog_fd, f"+{os.getpid()}\n".encode())
+        os.write(watchdog_fd, line.encode())
     except OSError:
         pass  # the watchdog is gone; the parent's `register` restarts it
     os.close(watchdog_fd)
@@ -232,7 +235,7 @@ def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
     os.set_inheritable(error_fd, False)  # closed by a successful execve: EOF tells the parent
     try:
         die_with_parent(int(spec["parent"]))
-        announce(spec.get("watchdog_fd"))
+        announce(spec.get("watchdog_fd"), spec.get("cgroup_procs"))
         join_cgroup(spec.get("cgroup_procs"))
         if spec.get("netns"):
             enter_network_namespace()
