@@ -140,3 +140,22 @@ async def test_store_locations(tmp_path: Path, postgres_dsn: str) -> None:
     pg = await open_store(postgres_dsn, tmp_path, NO_RETENTION, "r")
     assert isinstance(pg, PostgresTaskStore)
     await pg.close()
+
+
+async def test_a_replica_declared_dead_cannot_start_a_task_it_no_longer_owns(postgres_dsn: str) -> None:
+    """A queued task the sweep handed back (no owner) or another replica claimed is not the
+    zombie's to start: its WORKING is refused (`put` says so), the row stays queued for a claim."""
+    zombie = await PostgresTaskStore.open(postgres_dsn, "zombie")
+    handed_back, claimed = record(TaskState.SUBMITTED), record(TaskState.SUBMITTED)
+    for task in (handed_back, claimed):
+        assert await zombie.put(task)
+    await zombie.pool.execute("UPDATE tasks SET owner = 'survivor' WHERE id = $1", claimed.id)
+    for task in (handed_back, claimed):
+        task.state = TaskState.WORKING
+        assert await zombie.put(task) is False
+        assert (await zombie.get(task.id)).state is TaskState.SUBMITTED  # type: ignore[union-attr]
+    assert await zombie.pool.fetchval("SELECT owner FROM tasks WHERE id = $1", handed_back.id) is None
+    await zombie.pool.execute("UPDATE tasks SET owner = 'zombie' WHERE id = $1", handed_back.id)  # claimed again
+    assert await zombie.put(handed_back)  # its owner's write is stored
+    assert (await zombie.get(handed_back.id)).state is TaskState.WORKING  # type: ignore[union-attr]
+    await zombie.close()

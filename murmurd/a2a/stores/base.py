@@ -59,8 +59,9 @@ NO_RETENTION = Retention(max_age_secs=None, max_count=None)
 
 
 class TaskStore(Protocol):
-    async def put(self, record: TaskRecord) -> None:
-        """Insert or replace the record; durable when this returns."""
+    async def put(self, record: TaskRecord) -> bool:
+        """Insert or replace the record; durable when this returns. False when the record is not
+        this daemon's to write (replicas: another replica owns the task now), and nothing changed."""
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
 

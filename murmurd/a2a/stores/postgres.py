@@ -41,13 +41,15 @@ log = logging.getLogger("murmurd.a2a.store")
 MIGRATION_LOCK = 0x6D75726D  # "murm": one advisory lock key for schema changes
 _CREDENTIALS = re.compile(r"//[^@/]*@")
 
-# A record is written by the replica that owns its task, or by anyone while nobody does: a
-# replica declared dead (its lease ran out) can no longer overwrite the FAILED its survivor wrote.
+# A record is written by the replica that owns its task, or by anyone while nobody does, but never
+# made live (working, input-required) by one that does not own it: only a claim makes a task
+# this replica's to run. So a replica declared dead (its lease ran out) can neither overwrite the
+# FAILED its survivor wrote nor start a queued task its survivor handed back or claimed.
 _UPSERT = """
 INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
     created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
-WHERE tasks.owner IS NULL OR tasks.owner = $7
+WHERE tasks.owner = $7 OR (tasks.owner IS NULL AND excluded.state NOT IN ('working', 'input-required'))
 """.strip()
 
 
@@ -135,16 +137,17 @@ class PostgresTaskStore:
             raise TaskStoreError(f"task store {redact(dsn)}: the schema cannot be prepared ({exc})") from None
         return cls(pool, dsn, replica_id, retention)
 
-    async def put(self, record: TaskRecord) -> None:
+    async def put(self, record: TaskRecord) -> bool:
         status = await self.pool.execute(_UPSERT, *_row(record), self.replica_id)
         if status.endswith(" 0"):
             log.warning("task %s belongs to another replica now (this one was declared dead); "
                         "its %s state is not stored", record.id, record.state.value)
-            return
+            return False
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
+        return True
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self.pool.fetchval("SELECT record FROM tasks WHERE id = $1", task_id)
