@@ -159,3 +159,33 @@ async def test_a_replica_declared_dead_cannot_start_a_task_it_no_longer_owns(pos
     assert await zombie.put(handed_back)  # its owner's write is stored
     assert (await zombie.get(handed_back.id)).state is TaskState.WORKING  # type: ignore[union-attr]
     await zombie.close()
+
+
+@pytest.mark.parametrize(("dsn", "shown"), [
+    ("postgresql://u:s3cret@db:5432/tasks", "postgresql://***@db:5432/tasks"),
+    ("postgresql://db/tasks?user=u&password=s3cret&sslmode=require", "postgresql://db/tasks?user=u&password=***&sslmode=require"),
+    ("postgresql://u:s3/cret@db/tasks", "postgresql://***@db/tasks"),  # unescaped: the URL parses oddly
+    ("postgresql://u:s3@cret@db/tasks", "postgresql://***@db/tasks"),
+    ("postgres://db/tasks?sslpassword=s3cret", "postgres://db/tasks?sslpassword=***"),
+])
+def test_a_connection_string_is_shown_without_its_secrets(dsn: str, shown: str) -> None:
+    assert redact(dsn) == shown
+
+
+@pytest.mark.parametrize("location", ["postgresq://u:s3cret@db/tasks", "mysql://root:s3cret@db"])
+def test_a_mistyped_store_is_refused_without_echoing_its_password(location: str) -> None:
+    with pytest.raises(TaskStoreError, match="is not a store") as caught:
+        check_location(location)
+    assert "s3cret" not in str(caught.value)
+
+
+async def test_an_unreachable_store_never_shows_a_password_given_as_a_parameter() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(TaskStoreError, match="unreachable") as caught:
+        await PostgresTaskStore.open(f"postgresql://127.0.0.1:{port}/tasks?user=u&password=s3cret", "a", timeout=3)
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(TaskStoreError, match="does not parse") as caught:  # a `/` in the password: asyncpg
+        await PostgresTaskStore.open(f"postgresql://u:pa55/word@127.0.0.1:{port}/tasks", "a", timeout=3)
+    assert "pa55" not in str(caught.value) and "word" not in str(caught.value)

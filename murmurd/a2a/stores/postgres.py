@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from typing import Any
 
 import asyncpg
@@ -31,6 +30,7 @@ from murmurd.a2a.stores.base import (
     StoredMessages,
     TaskStoreError,
     interrupt,
+    redact,
 )
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
@@ -39,7 +39,6 @@ from murmurd.text import json_text
 log = logging.getLogger("murmurd.a2a.store")
 
 MIGRATION_LOCK = 0x6D75726D  # "murm": one advisory lock key for schema changes
-_CREDENTIALS = re.compile(r"//[^@/]*@")
 
 # A record is written by the replica that owns its task, or by anyone while nobody does, but never
 # made live (working, input-required) by one that does not own it: only a claim makes a task
@@ -51,11 +50,6 @@ ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = exclude
     created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
 WHERE tasks.owner = $7 OR (tasks.owner IS NULL AND excluded.state NOT IN ('working', 'input-required'))
 """.strip()
-
-
-def redact(dsn: str) -> str:
-    """The connection string without its user and password (for messages and logs)."""
-    return _CREDENTIALS.sub("//***@", dsn)
 
 
 def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
@@ -125,7 +119,9 @@ class PostgresTaskStore:
             pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_connections, timeout=timeout,
                                              command_timeout=60, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError) as exc:
-            raise TaskStoreError(f"task store {redact(dsn)} is unreachable ({type(exc).__name__}: {exc})") from None
+            # a plain ValueError is the URL's own parse failing, and it quotes the piece it choked on
+            detail = "the connection string does not parse" if type(exc) is ValueError else f"{type(exc).__name__}: {exc}"
+            raise TaskStoreError(f"task store {redact(dsn)} is unreachable ({detail})") from None
         try:
             async with pool.acquire() as conn:
                 await migrate(conn)
