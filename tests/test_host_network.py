@@ -20,7 +20,7 @@ import pytest
 from wasmtime import wat2wasm
 
 from murmurd.host import CallGrant, ComponentHost, SessionContext, ToolInput, ToolStatus
-from murmurd.host.http_policy import DENIED, EgressDenial
+from murmurd.host.http_policy import DENIED, MAX_TRACED_DENIALS, EgressDenial
 
 
 @dataclass
@@ -304,3 +304,16 @@ def test_every_imported_version_of_the_handler_is_filtered(host, server: Local, 
         (denial,) = session.seen
         assert denial.artifact == "http-two-versions"
     _no_connection(server)
+
+
+def test_a_flood_of_refused_requests_is_refused_but_traced_only_so_far(host, http_get, other_host: Local) -> None:
+    """Each refusal is traced, up to a bound per store: a component looping on refused requests
+    cannot grow the session's trace without end. Every request is still refused."""
+    session = Denials()
+    urls = [other_host.url(f"/{i}") for i in range(MAX_TRACED_DENIALS + 40)]
+    result = host.call_tool_sync(http_get, ToolInput(data=json.dumps({"urls": urls})), grant=CallGrant(network=("http://127.0.0.1:9",)),
+                                 session=session)
+    assert (result.data or "").split("\n") == [f"error-code {DENIED}"] * len(urls)
+    _no_connection(other_host)
+    assert len(session.seen) == MAX_TRACED_DENIALS + 1
+    assert "no further refusals of this component are traced" in session.seen[-1].reason
