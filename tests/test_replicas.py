@@ -14,7 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
-from replicakit import replicas, reply_to, send_async, task_starts, wait_for
+from a2akit import chaos_capsule, start
+from replicakit import QUEUE, replica_args, replicas, reply_to, send_async, task_starts, wait_for
 
 LEASE = 2.0
 
@@ -343,3 +344,22 @@ def test_a_replica_declared_dead_never_starts_a_task_handed_on(tmp_path: Path, p
         time.sleep(2)
         assert [t for r in (a, b) for t in task_starts(r)].count(behind["id"]) == 1
         assert b.get(behind["id"])["status"]["state"] == "completed"
+
+
+def test_a_launch_task_runs_once_on_the_replica_it_was_given_to(tmp_path: Path, postgres_dsn: str) -> None:
+    """`serve --task` with replicas: the launch task is claimed (and its context leased) by the
+    replica that starts with it, so no other replica takes it and it is its own to run."""
+    with replicas(tmp_path, 1, postgres_dsn, lease=LEASE) as (b,):
+        capsule = chaos_capsule(tmp_path / "launching", lifecycle={**QUEUE})
+        a = start(capsule, tmp_path / "state-launching", *replica_args(postgres_dsn, LEASE), "--task", "launch")
+        try:
+            wait_for(lambda: db_rows(postgres_dsn, "SELECT state FROM tasks")[:1] != []
+                     and db_rows(postgres_dsn, "SELECT state FROM tasks")[0]["state"] == "completed", 30,
+                     "the launch task to complete")
+            (row,) = db_rows(postgres_dsn, "SELECT id, owner, record FROM tasks")
+            assert "answer: launch" in row["record"]
+            assert [t for r in (a, b) for t in task_starts(r)] == [row["id"]]
+            assert task_starts(a) == [row["id"]]
+        finally:
+            a.proc.kill()
+            a.proc.wait(timeout=10)

@@ -91,6 +91,7 @@ async def test_threaded_histories_live_in_the_database(postgres_dsn: str) -> Non
     a = await PostgresTaskStore.open(postgres_dsn, "a")
     b = await PostgresTaskStore.open(postgres_dsn, "b")
     context = new_context_id()
+    await a.pool.execute("INSERT INTO contexts (context_id, owner) VALUES ($1, 'a')", context)  # a holds its lease
     assert await a.load_history(context) == []
     messages = [{"id": "m1", "role": "user", "content": "hi ✓ \x00 \ud83d"}, {"id": "m2", "role": "assistant"}]
     await a.save_history(context, messages[:1])
@@ -189,3 +190,20 @@ async def test_an_unreachable_store_never_shows_a_password_given_as_a_parameter(
     with pytest.raises(TaskStoreError, match="does not parse") as caught:  # a `/` in the password: asyncpg
         await PostgresTaskStore.open(f"postgresql://u:pa55/word@127.0.0.1:{port}/tasks", "a", timeout=3)
     assert "pa55" not in str(caught.value) and "word" not in str(caught.value)
+
+
+async def test_only_the_replica_holding_a_contexts_lease_writes_its_history(postgres_dsn: str) -> None:
+    """A replica declared dead may still finish a run; the conversation its survivor continued
+    since must not be overwritten by it."""
+    zombie = await PostgresTaskStore.open(postgres_dsn, "zombie")
+    survivor = await PostgresTaskStore.open(postgres_dsn, "survivor")
+    context, fresh = new_context_id(), new_context_id()
+    await zombie.pool.execute("INSERT INTO contexts (context_id, owner) VALUES ($1, 'survivor')", context)
+    newer = [{"id": "m1", "role": "user"}, {"id": "m2", "role": "user"}]
+    await survivor.save_history(context, newer)
+    await zombie.save_history(context, [{"id": "stale"}])
+    await zombie.save_history(fresh, [{"id": "stale"}])  # a context nobody leases: nobody's to write
+    assert await survivor.load_history(context) == newer
+    assert await survivor.load_history(fresh) == []
+    await zombie.close()
+    await survivor.close()

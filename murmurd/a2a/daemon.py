@@ -264,6 +264,11 @@ class CapsuleDaemon:
         self._task_md.add(record.id)
         self._records[record.id] = record
         await self._save(record, final=False)
+        if self.replicas is not None and not await self.replicas.claim_own(record.id, record.context_id):
+            # a fresh context and task: only a replica that claimed it first would be here
+            logger.warning("launch task %s was claimed by another replica first; it runs there", record.id)
+            self._records.pop(record.id, None)
+            return
         self._queue.append(record)
         self._schedule()
 
@@ -473,7 +478,10 @@ class CapsuleDaemon:
         return max(0, self.policy.bound - len(self._running) - len(self._queue))
 
     async def take_claimed(self, records: list[TaskRecord]) -> None:
+        queued = {r.id for r in self._queue}
         for claimed in records:
+            if claimed.id in queued or claimed.id in self._running:
+                continue  # already here (claimed again after this replica was swept): never twice
             record = self._records.get(claimed.id) or claimed
             self._records[record.id] = record
             self._queue.append(record)

@@ -197,10 +197,16 @@ class PostgresTaskStore:
         return json.loads(row) if row is not None else []
 
     async def save_history(self, context_id: str, messages: StoredMessages) -> None:
-        await self.pool.execute(
-            "INSERT INTO histories (context_id, messages, updated_at) VALUES ($1, $2, $3)"
+        """Written only by the replica holding the context's lease (`contexts`): one declared dead
+        that still finishes a run cannot overwrite the conversation its survivor continued."""
+        status = await self.pool.execute(
+            "INSERT INTO histories (context_id, messages, updated_at) SELECT $1, $2, $3"
+            " WHERE EXISTS (SELECT 1 FROM contexts WHERE context_id = $1 AND owner = $4)"
             " ON CONFLICT (context_id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at",
-            context_id, json_text(messages), now_ms())
+            context_id, json_text(messages), now_ms(), self.replica_id)
+        if status.endswith(" 0"):
+            log.warning("context %s is leased to another replica now (this one was declared dead); "
+                        "its history is not stored", context_id)
 
     async def ping(self) -> None:
         await self.pool.fetchval("SELECT 1")
