@@ -265,9 +265,10 @@ class CapsuleDaemon:
         self._records[record.id] = record
         await self._save(record, final=False)
         if self.replicas is not None and not await self.replicas.claim_own(record.id, record.context_id):
-            # a fresh context and task: only a replica that claimed it first would be here
-            logger.warning("launch task %s was claimed by another replica first; it runs there", record.id)
-            self._records.pop(record.id, None)
+            # a claiming pass was first: this replica's own (then it is queued here already) or another's
+            if record not in self._queue and record.id not in self._running:
+                logger.warning("launch task %s was claimed by another replica first; it runs there", record.id)
+                self._records.pop(record.id, None)
             return
         self._queue.append(record)
         self._schedule()
