@@ -22,13 +22,13 @@ def replica_args(dsn: str | None, lease: float) -> list[str]:
 
 @contextmanager
 def replicas(root: Path, count: int, dsn: str | None, *, lease: float = 3.0, lifecycle: dict | None = None,
-             grace: float = 10.0, extra: Sequence[str] = ()) -> Iterator[list[Served]]:
+             grace: float = 10.0, deadline: int = 600, extra: Sequence[str] = ()) -> Iterator[list[Served]]:
     """`count` replicas on `dsn`, each with its own capsule copy and state directory; with no
     `dsn` (SQLite) one daemon, listed `count` times."""
     started: list[Served] = []
     try:
         for i in range(count if dsn else 1):
-            capsule = chaos_capsule(root / f"replica{i}", lifecycle={**QUEUE, **(lifecycle or {})})
+            capsule = chaos_capsule(root / f"replica{i}", lifecycle={**QUEUE, **(lifecycle or {})}, deadline=deadline)
             started.append(start(capsule, root / f"state{i}", *replica_args(dsn, lease), "--grace", str(grace),
                                  *extra))
         yield started * count if not dsn else started

@@ -23,7 +23,7 @@ import pytest
 from loopkit import driver_capsule, run_tasks, trace_events
 from murmurd.containment.host import HostSupport, probe_host
 from murmurd.containment.plan import plan_containment, shell_warnings, shortfall
-from murmurd.session.shell import ShellFailed, ShellPolicy, prepare_shell, run_prepared
+from murmurd.session.shell import ShellFailed, ShellPolicy, prepare_shell, run_prepared, run_shell
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagedCapsule, stage_capsule
 
@@ -392,3 +392,21 @@ def test_a_floor_names_what_is_missing() -> None:
     assert "no Landlock: the kernel has no Landlock" in shortfall("scoped", plan_containment(kernel(abi=0), "auto"))
     assert "composed root" in shortfall("sealed", plan_containment(kernel(), "auto"))
     assert "workdir_exec" in shortfall("scoped", plan_containment(kernel(), "auto", workdir_exec=True))
+
+
+@needs_landlock
+def test_the_callers_environment_never_reaches_the_helper_before_it_is_confined(tmp_path: Path) -> None:
+    """`murmur:shell/execute` takes an environment from the component. The dynamic loader of the
+    helper (murmurd's Python) must not see it: `LD_DEBUG_OUTPUT` there is a write outside the
+    workdir, `LD_PRELOAD` arbitrary code, both before Landlock. The command itself still gets it,
+    confined: its loader's write is refused."""
+    workdir, outside = tmp_path / "workdir", tmp_path / "outside"
+    workdir.mkdir()
+    outside.mkdir()
+    policy = ShellPolicy(allow={"env"}, workdir=workdir, containment=HERE)
+    loader = [("LD_DEBUG", "files"), ("LD_DEBUG_OUTPUT", str(outside / "loader")), ("CHOSEN", "by-the-caller")]
+    outcome = run_shell(policy, "env", [], loader)
+    assert outcome.exit_code == 0, outcome.stderr
+    assert list(outside.iterdir()) == []
+    assert "CHOSEN=by-the-caller" in outcome.stdout.splitlines()
+    assert f"LD_DEBUG_OUTPUT={outside / 'loader'}" in outcome.stdout.splitlines()

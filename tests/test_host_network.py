@@ -20,7 +20,7 @@ import pytest
 from wasmtime import wat2wasm
 
 from murmurd.host import CallGrant, ComponentHost, SessionContext, ToolInput, ToolStatus
-from murmurd.host.http_policy import DENIED, EgressDenial
+from murmurd.host.http_policy import DENIED, MAX_TRACED_DENIALS, EgressDenial
 
 
 @dataclass
@@ -288,3 +288,32 @@ def test_one_store_checks_every_request(host, http_get, server: Local, other_hos
     assert len(server.seen.snapshot()[0]) == 3
     _no_connection(other_host)
     assert [d.origin for d in session.seen] == [other_host.origin, f"https://127.0.0.1:{server.port}"]
+
+
+def test_every_imported_version_of_the_handler_is_filtered(host, server: Local, other_host: Local) -> None:
+    """A component may import `outgoing-handler` at two versions (0.2.0 and 0.2.3 are distinct
+    names) and send through the second: both go through the filter, none to the native client."""
+    wat = (Path(__file__).parent / "fixtures" / "http-two-versions.wat").read_text()
+    hostile = host.load_bytes(wat2wasm(wat), name="http-two-versions")
+    assert hostile.imports[1:] == ("wasi:http/outgoing-handler@0.2.0", "wasi:http/outgoing-handler@0.2.3")
+    for grant in (CallGrant(), CallGrant(network=(other_host.origin,))):
+        session = Denials()
+        authority = f"127.0.0.1:{server.port}"
+        result = host.call_tool_sync(hostile, ToolInput(data=authority), grant=grant, session=session)
+        assert (result.status, result.summary) == (ToolStatus.PASSED, "denied")
+        (denial,) = session.seen
+        assert denial.artifact == "http-two-versions"
+    _no_connection(server)
+
+
+def test_a_flood_of_refused_requests_is_refused_but_traced_only_so_far(host, http_get, other_host: Local) -> None:
+    """Each refusal is traced, up to a bound per store: a component looping on refused requests
+    cannot grow the session's trace without end. Every request is still refused."""
+    session = Denials()
+    urls = [other_host.url(f"/{i}") for i in range(MAX_TRACED_DENIALS + 40)]
+    result = host.call_tool_sync(http_get, ToolInput(data=json.dumps({"urls": urls})), grant=CallGrant(network=("http://127.0.0.1:9",)),
+                                 session=session)
+    assert (result.data or "").split("\n") == [f"error-code {DENIED}"] * len(urls)
+    _no_connection(other_host)
+    assert len(session.seen) == MAX_TRACED_DENIALS + 1
+    assert "no further refusals of this component are traced" in session.seen[-1].reason

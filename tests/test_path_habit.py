@@ -55,6 +55,7 @@ ALLOWED: dict[str, str] = {
     'containment/cgroup.py: for line in (self.path / "pids.events").read_text().splitlines():': _CGROUP,
     'containment/cgroup.py: pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]': _CGROUP,
     "containment/cgroup.py: self.path.rmdir()": _CGROUP,
+    'session/shell_watchdog.py: pids = [int(p) for p in open(procs, "rb").read().split()]': _CGROUP,
     'containment/child.py: with open(procs_file, "w") as sink:': _HELPER,
     'containment/child.py: with open(path, "w") as sink:': _HELPER + " (/proc/self/uid_map and friends)",
     "containment/child.py: names = os.listdir(directory)": _HELPER,

@@ -14,7 +14,8 @@ import asyncpg
 import httpx
 import pytest
 
-from replicakit import replicas, reply_to, send_async, task_starts, wait_for
+from a2akit import chaos_capsule, start
+from replicakit import QUEUE, replica_args, replicas, reply_to, send_async, task_starts, wait_for
 
 LEASE = 2.0
 
@@ -339,3 +340,46 @@ def test_a_stream_ticket_minted_on_one_replica_opens_the_stream_on_another(tmp_p
         assert httpx.get(reps[1].url + "readyz", headers=bearer(OPS), timeout=10).status_code == 200
     keys = db_rows(postgres_dsn, "SELECT value FROM shared_secrets")
     assert len(keys) == 1 and len(bytes(keys[0]["value"])) == 32
+def test_a_replica_declared_dead_never_starts_a_task_handed_on(tmp_path: Path, postgres_dsn: str) -> None:
+    """A task queued on a replica that is then declared dead goes to a survivor. The sweep is
+    done here by hand, between two of the replica's heartbeats (a long lease), as a survivor
+    does it: the replica's row gone, its running task the survivor's, its queued one handed
+    back. Its run ahead ends (its deadline), and the task behind it, still in its local queue,
+    must not start there too: only a claim makes a task a replica's to run."""
+    with replicas(tmp_path, 2, postgres_dsn, lease=60, deadline=4) as (a, b):
+        hanging = send_async(a, "mode:hang")
+        a.wait_state(hanging["id"], "working")
+        behind = send_async(a, "behind", contextId=hanging["contextId"])
+        a_id, b_id = (next(line.split()[2] for line in r.stderr if line.startswith("murmur: replica ")) for r in (a, b))
+        wait_for(lambda: db_rows(postgres_dsn, "SELECT owner FROM tasks WHERE id = $1", behind["id"])[0]["owner"] == a_id,
+                 10, "the replica to claim the task behind the running one")
+        db_rows(postgres_dsn, "WITH gone AS (DELETE FROM replicas WHERE id = $1 RETURNING id),"
+                " running AS (UPDATE tasks SET owner = $2 WHERE id = $3 RETURNING id),"
+                " queued AS (UPDATE tasks SET owner = NULL WHERE id = $4 RETURNING id),"
+                " leases AS (DELETE FROM contexts WHERE owner = $1 RETURNING context_id)"
+                " SELECT pg_notify('murmurd_work', '')", a_id, b_id, hanging["id"], behind["id"])
+        assert b.wait_state(behind["id"], "completed")["status"]["response"] == "answer: behind"
+        wait_for(lambda: any(e.get("event_type") == "task_end" and e.get("task_id") == hanging["id"]
+                             for e in a.all_events()), 20, "the run ahead to end at its deadline")
+        time.sleep(2)
+        assert [t for r in (a, b) for t in task_starts(r)].count(behind["id"]) == 1
+        assert b.get(behind["id"])["status"]["state"] == "completed"
+
+
+def test_a_launch_task_runs_once_on_the_replica_it_was_given_to(tmp_path: Path, postgres_dsn: str) -> None:
+    """`serve --task` with replicas: the launch task is claimed (and its context leased) by the
+    replica that starts with it, so no other replica takes it and it is its own to run."""
+    with replicas(tmp_path, 1, postgres_dsn, lease=LEASE) as (b,):
+        capsule = chaos_capsule(tmp_path / "launching", lifecycle={**QUEUE})
+        a = start(capsule, tmp_path / "state-launching", *replica_args(postgres_dsn, LEASE), "--task", "launch")
+        try:
+            wait_for(lambda: db_rows(postgres_dsn, "SELECT state FROM tasks")[:1] != []
+                     and db_rows(postgres_dsn, "SELECT state FROM tasks")[0]["state"] == "completed", 30,
+                     "the launch task to complete")
+            (row,) = db_rows(postgres_dsn, "SELECT id, owner, record FROM tasks")
+            assert "answer: launch" in row["record"]
+            assert [t for r in (a, b) for t in task_starts(r)] == [row["id"]]
+            assert task_starts(a) == [row["id"]]
+        finally:
+            a.proc.kill()
+            a.proc.wait(timeout=10)

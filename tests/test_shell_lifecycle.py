@@ -3,7 +3,9 @@ and SIGKILL of the daemon each leave no process of the command's group behind.""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -13,6 +15,7 @@ import yaml
 
 from a2akit import Served, script_capsule, serving
 from conftest import EXAMPLES
+from murmurd.containment.host import probe_host
 from prockit import alive, read_pid, wait_gone
 
 # The shell (pid in shell.pid) and a background `sleep` (pid in sleep.pid): only a kill of
@@ -25,13 +28,13 @@ def _built(artifacts) -> None:
     artifacts.example("scripted-driver")
 
 
-def _model_shell_capsule(root: Path) -> Path:
-    """A capsule whose model calls the `sh` tool with GROUP_SCRIPT, then ends its turn."""
+def _model_shell_capsule(root: Path, script: str = GROUP_SCRIPT) -> Path:
+    """A capsule whose model calls the `sh` tool with `script` (GROUP_SCRIPT), then ends its turn."""
     directory = root / "sleeper"
     directory.mkdir()
     responses = [
         {"stop_reason": "tool_call", "content": [
-            {"type": "tool_call", "id": "call_1", "name": "sh", "input": {"command": GROUP_SCRIPT}}]},
+            {"type": "tool_call", "id": "call_1", "name": "sh", "input": {"command": script}}]},
         {"stop_reason": "end_turn", "content": [{"type": "text", "text": "slept"}]},
     ]
     manifest = {
@@ -104,3 +107,22 @@ def test_a_sigkilled_daemon_leaves_no_orphan(tmp_path: Path) -> None:
         served.proc.kill()
         served.proc.wait(timeout=10)
         wait_gone(pids, timeout=15)
+
+
+@pytest.mark.skipif(probe_host().pids_root is None, reason="no pids cgroup here: a command that leaves its group "
+                    "with setsid is beyond reach (W-SEC-010)")
+def test_a_sigkilled_daemon_leaves_no_orphan_that_left_the_process_group(tmp_path: Path) -> None:
+    """`setsid` takes a process out of the command's group, so the watchdog's group kill misses
+    it; it is still in the command's pids cgroup, which the watchdog empties too."""
+    script = "setsid sleep 300 & echo $! > sleep.pid; echo $$ > shell.pid; wait"
+    with serving(_model_shell_capsule(tmp_path, script), tmp_path / "state") as served:
+        _task_id, pids = _running_group(served)
+        assert Path(f"/proc/{pids[1]}/stat").read_text().split(")")[1].split()[3] != str(pids[0])  # its own group
+        served.proc.kill()
+        served.proc.wait(timeout=10)
+        try:
+            wait_gone(pids, timeout=15)
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)

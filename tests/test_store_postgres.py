@@ -91,6 +91,7 @@ async def test_threaded_histories_live_in_the_database(postgres_dsn: str) -> Non
     a = await PostgresTaskStore.open(postgres_dsn, "a")
     b = await PostgresTaskStore.open(postgres_dsn, "b")
     context = new_context_id()
+    await a.pool.execute("INSERT INTO contexts (context_id, owner) VALUES ($1, 'a')", context)  # a holds its lease
     assert await a.load_history(context) == []
     messages = [{"id": "m1", "role": "user", "content": "hi ✓ \x00 \ud83d"}, {"id": "m2", "role": "assistant"}]
     await a.save_history(context, messages[:1])
@@ -140,3 +141,69 @@ async def test_store_locations(tmp_path: Path, postgres_dsn: str) -> None:
     pg = await open_store(postgres_dsn, tmp_path, NO_RETENTION, "r")
     assert isinstance(pg, PostgresTaskStore)
     await pg.close()
+
+
+async def test_a_replica_declared_dead_cannot_start_a_task_it_no_longer_owns(postgres_dsn: str) -> None:
+    """A queued task the sweep handed back (no owner) or another replica claimed is not the
+    zombie's to start: its WORKING is refused (`put` says so), the row stays queued for a claim."""
+    zombie = await PostgresTaskStore.open(postgres_dsn, "zombie")
+    handed_back, claimed = record(TaskState.SUBMITTED), record(TaskState.SUBMITTED)
+    for task in (handed_back, claimed):
+        assert await zombie.put(task)
+    await zombie.pool.execute("UPDATE tasks SET owner = 'survivor' WHERE id = $1", claimed.id)
+    for task in (handed_back, claimed):
+        task.state = TaskState.WORKING
+        assert await zombie.put(task) is False
+        assert (await zombie.get(task.id)).state is TaskState.SUBMITTED  # type: ignore[union-attr]
+    assert await zombie.pool.fetchval("SELECT owner FROM tasks WHERE id = $1", handed_back.id) is None
+    await zombie.pool.execute("UPDATE tasks SET owner = 'zombie' WHERE id = $1", handed_back.id)  # claimed again
+    assert await zombie.put(handed_back)  # its owner's write is stored
+    assert (await zombie.get(handed_back.id)).state is TaskState.WORKING  # type: ignore[union-attr]
+    await zombie.close()
+
+
+@pytest.mark.parametrize(("dsn", "shown"), [
+    ("postgresql://u:s3cret@db:5432/tasks", "postgresql://***@db:5432/tasks"),
+    ("postgresql://db/tasks?user=u&password=s3cret&sslmode=require", "postgresql://db/tasks?user=u&password=***&sslmode=require"),
+    ("postgresql://u:s3/cret@db/tasks", "postgresql://***@db/tasks"),  # unescaped: the URL parses oddly
+    ("postgresql://u:s3@cret@db/tasks", "postgresql://***@db/tasks"),
+    ("postgres://db/tasks?sslpassword=s3cret", "postgres://db/tasks?sslpassword=***"),
+])
+def test_a_connection_string_is_shown_without_its_secrets(dsn: str, shown: str) -> None:
+    assert redact(dsn) == shown
+
+
+@pytest.mark.parametrize("location", ["postgresq://u:s3cret@db/tasks", "mysql://root:s3cret@db"])
+def test_a_mistyped_store_is_refused_without_echoing_its_password(location: str) -> None:
+    with pytest.raises(TaskStoreError, match="is not a store") as caught:
+        check_location(location)
+    assert "s3cret" not in str(caught.value)
+
+
+async def test_an_unreachable_store_never_shows_a_password_given_as_a_parameter() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(TaskStoreError, match="unreachable") as caught:
+        await PostgresTaskStore.open(f"postgresql://127.0.0.1:{port}/tasks?user=u&password=s3cret", "a", timeout=3)
+    assert "s3cret" not in str(caught.value)
+    with pytest.raises(TaskStoreError, match="does not parse") as caught:  # a `/` in the password: asyncpg
+        await PostgresTaskStore.open(f"postgresql://u:pa55/word@127.0.0.1:{port}/tasks", "a", timeout=3)
+    assert "pa55" not in str(caught.value) and "word" not in str(caught.value)
+
+
+async def test_only_the_replica_holding_a_contexts_lease_writes_its_history(postgres_dsn: str) -> None:
+    """A replica declared dead may still finish a run; the conversation its survivor continued
+    since must not be overwritten by it."""
+    zombie = await PostgresTaskStore.open(postgres_dsn, "zombie")
+    survivor = await PostgresTaskStore.open(postgres_dsn, "survivor")
+    context, fresh = new_context_id(), new_context_id()
+    await zombie.pool.execute("INSERT INTO contexts (context_id, owner) VALUES ($1, 'survivor')", context)
+    newer = [{"id": "m1", "role": "user"}, {"id": "m2", "role": "user"}]
+    await survivor.save_history(context, newer)
+    await zombie.save_history(context, [{"id": "stale"}])
+    await zombie.save_history(fresh, [{"id": "stale"}])  # a context nobody leases: nobody's to write
+    assert await survivor.load_history(context) == newer
+    assert await survivor.load_history(fresh) == []
+    await zombie.close()
+    await survivor.close()

@@ -180,6 +180,7 @@ class Run:
     task: asyncio.Task[None] | None = None
     reason: str = "canceled by request"
     reply: asyncio.Future[str] | None = None  # set while the task waits for input
+    disowned: bool = False  # replicas: the task was not this replica's to start (it was declared dead)
 
     @property
     def waiting(self) -> bool:
@@ -269,6 +270,12 @@ class CapsuleDaemon:
         self._task_md.add(record.id)
         self._records[record.id] = record
         await self._save(record, final=False)
+        if self.replicas is not None and not await self.replicas.claim_own(record.id, record.context_id):
+            # a claiming pass was first: this replica's own (then it is queued here already) or another's
+            if record not in self._queue and record.id not in self._running:
+                logger.warning("launch task %s was claimed by another replica first; it runs there", record.id)
+                self._records.pop(record.id, None)
+            return
         self._queue.append(record)
         self._schedule()
 
@@ -487,7 +494,10 @@ class CapsuleDaemon:
         return max(0, self.policy.bound - len(self._running) - len(self._queue))
 
     async def take_claimed(self, records: list[TaskRecord]) -> None:
+        queued = {r.id for r in self._queue}
         for claimed in records:
+            if claimed.id in queued or claimed.id in self._running:
+                continue  # already here (claimed again after this replica was swept): never twice
             record = self._records.get(claimed.id) or claimed
             self._records[record.id] = record
             self._queue.append(record)
@@ -674,7 +684,7 @@ class CapsuleDaemon:
 
     def _run_ended(self, task_id: str) -> None:
         run = self._running.pop(task_id, None)
-        if run is not None and not run.record.state.terminal:
+        if run is not None and not run.record.state.terminal and not run.disowned:
             self._unfinished.append((run.record, run))
         self._ended_runs += 1
         # upstream: the launch task ends the daemon unless it queues more
@@ -758,7 +768,13 @@ class CapsuleDaemon:
         slot.trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
         record.state = TaskState.WORKING
-        await self._save(record, final=False)
+        if not await self._save(record, final=False):
+            # Replicas: this one was declared dead while the task waited here, and the task went
+            # back to the others (or one claimed it). It runs there, never here too.
+            logger.warning("task %s: not started here, another replica runs it", record.id)
+            run.disowned = True
+            self._records.pop(record.id, None)
+            return
         try:
             history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
@@ -818,13 +834,17 @@ class CapsuleDaemon:
         await self._save(record, final=True)
         self._records.pop(record.id, None)
 
-    async def _save(self, record: TaskRecord, *, final: bool) -> None:
+    async def _save(self, record: TaskRecord, *, final: bool) -> bool:
+        """Store, count and publish the record's state; False (nothing published) when the store
+        refused it as another replica's."""
         record.updated_at = now_ms()
-        await self.store.put(record)
+        if await self.store.put(record) is False:
+            return False
         self.metrics.task_changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         async with self._changed:
             self._changed.notify_all()
+        return True
 
     async def _history(self, context_id: str) -> list[Message]:
         """The context's history: from the store where it keeps them (replicas: whichever

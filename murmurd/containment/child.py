@@ -5,14 +5,18 @@ Why a process of its own: murmurd is threaded (uvicorn, worker threads, wasmtime
 `fork` in a threaded process only async-signal-safe work is safe; Python code (`preexec_fn`) is
 not, and Python 3.11 has no `os.unshare` anyway. So murmurd forks and execs this file at once
 (no Python runs in between: `subprocess` does fork+exec in C), and everything below runs in a
-fresh, single-threaded interpreter. It is started as `python -I -S child.py SPEC ARGV...`:
-isolated (no `PYTHON*` variables, no user site, no site-packages), importing only the standard
-library and the sibling `landlock.py`.
+fresh, single-threaded interpreter. It is started as
+`python -I -S child.py SPEC ENV... ARGV...` with an empty
+environment: isolated (no `PYTHON*` variables, no user site, no site-packages), importing only
+the standard library and the sibling `landlock.py`. The command's environment (`env_count`
+`NAME=VALUE` arguments) is only the command's: the helper's own dynamic loader never sees
+`LD_PRELOAD` and the like from a caller.
 
 Order (each step may need the one before it):
 
 1. parent-death signal (SIGKILL) and a check that the parent is still the one that forked it;
-2. announce its pid (its own process group, `start_new_session`) to the shell watchdog;
+2. announce its pid (its own process group, `start_new_session`) and its pids cgroup to the
+   shell watchdog;
 3. join the command's pids cgroup, so every descendant is counted from its first fork;
 4. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a user namespace mapping its own uid and gid to
    themselves, and a network namespace with only `lo` (brought up): no route to any other host;
@@ -90,12 +94,14 @@ def die_with_parent(parent: int) -> None:
         os._exit(137)  # murmurd (the forking thread) is already gone
 
 
-def announce(watchdog_fd: int | None) -> None:
-    """Tell the watchdog this group exists before anything in it can fork (one atomic write)."""
+def announce(watchdog_fd: int | None, procs_file: str | None) -> None:
+    """Tell the watchdog this group (and the pids cgroup the command will be in, which holds what
+    leaves the group with `setsid`) exists before anything in it can fork (one atomic write)."""
     if watchdog_fd is None:
         return
+    line = f"+{os.getpid()} {procs_file}\n" if procs_file else f"+{os.getpid()}\n"
     try:
-        os.write(watchdog_fd, f"+{os.getpid()}\n".encode())
+        os.write(watchdog_fd, line.encode())
     except OSError:
         pass  # the watchdog is gone; the parent's `register` restarts it
     os.close(watchdog_fd)
@@ -224,12 +230,12 @@ def drop_capabilities() -> None:
 # --------------------------------------------------------------------------- entry points
 
 
-def confine_and_exec(spec: dict, argv: list[str]) -> None:
+def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
     error_fd = int(spec["error_fd"])
     os.set_inheritable(error_fd, False)  # closed by a successful execve: EOF tells the parent
     try:
         die_with_parent(int(spec["parent"]))
-        announce(spec.get("watchdog_fd"))
+        announce(spec.get("watchdog_fd"), spec.get("cgroup_procs"))
         join_cgroup(spec.get("cgroup_procs"))
         if spec.get("netns"):
             enter_network_namespace()
@@ -241,9 +247,6 @@ def confine_and_exec(spec: dict, argv: list[str]) -> None:
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):  # Python ignores these; an ignored signal stays so across exec
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
-        env = dict(os.environ)
-        if spec.get("lc_ctype") is None:
-            env.pop("LC_CTYPE", None)  # Python's locale coercion added it; the command never asked
         os.execve(spec["executable"], argv, env)
     except SetupError as exc:
         message = str(exc)
@@ -272,8 +275,11 @@ def main(args: list[str]) -> None:
     if args[:1] == ["--probe"]:
         sys.stdout.write(json.dumps(probe()) + "\n")
         return
-    spec, argv = json.loads(args[0]), args[1:]
-    confine_and_exec(spec, argv)
+    spec = json.loads(args[0])
+    count = int(spec.get("env_count", 0))
+    entries, argv = args[1 : 1 + count], args[1 + count :]
+    env = dict(entry.split("=", 1) for entry in entries)
+    confine_and_exec(spec, env, argv)
 
 
 if __name__ == "__main__":

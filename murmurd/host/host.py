@@ -57,13 +57,18 @@ class LoadedComponent:
     handlers: frozenset[str] = frozenset()
 
     @property
+    def http_versions(self) -> tuple[str, ...]:
+        """Every version of `wasi:http/outgoing-handler` the component imports. A component may
+        import several (0.2.0 and 0.2.3 are distinct names); each must be filtered, or the
+        linker resolves the unfiltered one to wasmtime's native client."""
+        found = (parse_interface(name) for name in self.imports)
+        return tuple(i.version for i in found if i is not None and i.unversioned == OUTGOING_HANDLER and i.version)
+
+    @property
     def http_version(self) -> str | None:
-        """The wasi:http version the component imports, if it makes HTTP requests."""
-        for name in self.imports:
-            iface = parse_interface(name)
-            if iface is not None and iface.unversioned == OUTGOING_HANDLER:
-                return iface.version
-        return None
+        """The wasi:http version the component imports first, if it makes HTTP requests."""
+        versions = self.http_versions
+        return versions[0] if versions else None
 
 
 class ComponentHost:
@@ -83,7 +88,7 @@ class ComponentHost:
         self.ticker = EpochTicker(self.engine, tick_seconds)
         self.pool = WasmPool(max_workers)
         self.forwarders = ForwarderSource(self.engine)
-        self._linkers: dict[tuple[Role, str | None], Linker] = {}
+        self._linkers: dict[tuple[Role, tuple[str, ...]], Linker] = {}
         self._linkers_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------
@@ -235,16 +240,17 @@ class ComponentHost:
 
         A component importing wasi:http gets wasmtime's, with `outgoing-handler#handle`
         shadowed by the egress filter; what each call may reach is its store's `HttpEgress`."""
-        http = loaded.http_version
-        key = (loaded.role, http)
+        versions = loaded.http_versions
+        key = (loaded.role, versions)
         with self._linkers_lock:
             linker = self._linkers.get(key)
             if linker is None:
                 linker = Linker(self.engine)
                 linker.add_wasip2()
-                if http is not None:
+                if versions:
                     linker.add_wasi_http()
-                    define_http_filter(linker, http)
+                    for version in versions:
+                        define_http_filter(linker, version)
                 define(linker, interfaces_for(loaded.role))
                 self._linkers[key] = linker
             return linker

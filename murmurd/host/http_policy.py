@@ -13,7 +13,7 @@ Without a grant no forwarder is ever instantiated: every request is refused at o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wasmtime import WasmtimeError
@@ -28,6 +28,10 @@ OUTGOING_HANDLER = "wasi:http/outgoing-handler"
 DENIED = "HTTP-request-denied"
 EGRESS_DENIED = "egress_denied"  # the trace event a refusal becomes
 _SHOWN_AUTHORITY = 256  # characters of a refused authority kept in the trace
+_SHOWN_SCHEME = 64
+# Refusals traced per store (a call; a hook's session): a component looping on refused requests
+# must not grow the trace without end. Every later request is still refused, untraced.
+MAX_TRACED_DENIALS = 100
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,7 @@ class HttpEgress:
     source: ForwarderSource
     version: str
     _forwarder: Forwarder | None = field(default=None, repr=False)
+    denials: int = 0
 
     def forwarder(self, store: Any) -> Forwarder:
         if self._forwarder is None:
@@ -69,7 +74,15 @@ def _drop(store: Any, *resources: Any) -> None:
 
 def _refuse(store: Any, call: CallContext, request: Any, options: Any, denial: EgressDenial) -> Variant:
     _drop(store, request, options)
-    call.session.egress_denied(denial)
+    egress = call.egress
+    seen = egress.denials if egress is not None else 0
+    if egress is not None:
+        egress.denials += 1
+    if seen < MAX_TRACED_DENIALS:
+        call.session.egress_denied(denial)
+    elif seen == MAX_TRACED_DENIALS:
+        call.session.egress_denied(replace(denial, reason=f"{denial.reason}; {MAX_TRACED_DENIALS} refusals traced, "
+                                           "no further refusals of this component are traced"))
     return Variant(DENIED)
 
 
@@ -86,6 +99,7 @@ def _handle(store: Any, request: Any, options: Any) -> Any:
         reason = ("not in capabilities.network.allow" if origin is not None
                   else "the request names no http(s) origin that can be checked")
         shown = authority[:_SHOWN_AUTHORITY] if authority is not None else None
+        scheme = scheme[:_SHOWN_SCHEME] if scheme is not None else None
         denial = EgressDenial(call.artifact, interface, reason, str(origin) if origin else None, scheme, shown)
         return _refuse(store, call, request, options, denial)
     return forwarder.forward(store, request, options)

@@ -376,15 +376,19 @@ def spawn_confined(
                       "also_writable": [] if policy.home.is_relative_to(policy.workdir) else [str(policy.home)]}
                      if plan is not None and plan.landlock else None),
         "executable": invocation.executable,
-        "lc_ctype": invocation.env.get("LC_CTYPE"),
+        "env_count": len(invocation.env),
     }
+    # The command's environment travels as arguments, not as the helper's environment: the
+    # helper's own dynamic loader runs before any confinement, and `LD_PRELOAD`,
+    # `LD_DEBUG_OUTPUT` and the like from a caller's environment would act there unconfined.
+    env_entries = [f"{name}={value}" for name, value in invocation.env.items()]
     fds = (error_write,) if watchdog is None else (error_write, watchdog)
     try:
         try:
             proc = subprocess.Popen(
-                [*helper_command(), json.dumps(spec), *invocation.argv],
+                [*helper_command(), json.dumps(spec), *env_entries, *invocation.argv],
                 cwd=policy.workdir,
-                env=invocation.env,
+                env={},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -7,7 +7,9 @@ Three layers, because each alone has a hole:
 - **Watchdog process.** One small Python process per murmurd process (started at the first
   shell call, in its own session so terminal signals miss it) reads `+pgid` / `-pgid` lines
   from a pipe. When murmurd dies in any way, SIGKILL included, the kernel closes the pipe;
-  the watchdog reads EOF and SIGKILLs every group still registered. This is what reaches
+  the watchdog reads EOF and SIGKILLs every group still registered, then every process
+  still in those commands' pids cgroups (announced with the group: `+pgid procs-file`), which
+  holds what left its group with `setsid`. This is what reaches
   grandchildren: `PR_SET_PDEATHSIG` is cleared on fork, so `sh -c 'sleep 300 & wait'` would
   leave `sleep` behind with the parent-death signal alone. A subreaper would not help either:
   it collects orphans only while murmurd lives.
@@ -31,22 +33,37 @@ from typing import IO
 
 # Runs in the watchdog: `-I -S` keeps its start cheap and independent of the environment.
 _WATCHDOG_SOURCE = """
-import os, signal, sys
-groups = set()
+import os, signal, sys, time
+groups = {}  # pgid -> the cgroup.procs file of its command's pids cgroup, or None
 for line in sys.stdin.buffer:
+    head, _, procs = line.rstrip(b"\\n").partition(b" ")
     try:
-        pgid = int(line[1:])
+        pgid = int(head[1:])
     except ValueError:
         continue
-    if line[:1] == b"+":
-        groups.add(pgid)
+    if head[:1] == b"+":
+        groups[pgid] = procs or groups.get(pgid)
     else:
-        groups.discard(pgid)
+        groups.pop(pgid, None)
 for pgid in groups:
     try:
         os.killpg(pgid, signal.SIGKILL)
     except OSError:
         pass
+for procs in filter(None, groups.values()):  # what left the group (setsid) is still in its cgroup
+    for _ in range(50):
+        try:
+            pids = [int(p) for p in open(procs, "rb").read().split()]
+        except (OSError, ValueError):
+            break
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 """
 
 _lock = threading.Lock()

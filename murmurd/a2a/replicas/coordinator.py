@@ -230,8 +230,13 @@ class ReplicaCoordinator:
                       "it starts afresh", self.replica_id)
             assert self._host is not None
             await self._host.abandon()
-            await self.pool.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-                                    self.replica_id, self.url)
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                                   self.replica_id, self.url)
+                # whatever it still owns but no longer runs goes back to the others
+                await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
+                                   self.replica_id)
+                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
 
     async def _release_idle(self) -> None:
         """Give up the leases of contexts with no task here for `idle_secs` (their next task may
@@ -315,6 +320,17 @@ class ReplicaCoordinator:
         rows = await self.pool.fetch("SELECT kind, value FROM murmurd_claim($1, $2)", self.replica_id, room)
         records = [TaskRecord.from_json(json.loads(r["value"])) for r in rows if r["kind"] == "task"]
         return Claim(records, {r["value"] for r in rows if r["kind"] == "wake"})
+
+    async def claim_own(self, task_id: str, context_id: str) -> bool:
+        """Claim a task this replica has just stored for itself (the launch task), leasing its
+        context here, in one statement; False when the context is leased elsewhere or another
+        replica was first."""
+        taken = await self.pool.fetchval(
+            "WITH lease AS (INSERT INTO contexts (context_id, owner) VALUES ($2, $3) ON CONFLICT (context_id)"
+            " DO UPDATE SET claimed_at = now() WHERE contexts.owner = excluded.owner RETURNING 1)"
+            " UPDATE tasks SET owner = $3 WHERE id = $1 AND owner IS NULL AND state = 'submitted'"
+            " AND EXISTS (SELECT 1 FROM lease) RETURNING id", task_id, context_id, self.replica_id)
+        return taken is not None
 
     async def announce_work(self) -> None:
         """New unowned tasks: every replica looks (this one first, by the caller)."""

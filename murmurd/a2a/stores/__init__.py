@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from murmurd.a2a.stores.base import Retention, TaskStore, TaskStoreError
+from murmurd.a2a.stores.base import Retention, TaskStore, TaskStoreError, redact
 from murmurd.a2a.stores.sqlite import DEFAULT_FILENAME, SqliteTaskStore
 
 STORE_ENV = "MURMURD_STORE"
@@ -20,7 +20,7 @@ def check_location(location: str) -> str:
     is refused with what is accepted."""
     if location == "sqlite" or is_postgres(location):
         return location
-    raise TaskStoreError(f"--store {location!r} is not a store: pass postgresql://user@host/db or sqlite")
+    raise TaskStoreError(f"--store {redact(location)!r} is not a store: pass postgresql://user@host/db or sqlite")
 
 
 async def open_store(location: str | None, state_dir: Path, retention: Retention, replica_id: str) -> TaskStore:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,6 +30,16 @@ REJECTED = (TaskState.REJECTED.value,)
 ANSWERED = tuple(v for v in TERMINAL_VALUES if v not in REJECTED)
 COUNT_CLASSES = (REJECTED, ANSWERED)  # each keeps `max_count`: a flood of rejections evicts no answer
 log = logging.getLogger("murmurd.a2a.store")
+
+_USERINFO = re.compile(r"(?<=//).*@", re.DOTALL)  # greedy: to the last `@`, however the password is written
+_SECRET_PARAMETERS = re.compile(r"(?i)\b((?:ssl)?password|passfile)=[^&#]*")
+
+
+def redact(location: str) -> str:
+    """A store location (a connection string) as messages and logs may show it: no user
+    information (up to the last `@`, so an unescaped `@` or `/` in a password hides it too)
+    and no password given as a parameter."""
+    return _SECRET_PARAMETERS.sub(r"\1=***", _USERINFO.sub("***@", location, count=1))
 
 
 class TaskStoreError(Exception):
@@ -59,8 +70,9 @@ NO_RETENTION = Retention(max_age_secs=None, max_count=None)
 
 
 class TaskStore(Protocol):
-    async def put(self, record: TaskRecord) -> None:
-        """Insert or replace the record; durable when this returns."""
+    async def put(self, record: TaskRecord) -> bool:
+        """Insert or replace the record; durable when this returns. False when the record is not
+        this daemon's to write (replicas: another replica owns the task now), and nothing changed."""
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
 

@@ -31,12 +31,13 @@ class MemoryTaskStore:
     def _all(self) -> Records:
         return [TaskRecord.from_json(json.loads(row)) for row in self._rows.values()]
 
-    async def put(self, record: TaskRecord) -> None:
+    async def put(self, record: TaskRecord) -> bool:
         self._rows[record.id] = json_text(record.to_json())
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
+        return True
 
     async def prune(self, retention: Retention) -> int:
         self._terminal_puts = 0

@@ -175,9 +175,57 @@ BEGIN
     SELECT 'task'::TEXT, claimed.record FROM claimed ORDER BY claimed.arrival;
 END $$;
 """),
+    # A replica declared dead claims nothing: swept while alive (a pause, a partition), it could
+    # otherwise take back the context and the queued task its survivor just handed on, before
+    # its own heartbeat tells it it was swept.
+    (4, r"""
+CREATE OR REPLACE FUNCTION murmurd_claim(me TEXT, room INTEGER) RETURNS TABLE (kind TEXT, value TEXT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    waiting TEXT[];
+    mine TEXT[];
+    took TEXT[];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM replicas WHERE id = me) THEN
+        RETURN;  -- declared dead (swept): it claims nothing until it has registered again
+    END IF;
+    SELECT coalesce(array_agg(w.context_id ORDER BY w.first), '{}') INTO waiting FROM (
+        SELECT q.context_id, min(q.arrival) AS first FROM (
+            SELECT t.context_id, t.arrival FROM tasks t WHERE t.state = 'submitted' AND t.owner IS NULL
+            ORDER BY t.arrival LIMIT 200) q GROUP BY q.context_id) w;
+    IF cardinality(waiting) = 0 THEN
+        RETURN;
+    END IF;
+    -- leases held here: refreshed and row-locked, so an idle release cannot slip between
+    WITH refreshed AS (
+        UPDATE contexts c SET claimed_at = now() WHERE c.owner = me AND c.context_id = ANY(waiting)
+        RETURNING c.context_id)
+    SELECT coalesce(array_agg(r.context_id), '{}') INTO mine FROM refreshed r;
+    RETURN QUERY SELECT DISTINCT 'wake'::TEXT, c.owner FROM contexts c JOIN replicas r ON r.id = c.owner
+        WHERE c.context_id = ANY(waiting) AND c.owner <> me;
+    IF room > 0 THEN
+        WITH free AS (
+            SELECT x.context_id FROM unnest(waiting) WITH ORDINALITY AS x(context_id, n)
+            WHERE NOT x.context_id = ANY(mine) AND NOT EXISTS (
+                SELECT 1 FROM contexts c JOIN replicas r ON r.id = c.owner WHERE c.context_id = x.context_id)
+            ORDER BY x.n LIMIT room),
+        leased AS (
+            INSERT INTO contexts (context_id, owner) SELECT f.context_id, me FROM free f
+            ON CONFLICT (context_id) DO UPDATE SET owner = excluded.owner, claimed_at = now()
+            WHERE contexts.owner = excluded.owner OR NOT EXISTS (SELECT 1 FROM replicas WHERE id = contexts.owner)
+            RETURNING contexts.context_id)
+        SELECT coalesce(array_agg(l.context_id), '{}') INTO took FROM leased l;
+        mine := mine || took;
+    END IF;
+    RETURN QUERY WITH claimed AS (
+        UPDATE tasks t SET owner = me WHERE t.state = 'submitted' AND t.owner IS NULL AND t.context_id = ANY(mine)
+        RETURNING t.arrival, t.record)
+    SELECT 'task'::TEXT, claimed.record FROM claimed ORDER BY claimed.arrival;
+END $$;
+"""),
+    # Secrets every replica shares: the stream-ticket key, so a browser's ticket minted on one
+    # replica opens its stream on another (a load balancer sends the two requests anywhere).
     (5, """
--- secrets every replica shares: the stream-ticket key, so a browser's ticket minted on one
--- replica opens its stream on another (a load balancer sends the two requests anywhere)
 CREATE TABLE shared_secrets (
     name TEXT PRIMARY KEY,
     value BYTEA NOT NULL

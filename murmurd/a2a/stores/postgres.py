@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from typing import Any
 
 import asyncpg
@@ -31,6 +30,7 @@ from murmurd.a2a.stores.base import (
     StoredMessages,
     TaskStoreError,
     interrupt,
+    redact,
 )
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
@@ -39,21 +39,17 @@ from murmurd.text import json_text
 log = logging.getLogger("murmurd.a2a.store")
 
 MIGRATION_LOCK = 0x6D75726D  # "murm": one advisory lock key for schema changes
-_CREDENTIALS = re.compile(r"//[^@/]*@")
 
-# A record is written by the replica that owns its task, or by anyone while nobody does: a
-# replica declared dead (its lease ran out) can no longer overwrite the FAILED its survivor wrote.
+# A record is written by the replica that owns its task, or by anyone while nobody does, but never
+# made live (working, input-required) by one that does not own it: only a claim makes a task
+# this replica's to run. So a replica declared dead (its lease ran out) can neither overwrite the
+# FAILED its survivor wrote nor start a queued task its survivor handed back or claimed.
 _UPSERT = """
 INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
     created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
-WHERE tasks.owner IS NULL OR tasks.owner = $7
+WHERE tasks.owner = $7 OR (tasks.owner IS NULL AND excluded.state NOT IN ('working', 'input-required'))
 """.strip()
-
-
-def redact(dsn: str) -> str:
-    """The connection string without its user and password (for messages and logs)."""
-    return _CREDENTIALS.sub("//***@", dsn)
 
 
 def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
@@ -126,7 +122,9 @@ class PostgresTaskStore:
             pool = await asyncpg.create_pool(dsn, min_size=1, max_size=max_connections, timeout=timeout,
                                              command_timeout=60, reset=_keep_session)
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError) as exc:
-            raise TaskStoreError(f"task store {redact(dsn)} is unreachable ({type(exc).__name__}: {exc})") from None
+            # a plain ValueError is the URL's own parse failing, and it quotes the piece it choked on
+            detail = "the connection string does not parse" if type(exc) is ValueError else f"{type(exc).__name__}: {exc}"
+            raise TaskStoreError(f"task store {redact(dsn)} is unreachable ({detail})") from None
         try:
             async with pool.acquire() as conn:
                 await migrate(conn)
@@ -138,16 +136,17 @@ class PostgresTaskStore:
             raise TaskStoreError(f"task store {redact(dsn)}: the schema cannot be prepared ({exc})") from None
         return cls(pool, dsn, replica_id, retention)
 
-    async def put(self, record: TaskRecord) -> None:
+    async def put(self, record: TaskRecord) -> bool:
         status = await self.pool.execute(_UPSERT, *_row(record), self.replica_id)
         if status.endswith(" 0"):
             log.warning("task %s belongs to another replica now (this one was declared dead); "
                         "its %s state is not stored", record.id, record.state.value)
-            return
+            return False
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
+        return True
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self.pool.fetchval("SELECT record FROM tasks WHERE id = $1", task_id)
@@ -202,10 +201,16 @@ class PostgresTaskStore:
         return json.loads(row) if row is not None else []
 
     async def save_history(self, context_id: str, messages: StoredMessages) -> None:
-        await self.pool.execute(
-            "INSERT INTO histories (context_id, messages, updated_at) VALUES ($1, $2, $3)"
+        """Written only by the replica holding the context's lease (`contexts`): one declared dead
+        that still finishes a run cannot overwrite the conversation its survivor continued."""
+        status = await self.pool.execute(
+            "INSERT INTO histories (context_id, messages, updated_at) SELECT $1, $2, $3"
+            " WHERE EXISTS (SELECT 1 FROM contexts WHERE context_id = $1 AND owner = $4)"
             " ON CONFLICT (context_id) DO UPDATE SET messages = excluded.messages, updated_at = excluded.updated_at",
-            context_id, json_text(messages), now_ms())
+            context_id, json_text(messages), now_ms(), self.replica_id)
+        if status.endswith(" 0"):
+            log.warning("context %s is leased to another replica now (this one was declared dead); "
+                        "its history is not stored", context_id)
 
     async def ping(self) -> None:
         await self.pool.fetchval("SELECT 1")

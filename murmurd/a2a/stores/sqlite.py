@@ -133,7 +133,7 @@ class SqliteTaskStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
 
-    async def put(self, record: TaskRecord) -> None:
+    async def put(self, record: TaskRecord) -> bool:
         row = _row(record)  # serialise on the caller's thread: the record may change later
         # Every commit survives a daemon crash (WAL). A terminal state, which carries the answer,
         # is also synced to disk before put returns (FULL), which syncs everything before it;
@@ -151,6 +151,7 @@ class SqliteTaskStore:
                     self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
 
         await self._call(upsert)
+        return True
 
     def _prune(self, db: sqlite3.Connection, retention: Retention) -> int:
         """On the store thread: one transaction deleting what `retention` no longer keeps."""
