@@ -7,7 +7,7 @@ where it lands in history, logs and `Referer`s. A ticket keeps that harmless: th
 authenticated `POST` (its bearer token in the header, as any JSON-RPC call), the daemon answers
 with a ticket good for ONE path (`/tasks/{id}/stream` or `/stream`), for ONE principal, for a
 short while (60 s by default), signed with a key that exists only in this daemon's memory
-(a restart voids every ticket). The page opens `GET <path>?ticket=...`; the daemon verifies the
+(a restart voids every ticket; replicas on one database share the database's key instead). The page opens `GET <path>?ticket=...`; the daemon verifies the
 ticket against the path it was asked for and the clock, and the stream then lives as long as the
 connection. When the browser reconnects after the ticket expired, the GET is refused (401), and
 the page mints a fresh ticket and resumes with `?after=<last event id>` (`EventSource` then
