@@ -11,6 +11,7 @@ daemon finishes what it runs. `/metrics` is the daemon's own Prometheus registry
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -27,6 +28,8 @@ READY_PATH = "/readyz"
 METRICS_PATH = "/metrics"
 STORE_PING_TIMEOUT_SECS = 2.0
 OK = "ok"
+
+log = logging.getLogger("murmurd.health")
 
 
 def uncompiled(staged: StagedCapsule) -> list[str]:
@@ -48,7 +51,10 @@ async def store_check(daemon: CapsuleDaemon, timeout: float = STORE_PING_TIMEOUT
     except TimeoutError:
         return f"unreachable: no answer within {timeout:g} s"
     except Exception as exc:  # any failure of the store is a verdict, never a 500
-        return f"unreachable: {type(exc).__name__}: {exc}"
+        # the probe needs no credential, and a store's error text can name its host, port and
+        # user: the daemon's log gets the text, the answer only the kind of failure
+        log.warning("readiness: the task store failed its ping: %s: %s", type(exc).__name__, exc)
+        return f"unreachable: {type(exc).__name__} (the daemon's log says more)"
     return OK
 
 
