@@ -37,6 +37,23 @@ def test_single_rejects_a_second_task_while_one_runs(tmp_path: Path) -> None:
         assert served.wait_state(third["id"], "completed")["status"]["response"] == "answer: now"
 
 
+def test_single_accepts_the_next_task_as_soon_as_the_last_one_reads_finished(tmp_path: Path) -> None:
+    """A caller polls `tasks/get` until `completed`, then sends again at once. The run is still
+    releasing its slot in that moment; `single` must not answer "one is running" (it used to,
+    now and then, under load)."""
+    import httpx
+
+    with serving(chaos_capsule(tmp_path), tmp_path / "state") as served, httpx.Client(timeout=30) as client:
+        for i in range(40):
+            # a blocking send answers the moment the task reads completed; the next goes at once
+            msg = {"messageId": f"m{i}", "role": "user", "parts": [{"text": f"turn {i}"}]}
+            body = {"jsonrpc": "2.0", "id": i, "method": "message/send",
+                    "params": {"message": msg, "configuration": {"blocking": True}}}
+            done = client.post(served.url, json=body).json()["result"]
+            assert done["status"]["state"] == "completed", done["status"]
+            assert done["status"]["response"] == f"answer: turn {i}"
+
+
 def test_queue_holds_queue_depth_tasks_and_cancel_runs_the_next(tmp_path: Path) -> None:
     capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 1,
                                                          "max_concurrent_tasks": 1})

@@ -53,6 +53,17 @@ def test_refusal_under_the_bound_accepts_and_past_it_single_rejects_queue_holds(
     assert "queue is full (queue_depth 1)" in refusal(task_acceptance="queue", bound=4, running=4, **full)
 
 
+def test_a_run_whose_task_reads_finished_no_longer_holds_the_bound() -> None:
+    """A caller saw `completed` and sends again while the run still releases its slot."""
+    common = {"accepting": True, "waiting": 0, "context_busy": False, "queue_depth": 1}
+    assert refusal(task_acceptance="single", bound=1, running=0, finishing=1, **common) is None
+    assert "single task" in refusal(task_acceptance="single", bound=1, running=1, finishing=0, **common)
+    # under after_task: exit the first finished task ends the intake, as the daemon will a moment later
+    assert "shutting down" in refusal(task_acceptance="single", bound=1, running=0, finishing=1,
+                                      exit_after_task=True, **common)
+    assert refusal(task_acceptance="queue", bound=4, running=0, finishing=0, exit_after_task=True, **common) is None
+
+
 def test_a_task_whose_context_is_busy_waits_and_counts_against_queue_depth() -> None:
     args = {"accepting": True, "task_acceptance": "queue", "bound": 8, "running": 1, "queue_depth": 2}
     assert refusal(waiting=1, context_busy=True, **args) is None

@@ -49,12 +49,16 @@ def runnable(waiting: Iterable[T], busy_contexts: Collection[str], running: int,
 
 def refusal(
     *, accepting: bool, task_acceptance: str, bound: int, running: int, waiting: int, context_busy: bool,
-    queue_depth: int,
+    queue_depth: int, finishing: int = 0, exit_after_task: bool = False,
 ) -> str | None:
     """Why a new task is rejected, or None to accept it. It has to wait when the bound is reached
     or its context already has a task (the daemon starts what can start at once, so whatever
-    waits is blocked); `single` then rejects, `queue` holds `queue_depth` waiting tasks."""
-    if not accepting:
+    waits is blocked); `single` then rejects, `queue` holds `queue_depth` waiting tasks.
+
+    `running` counts the runs whose task has not finished; `finishing` those whose task already
+    reads terminal (a caller may have seen it) while the run releases its slot. Those never
+    count against the bound, except that under `after_task: exit` the first one ends the intake."""
+    if not accepting or (finishing and exit_after_task):
         return "rejected: the capsule is shutting down"
     if running < bound and not context_busy:
         return None  # it starts now

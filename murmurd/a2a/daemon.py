@@ -540,10 +540,15 @@ class CapsuleDaemon:
         return record
 
     def _refusal(self, context_id: str) -> str | None:
-        context_busy = any(r.record.context_id == context_id for r in self._running.values()) or any(
+        # A run whose task already reads terminal (`tasks/get` answers it) is only releasing its
+        # slot: a caller who saw `completed` and sends again must not be told one is running.
+        # What it accepts waits for that slot in the queue, a moment at most.
+        live = [r for r in self._running.values() if not r.record.state.terminal]
+        context_busy = any(r.record.context_id == context_id for r in live) or any(
             q.context_id == context_id for q in self._queue)
         return refusal(accepting=self.accepting, task_acceptance=self.policy.task_acceptance,
-                       bound=self.policy.bound, running=len(self._running), waiting=len(self._queue),
+                       bound=self.policy.bound, running=len(live), waiting=len(self._queue),
+                       finishing=len(self._running) - len(live), exit_after_task=self.policy.after_task == "exit",
                        context_busy=context_busy, queue_depth=self.policy.queue_depth)
 
     def remember_dialect(self, task_id: str, dialect: Any) -> None:
