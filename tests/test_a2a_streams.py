@@ -124,7 +124,7 @@ def test_a_subscriber_that_stops_reading_does_not_stall_the_task(tmp_path: Path)
         stuck = socket.create_connection((address.hostname, address.port))
         stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}}).encode()
-        stuck.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        stuck.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
         time.sleep(0.3)  # the stuck watcher is registered; it never reads a byte
         started = time.monotonic()

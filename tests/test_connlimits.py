@@ -98,7 +98,7 @@ def no_tracebacks(served: Served) -> None:
     assert "Traceback" not in text and "ClientDisconnect" not in text, text
 
 
-REQUEST_LINE = b"POST / HTTP/1.1\r\nHost: murmur\r\n"
+REQUEST_LINE = b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 BODY_HEADERS = REQUEST_LINE + b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n"
 
 
@@ -128,7 +128,7 @@ def test_a_slowly_dripped_body_is_dropped_at_the_body_deadline(served: Served) -
 
 
 def test_an_idle_keep_alive_connection_closes(served: Served) -> None:
-    request = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: murmur\r\n\r\n"
+    request = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with sockets(1, served, request) as [sock]:
         sock.settimeout(10)
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
@@ -161,7 +161,7 @@ def test_an_ordinary_request_works_during_a_flood_and_the_flood_drains(served: S
 def test_past_the_cap_with_every_connection_busy_a_request_gets_503(served: Served) -> None:
     with sockets(CAP, served, BODY_HEADERS + b"{") as stalled:
         time.sleep(0.3)
-        with sockets(1, served, b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: murmur\r\n\r\n") as [late]:
+        with sockets(1, served, b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") as [late]:
             late.settimeout(10)
             answer = late.recv(65536)
             assert answer.startswith(b"HTTP/1.1 503"), answer

@@ -128,7 +128,7 @@ def _open_watch(served: Served, source: str = "127.0.0.1") -> tuple[socket.socke
     refusal's whole answer: headers and its JSON body)."""
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "stream/watch", "params": {}}).encode()
     sock = socket.create_connection(_address(served), timeout=10, source_address=(source, 0))
-    sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
+    sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\n"
                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
     head = sock.recv(4096)
     while b"\r\n\r\n" not in head:
@@ -281,7 +281,7 @@ def test_an_answer_left_unread_past_the_write_timeout_is_dropped(tmp_path: Path)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(_address(served))
         try:
-            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
             time.sleep(write_timeout + SLACK)  # never reading meanwhile
             received, closed = _read_until_closed(sock, 10)
@@ -304,7 +304,7 @@ def test_a_slow_reader_that_keeps_reading_gets_the_whole_answer(tmp_path: Path) 
         sock.connect(_address(served))
         received = 0
         try:
-            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
             sock.settimeout(10)
             start = time.monotonic()
@@ -331,7 +331,7 @@ def test_a_stream_left_unread_is_closed_and_gives_its_slot_back(tmp_path: Path) 
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(_address(served))
         try:
-            sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
             time.sleep(0.5)
             published = 0
