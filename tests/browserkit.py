@@ -187,3 +187,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def wait_answer(page: Any, words: str, timeout_ms: int = 30_000) -> None:
+    """The console's answer reads `words` (whitespace aside). A task's state can arrive by the
+    watch stream before its last chunks arrive by the task's own stream, so a test waits for the
+    text itself; a chunk shown twice never reads right and times out."""
+    page.wait_for_function("(w) => document.querySelector('#task-answer').textContent.split(/\\s+/)"
+                           ".filter(Boolean).join(' ') === w", arg=" ".join(words.split()), timeout=timeout_ms)

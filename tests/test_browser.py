@@ -10,7 +10,7 @@ import pytest
 
 from a2akit import serving, start
 from browserkit import (FIRST_WORDS, HOSTILE_TEXT, SECOND_WORDS, CuttingProxy, PageServer, chromium, free_port,
-                       scripted_capsule)
+                        scripted_capsule, wait_answer)
 
 TIMEOUT_MS = 30_000
 
@@ -191,6 +191,7 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         # A new task from the box: its answer streams in, it asks, the reply resumes it.
         asked = _send_from_console(page, "ask me please")
         _wait_state(page, "input-required")
+        wait_answer(page, FIRST_WORDS)
         assert _answer_words(page) == FIRST_WORDS.split()
         assert page.text_content("#task-status-message") == "May I go on?"
         assert page.is_visible("#reply")
@@ -205,6 +206,7 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         page.fill("#reply-text", "go on")
         page.click("#reply-send")
         _wait_state(page, "completed")
+        wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
         assert _answer_words(page) == (FIRST_WORDS + " " + SECOND_WORDS).split()
         assert served.get(asked)["status"]["state"] == "completed"
         assert "go on" in page.text_content("#task-messages")
@@ -245,6 +247,7 @@ def test_the_console_shows_every_chunk_once_across_a_cut_stream(tmp_path: Path, 
                                    timeout=TIMEOUT_MS)
             served.send("go on", taskId=asked)  # the rest of the answer comes over the new stream
             _wait_state(page, "completed")
+            wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
             assert _answer_words(page) == (FIRST_WORDS + " " + SECOND_WORDS).split()
             assert proxy.cuts >= 1
         finally:
@@ -277,6 +280,7 @@ def test_the_console_reconnects_across_a_daemon_restart(tmp_path: Path, browser)
         assert _answer_words(page) == FIRST_WORDS.split()  # nothing shown twice
         fresh = _send_from_console(page, "say hello")
         _wait_state(page, "completed")
+        wait_answer(page, FIRST_WORDS)
         assert _answer_words(page) == FIRST_WORDS.split()
         assert served.get(fresh)["status"]["state"] == "completed"
     finally:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from a2akit import serving
-from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, chromium, scripted_capsule
+from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, chromium, scripted_capsule, wait_answer
 from test_stream_tickets import OPS, PEER, bearer, credentials, send, wait_completed
 
 TIMEOUT_MS = 30_000
@@ -104,6 +104,7 @@ def test_the_console_asks_for_the_token_and_streams_through_tickets_re_minted_af
 
             asked = _send_from_console(page, "ask me")
             _wait_state(page, "input-required")
+            wait_answer(page, FIRST_WORDS)
             assert page.text_content("#task-answer").split() == FIRST_WORDS.split()
             page.wait_for_selector("#trace-box:not([hidden])", timeout=TIMEOUT_MS)  # an operator sees the trace
             assert "task_start" in page.text_content("#task-trace")
@@ -117,6 +118,7 @@ def test_the_console_asks_for_the_token_and_streams_through_tickets_re_minted_af
                 "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
                     "messageId": "reply1", "role": "user", "parts": [{"text": "go on"}], "taskId": asked}}})
             _wait_state(page, "completed")
+            wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
             assert page.text_content("#task-answer").split() == (FIRST_WORDS + " " + SECOND_WORDS).split()
         finally:
             proxy.close()
@@ -220,6 +222,7 @@ def test_a_peer_token_sees_its_own_tasks_but_not_their_trace_events(tmp_path: Pa
         page.wait_for_selector("#trace-note:not([hidden])", timeout=TIMEOUT_MS)
         assert page.is_hidden("#trace-box") and page.locator("#task-trace li").count() == 0
         assert (served.url + f"tasks/{task['id']}/trace", 403) in seen.responses
+        wait_answer(page, FIRST_WORDS)  # the stream itself is open
         assert page.text_content("#task-answer").split() == FIRST_WORDS.split()  # the stream itself is open
         seen.assert_token_never_in_a_url(PEER)
         assert seen.errors == []
