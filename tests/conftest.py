@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import secrets
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -54,6 +56,16 @@ class Artifacts:
 
     def fixture(self, name: str) -> Path:
         return self.wasm(FIXTURES / name)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Chromium for one test module: Debian's binary driven by Playwright
+    (tests/browserkit.py; nothing is downloaded)."""
+    from browserkit import chromium  # imported here: browserkit imports this module
+
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="session")

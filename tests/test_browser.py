@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from a2akit import serving, start
-from browserkit import (FIRST_WORDS, HOSTILE_TEXT, SECOND_WORDS, CuttingProxy, PageServer, chromium, free_port,
+from browserkit import (FIRST_WORDS, HOSTILE_TEXT, SECOND_WORDS, CuttingProxy, PageServer, free_port,
                         scripted_capsule, wait_answer)
 
 TIMEOUT_MS = 30_000
@@ -19,12 +19,6 @@ TIMEOUT_MS = 30_000
 def _built(artifacts) -> None:
     artifacts.example("scripted-driver")
     artifacts.fixture("ask")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 # An EventSource on a task's GET stream, collecting each frame once until the final status.

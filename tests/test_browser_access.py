@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from a2akit import serving
-from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, chromium, scripted_capsule, wait_answer
+from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, scripted_capsule, wait_answer
 from test_stream_tickets import OPS, PEER, bearer, credentials, send, wait_completed
 
 TIMEOUT_MS = 30_000
@@ -25,12 +25,6 @@ TIMEOUT_MS = 30_000
 def _built(artifacts) -> None:
     artifacts.example("scripted-driver")
     artifacts.fixture("ask")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 class Recorder:

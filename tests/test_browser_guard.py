@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from a2akit import Served, serving
-from browserkit import PageServer, chromium, scripted_capsule
+from browserkit import PageServer, scripted_capsule
 
 ATTACK_PAGE = """<!doctype html><body><script>
 const body = (text) => JSON.stringify({jsonrpc: "2.0", id: 1, method: "message/send",
@@ -44,12 +44,6 @@ window.formAttack = (url) => {
 def _built(artifacts) -> None:
     artifacts.example("scripted-driver")
     artifacts.fixture("ask")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with chromium() as launched:
-        yield launched
 
 
 def task_count(served: Served) -> int:
