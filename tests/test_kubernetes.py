@@ -38,9 +38,6 @@ KUSTOMIZE_DIR = ROOT / "deploy" / "kubernetes"
 # The oldest Kubernetes the manifests support (autoscaling/v2, policy/v1, emptyDir sizeLimit)
 # and the newest whose schemas kubernetes-validate bundles.
 KUBERNETES_VERSIONS = ("1.29.0", kubernetes_validate.latest_version())
-# Flags of other issues' work, not yet in this branch's CLI. Remove an entry once `murmurd serve`
-# accepts the flag.
-PENDING_FLAGS: dict[str, int] = {}
 WRITABLE_PATHS = {"/var/lib/murmurd/capsule", "/var/lib/murmurd/state", "/var/cache/murmurd", "/tmp"}
 SHUTDOWN_MARGIN_MAX = 15  # seconds the grace may exceed what the daemon needs
 
@@ -94,12 +91,8 @@ def daemon_container(pod) -> dict[str, Any]:
 
 
 def _serve_args(container: dict[str, Any]):
-    """The container's arguments parsed by murmurd's own CLI (pending flags set aside)."""
+    """The container's arguments parsed by murmurd's own CLI."""
     args = list(container.get("command", [])[1:]) + list(container["args"])
-    for flag, values in PENDING_FLAGS.items():
-        if flag in args:
-            at = args.index(flag)
-            del args[at:at + 1 + values]
     return build_parser().parse_args(args)
 
 
@@ -324,9 +317,6 @@ def test_the_daemon_serves_with_only_the_pods_writable_volumes(documents, pod, d
     for name, text in _one(documents, "ConfigMap")["data"].items():
         (Path(_pod_path(scratch, "/var/lib/murmurd/capsule")) / name).write_text(text)
     args = list(daemon_container["args"])
-    for flag, values in PENDING_FLAGS.items():
-        at = args.index(flag)
-        del args[at:at + 1 + values]
     token = tmp_path / "auth-token"  # the Secret's mount, read-only in the pod
     token.write_text("t" * 40 + "\n")
     args[args.index("--token-file") + 1] = str(token)
