@@ -443,17 +443,9 @@ def test_kill_running_ends_every_running_shell_group(policy: ShellPolicy) -> Non
     assert pids[0] not in shell_watchdog.running()
 
 
-def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
-    """SIGKILL of the process running the shell (on a worker thread, as murmurd does): the
-    whole group dies, the grandchild too, which the parent-death signal alone would miss."""
-    program = (
-        "import sys, threading\n"
-        "from pathlib import Path\n"
-        "from murmurd.session.shell import ShellPolicy, run_shell\n"
-        "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]), timeout_seconds=300)\n"
-        "worker = threading.Thread(target=run_shell, args=(policy, 'sh', ['-c', sys.argv[2]]))\n"
-        "worker.start(); worker.join()\n"
-    )
+def _kill_and_expect_no_survivor(program: str, tmp_path: Path) -> None:
+    """Run `program` as a stand-in murmurd that starts GROUP_SCRIPT in `tmp_path`, SIGKILL it
+    once the group is up, and require every process of the group to be gone."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
     murmurd = subprocess.Popen([sys.executable, "-c", program, str(tmp_path), GROUP_SCRIPT], env=env)
     try:
@@ -466,6 +458,20 @@ def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
         if murmurd.poll() is None:
             murmurd.kill()
             murmurd.wait(timeout=10)
+
+
+def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
+    """SIGKILL of the process running the shell (on a worker thread, as murmurd does): the
+    whole group dies, the grandchild too, which the parent-death signal alone would miss."""
+    program = (
+        "import sys, threading\n"
+        "from pathlib import Path\n"
+        "from murmurd.session.shell import ShellPolicy, run_shell\n"
+        "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]), timeout_seconds=300)\n"
+        "worker = threading.Thread(target=run_shell, args=(policy, 'sh', ['-c', sys.argv[2]]))\n"
+        "worker.start(); worker.join()\n"
+    )
+    _kill_and_expect_no_survivor(program, tmp_path)
 
 
 def test_a_group_is_known_to_the_watchdog_before_its_command_runs(tmp_path: Path) -> None:
@@ -480,18 +486,7 @@ def test_a_group_is_known_to_the_watchdog_before_its_command_runs(tmp_path: Path
         "spawn_confined(policy, prepare_shell(policy, 'sh', ['-c', sys.argv[2]]))\n"
         "time.sleep(300)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    murmurd = subprocess.Popen([sys.executable, "-c", program, str(tmp_path), GROUP_SCRIPT], env=env)
-    try:
-        pids = _group_pids(tmp_path)
-        assert all(alive(pid) for pid in pids)
-        murmurd.kill()
-        murmurd.wait(timeout=10)
-        wait_gone(pids, timeout=10)
-    finally:
-        if murmurd.poll() is None:
-            murmurd.kill()
-            murmurd.wait(timeout=10)
+    _kill_and_expect_no_survivor(program, tmp_path)
 
 
 # --------------------------------------------------------------------------- what the model and traces see
