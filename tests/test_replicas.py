@@ -214,8 +214,6 @@ def test_a_threaded_context_moves_with_its_history_when_its_owner_dies(tmp_path:
         assert stored.index("remember the kiwi") < stored.index("and now?")  # b ran on a's conversation
 
 
-@pytest.mark.xfail(strict=False, reason="known defect, issue 17 left open: now and then a PostgreSQL "
-                   "replica's SIGTERM shutdown with a hanging task and queued tasks does not finish in 30 s")
 def test_a_rolling_restart_loses_nothing(tmp_path: Path, postgres_dsn: str) -> None:
     with replicas(tmp_path, 2, postgres_dsn, lease=LEASE, grace=1.0) as (a, b):
         hanging = send_async(a, "mode:hang")

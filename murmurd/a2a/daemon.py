@@ -11,6 +11,7 @@ several capsules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -597,7 +598,8 @@ class CapsuleDaemon:
                 if current.state.terminal or current.state in settled:
                     return current
                 left = None if deadline is None else max(0.0, deadline - loop.time())
-                await asyncio.wait_for(_settling(sub, settled), left)
+                async with asyncio.timeout(left):
+                    await _settling(sub, settled)
             except TimeoutError:
                 return current
             finally:
@@ -640,10 +642,9 @@ class CapsuleDaemon:
 
     async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
         async with self._changed:
-            try:
-                await asyncio.wait_for(self._changed.wait_for(lambda: record.state.terminal), timeout)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._changed.wait_for(lambda: record.state.terminal)
 
     async def _cancel_run(self, run: Run, reason: str) -> None:
         """Cancel one started task and wait (briefly) until it has recorded its end."""
@@ -822,7 +823,8 @@ class CapsuleDaemon:
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         run.reply = future
         try:
-            reply = await asyncio.wait_for(future, self.policy.input_timeout_secs)
+            async with asyncio.timeout(self.policy.input_timeout_secs):  # not wait_for: it can swallow a cancel
+                reply = await future
         except TimeoutError:
             raise AbortTask(INPUT_TIMEOUT) from None
         finally:

@@ -47,7 +47,8 @@ def acceptance(accepting: bool, stopping: bool) -> str:
 
 async def store_check(daemon: CapsuleDaemon, timeout: float = STORE_PING_TIMEOUT_SECS) -> str:
     try:
-        await asyncio.wait_for(daemon.store.ping(), timeout)
+        async with asyncio.timeout(timeout):
+            await daemon.store.ping()
     except TimeoutError:
         return f"unreachable: no answer within {timeout:g} s"
     except Exception as exc:  # any failure of the store is a verdict, never a 500

@@ -74,7 +74,8 @@ class HookQueue:
         drained = True
         if self._worker is not None:
             try:
-                await asyncio.wait_for(self._queue.join(), budget)
+                async with asyncio.timeout(budget):
+                    await self._queue.join()
             except TimeoutError:
                 drained = False
                 self._report("drain", "timeout",

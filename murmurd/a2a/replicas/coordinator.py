@@ -44,6 +44,7 @@ INBOX_CHANNEL = "murmurd_inbox"
 REPLICA_ENV = "MURMURD_REPLICA_ID"
 DEFAULT_LEASE_SECS = 15.0
 EVENTS_KEPT = 100_000  # stored events beyond the replay buffers, for Last-Event-ID from anywhere
+LOOP_STOP_SECS = 5.0  # how long a graceful stop waits for its background loops to end
 
 
 def dead_message(replica_id: str) -> str:
@@ -162,7 +163,11 @@ class ReplicaCoordinator:
             log.warning("replica %s: some stream events were not stored before stopping", self.replica_id)
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:  # bounded: a loop that ignores its cancel must not hold the stop forever
+            _, stuck = await asyncio.wait(self._tasks, timeout=LOOP_STOP_SECS)
+            if stuck:
+                log.error("replica %s: %s did not stop when cancelled; handing work back regardless",
+                          self.replica_id, ", ".join(sorted(task.get_name() for task in stuck)))
         try:
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
@@ -182,9 +187,7 @@ class ReplicaCoordinator:
         """Ingest events as notifications bring them, and read the table every few seconds
         regardless (the backstop for a notification lost with a dropped listener)."""
         while True:
-            try:
-                await asyncio.wait_for(self._events.wait(), timeout=max(1.0, self.lease_secs / 3))
-            except TimeoutError:
+            if not await _woken(self._events, max(1.0, self.lease_secs / 3)):
                 self._event_notes.append("")  # nothing heard for a while: read the table
             self._events.clear()
             try:
@@ -285,10 +288,7 @@ class ReplicaCoordinator:
 
     async def _follow_work(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._work.wait(), timeout=self.lease_secs / 3)
-            except TimeoutError:
-                pass
+            await _woken(self._work, self.lease_secs / 3)
             self._work.clear()
             try:
                 await self.claim()
@@ -358,10 +358,7 @@ class ReplicaCoordinator:
 
     async def _follow_inbox(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._inbox.wait(), timeout=self.lease_secs / 3)
-            except TimeoutError:
-                pass
+            await _woken(self._inbox, self.lease_secs / 3)
             self._inbox.clear()
             try:
                 await self._drain_inbox()
@@ -382,3 +379,17 @@ class ReplicaCoordinator:
                     await host.cancel_local(row["task_id"])
             except Exception:  # one bad message never stops the inbox
                 log.exception("replica %s: %s for task %s failed", self.replica_id, row["kind"], row["task_id"])
+
+
+async def _woken(event: asyncio.Event, timeout: float) -> bool:
+    """Wait for `event` at most `timeout` seconds; whether it was set.
+
+    `asyncio.timeout`, not `asyncio.wait_for`: on Python 3.11 `wait_for` swallows a cancel that
+    arrives just as the event is set, and a loop built on it then never stops (a replica's
+    graceful stop waited forever on its events reader that way)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

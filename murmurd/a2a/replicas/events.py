@@ -90,7 +90,8 @@ class SharedEventLog(EventLog):
     async def flush(self, timeout: float = 10.0) -> None:
         """Wait until everything published so far is stored (shutdown)."""
         async with self._flushed:
-            await asyncio.wait_for(self._flushed.wait_for(lambda: not self._outbox), timeout)
+            async with asyncio.timeout(timeout):
+                await self._flushed.wait_for(lambda: not self._outbox)
 
     async def catch_up(self) -> int:
         """Ingest every stored event after the newest one here, in id order; how many."""

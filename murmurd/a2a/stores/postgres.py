@@ -220,6 +220,7 @@ class PostgresTaskStore:
             return
         self._closed = True
         try:
-            await asyncio.wait_for(self.pool.close(), 10)
+            async with asyncio.timeout(10):
+                await self.pool.close()
         except TimeoutError:
             self.pool.terminate()
