@@ -3,8 +3,12 @@ also runs against SQLite, one daemon standing in for all of them)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import signal
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -69,3 +73,67 @@ def wait_for(predicate: Any, timeout: float, what: str) -> float:
 
 def frames_text(frames: list[tuple[str | None, str, Any]]) -> str:
     return json.dumps(frames)
+
+
+class Partition:
+    """A loopback TCP proxy in front of the database. `drop()` makes it a black hole, as a
+    network partition is: bytes already sent and new connections alike wait, nothing is refused
+    or reset; `heal()` lets everything through again, held bytes first."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self._flowing = threading.Event()
+        self._flowing.set()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def dsn(self, dsn: str) -> str:
+        """`dsn` with its host:port replaced by this proxy's."""
+        return re.sub(r"@[^/]+/", f"@127.0.0.1:{self.port}/", dsn, count=1)
+
+    def drop(self) -> None:
+        self._flowing.clear()
+
+    def heal(self) -> None:
+        self._flowing.set()
+
+    def close(self) -> None:
+        self._flowing.set()
+        self._listener.close()
+        for sock in list(self._open):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        self._flowing.wait()
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        self._open += [client, upstream]
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                self._flowing.wait()
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)

@@ -228,6 +228,70 @@ def test_a_rolling_restart_loses_nothing(tmp_path: Path, postgres_dsn: str) -> N
                                      "('completed', 'failed', 'canceled', 'rejected')")[0]["n"] == 0
 
 
+def _ended_here(served, task_id: str) -> bool:  # type: ignore[no-untyped-def]
+    """The task's run in this replica has ended (its trace says so: the WASM stopped)."""
+    return any(e.get("event_type") == "task_end" and e.get("task_id") == task_id for e in served.all_events())
+
+
+def test_a_replica_cut_off_from_the_database_stops_its_runs_before_a_survivor_takes_over(
+        tmp_path: Path, postgres_dsn: str) -> None:
+    from replicakit import Partition
+
+    gap = Partition(int(postgres_dsn.rsplit(":", 1)[1].split("/")[0]))
+    a = start(chaos_capsule(tmp_path / "a", lifecycle=QUEUE), tmp_path / "state-a",
+              *replica_args(gap.dsn(postgres_dsn), LEASE), "--grace", "1")
+    b = start(chaos_capsule(tmp_path / "b", lifecycle=QUEUE), tmp_path / "state-b",
+              *replica_args(postgres_dsn, LEASE), "--grace", "1")
+    try:
+        hanging = send_async(a, "mode:hang")
+        b.wait_state(hanging["id"], "working")
+        assert hanging["id"] in task_starts(a)
+        gap.drop()
+        # the WASM on a stops while a is still cut off: it never runs on beside the survivor
+        took = wait_for(lambda: _ended_here(a, hanging["id"]), 3 * LEASE, "the cut-off replica to stop its run")
+        assert took < 2 * LEASE, took
+        failed = b.wait_state(hanging["id"], "failed", timeout=4 * LEASE)
+        assert "stopped" in failed["status"]["message"]
+        gap.heal()
+        wait_for(lambda: any("in contact with the database again" in line or "declared dead" in line
+                             for line in a.stderr), 4 * LEASE, "the replica to rejoin")
+        later = send_async(a, "after the partition")
+        assert b.wait_state(later["id"], "completed")["status"]["response"] == "answer: after the partition"
+        assert b.get(hanging["id"])["status"]["state"] == "failed"  # the survivor's verdict stands
+    finally:
+        for served in (a, b):
+            served.proc.send_signal(signal.SIGKILL)
+            served.proc.wait(timeout=10)
+        gap.close()
+
+
+def test_after_a_database_outage_a_replica_settles_what_it_stopped_and_runs_its_queue(
+        tmp_path: Path, postgres_dsn: str) -> None:
+    from replicakit import Partition
+
+    gap = Partition(int(postgres_dsn.rsplit(":", 1)[1].split("/")[0]))
+    a = start(chaos_capsule(tmp_path / "a", lifecycle=QUEUE), tmp_path / "state-a",
+              *replica_args(gap.dsn(postgres_dsn), LEASE), "--grace", "1")
+    try:
+        hanging = send_async(a, "mode:hang")
+        a.wait_state(hanging["id"], "working")
+        behind = send_async(a, "behind the hang", contextId=hanging["contextId"])
+        gap.drop()  # no other replica: nobody sweeps, the database is simply gone for a while
+        wait_for(lambda: _ended_here(a, hanging["id"]), 3 * LEASE, "the cut-off replica to stop its run")
+        gap.heal()
+        # canceled when its own held write got through after all, failed when the rejoin settled it
+        ended = a.wait_state(hanging["id"], "failed", "canceled", timeout=4 * LEASE)
+        assert "lost the database" in ended["status"]["message"], ended
+        done = a.wait_state(behind["id"], "completed", timeout=4 * LEASE)
+        assert done["status"]["response"] == "answer: behind the hang"
+        assert db_rows(postgres_dsn, "SELECT count(*) AS n FROM tasks WHERE state NOT IN "
+                                     "('completed', 'failed', 'canceled', 'rejected')")[0]["n"] == 0
+    finally:
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=10)
+        gap.close()
+
+
 def test_an_unreachable_or_unknown_store_is_refused_at_start(tmp_path: Path) -> None:
     import socket
     import subprocess

@@ -519,13 +519,14 @@ class CapsuleDaemon:
     def busy_contexts(self) -> set[str]:
         return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
 
-    async def abandon(self) -> None:
-        while self._queue:  # already handed on by the survivor's sweep
+    async def abandon(self, reason: str) -> list[str]:
+        while self._queue:  # handed on by a survivor's sweep, or by the coordinator on its rejoin
             record = self._queue.popleft()
             self._records.pop(record.id, None)
             self._traceparents.pop(record.id, None)
-        await asyncio.gather(*(self._cancel_run(run, "canceled: this replica was declared dead")
-                               for run in list(self._running.values())))
+        runs = list(self._running.values())
+        await asyncio.gather(*(self._cancel_run(run, reason) for run in runs))
+        return [run.record.id for run in runs]
 
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import asyncpg
 
+from murmurd.a2a.replicas import fencing
 from murmurd.a2a.replicas.events import EVENTS_CHANNEL, SharedEventLog
 from murmurd.a2a.stores.base import TERMINAL_VALUES
 from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState, now_ms
@@ -74,8 +75,8 @@ class ReplicaHost(Protocol):
     def busy_contexts(self) -> set[str]:
         """Contexts with a task queued or running here (their leases are never released)."""
 
-    async def abandon(self) -> None:
-        """This replica was declared dead: drop its queue (handed on) and stop its runs."""
+    async def abandon(self, reason: str) -> list[str]:
+        """Drop the local queue and cancel every run (their WASM stops); the ids of the runs."""
 
     def stop_after_failure(self, exc: BaseException) -> None:
         """A coordination loop died of a bug: stop serving (and exit non-zero)."""
@@ -107,6 +108,10 @@ class ReplicaCoordinator:
         self._event_notes: deque[str] = deque()  # murmurd_events payloads, in commit order
         self._claiming = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self._last_beat = 0.0  # loop time of the last heartbeat that got through
+        self._in_contact_since: float | None = None  # since when heartbeats get through (None: failing)
+        self._fenced: list[str] | None = None  # cut off: the runs it stopped (None: in contact)
+        self._fence_silence = 0.0  # seconds without a heartbeat when the fence came down
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -116,11 +121,13 @@ class ReplicaCoordinator:
         await self.pool.execute(
             "INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET url = excluded.url,"
             " started_at = now(), heartbeat_at = now()", self.replica_id, self.url)
+        self._last_beat = self._in_contact_since = asyncio.get_running_loop().time()
         await self._listen()
         await self.log.prime()
         for work, name in ((self.log.run_writer(), "events-writer"), (self._follow_events(), "events-reader"),
-                           (self._heartbeat(), "heartbeat"), (self._follow_work(), "claims"),
-                           (self._follow_inbox(), "inbox")):
+                           (self._heartbeat(), "heartbeat"), (self._upkeep(), "upkeep"),
+                           (self._watch_contact(), "fence"),
+                           (self._follow_work(), "claims"), (self._follow_inbox(), "inbox")):
             self._tasks.append(asyncio.create_task(self._forever(work, name), name=f"murmurd-replica-{name}"))
         self._work.set()
 
@@ -198,19 +205,36 @@ class ReplicaCoordinator:
                 await asyncio.sleep(1.0)
 
     async def _heartbeat(self) -> None:
-        """Heartbeat, sweep the dead, keep the listener alive, forget old events.
+        """Beat every lease/3, and rejoin after a fence. Nothing else waits in this loop: a slow
+        sweep or prune must never make this replica look cut off (to others or to its fence)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.lease_secs / 3)
+            try:
+                await self._beat()
+                if self._in_contact_since is None:
+                    self._in_contact_since = loop.time()
+                if self._fenced is not None:
+                    await self._rejoin(self._fenced)
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
+                log.exception("replica %s: heartbeat failed", self.replica_id)
+                self._in_contact_since = None
+
+    async def _upkeep(self) -> None:
+        """Sweep the dead, release idle leases, keep the listener alive, forget old events.
 
         A replica sweeps others only after a whole lease of its own heartbeats getting through:
         after a database outage every replica's heartbeat is old, and the first one back must
         give the others a lease to beat again before it calls them dead."""
         loop = asyncio.get_running_loop()
-        beats = 0
-        in_contact_since = loop.time()
+        rounds = 0
         while True:
             await asyncio.sleep(self.lease_secs / 3)
+            since = self._in_contact_since
+            if since is None or self._fenced is not None:
+                continue
             try:
-                await self._beat()
-                if loop.time() - in_contact_since >= self.lease_secs:
+                if loop.time() - since >= self.lease_secs:
                     await self.sweep()
                 await self._release_idle()
                 if self._listener is None or self._listener.is_closed():
@@ -218,21 +242,22 @@ class ReplicaCoordinator:
                     self._events.set()
                     self._work.set()
                     self._inbox.set()
-                beats += 1
-                if beats % 30 == 0:
+                rounds += 1
+                if rounds % 30 == 0:
                     await self.log.prune(EVENTS_KEPT)
-            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
-                log.exception("replica %s: heartbeat failed", self.replica_id)
-                in_contact_since = loop.time()
+            except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
+                log.exception("replica %s: upkeep failed", self.replica_id)
 
     async def _beat(self) -> None:
+        # bounded: a partition that drops packets must fail the beat, not hold it for minutes
         alive = await self.pool.fetchval("UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id",
-                                         self.replica_id)
+                                         self.replica_id, timeout=self.lease_secs / 3)
+        self._last_beat = asyncio.get_running_loop().time()
         if alive is None:  # swept while we were away: our running tasks were failed by another
             log.error("replica %s was declared dead by another replica; its work went on elsewhere, "
                       "it starts afresh", self.replica_id)
             assert self._host is not None
-            await self._host.abandon()
+            await self._host.abandon("canceled: this replica was declared dead")
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
                                    self.replica_id, self.url)
@@ -240,6 +265,36 @@ class ReplicaCoordinator:
                 await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
                                    self.replica_id)
                 await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+
+    async def _watch_contact(self) -> None:
+        """Fence: stop this replica's work once its heartbeats have not got through for
+        `fencing.FENCE_AFTER` of a lease, whatever the heartbeat loop is stuck on."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.lease_secs / 12)
+            if self._fenced is None and fencing.cut_off(self._last_beat, loop.time(), self.lease_secs):
+                silent = loop.time() - self._last_beat
+                log.error("replica %s: no heartbeat has reached the database for %.1f s; it stops its "
+                          "runs and queue before another replica takes them over", self.replica_id, silent)
+                assert self._host is not None
+                self._fenced = []  # from here on nothing is claimed
+                self._fence_silence = silent
+                self._fenced = await self._host.abandon(fencing.fenced_message("canceled", self.replica_id, silent))
+
+    async def _rejoin(self, stopped: list[str]) -> None:
+        """A heartbeat got through after a fence: settle the runs stopped (if no sweep did) and
+        hand the queue back, then claim again."""
+        async with self._claiming:
+            async with self.pool.acquire() as conn, conn.transaction():
+                failed = await fencing.settle(conn, self.replica_id, stopped,
+                                              fencing.fenced_message("failed", self.replica_id, self._fence_silence))
+                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+            self._fenced = None
+        for record in failed:
+            self.log.publish("status", record.id, record.status_frame(True), final=True)
+        log.warning("replica %s is in contact with the database again: %d stopped task(s) failed, its "
+                    "queue handed back", self.replica_id, len(failed))
+        self._work.set()
 
     async def _release_idle(self) -> None:
         """Give up the leases of contexts with no task here for `idle_secs` (their next task may
@@ -307,7 +362,11 @@ class ReplicaCoordinator:
         those of free contexts while it has room (taking their leases); queue them here."""
         assert self._host is not None
         async with self._claiming:
+            if self._fenced is not None:  # cut off: claims wait for the rejoin
+                return []
             result = await self._claim_once(self._host.room())
+            if self._fenced is not None:  # fenced meanwhile: they stay queued here; the rejoin hands them back
+                return []
             if result.records:
                 await self._host.take_claimed(result.records)
         for owner in result.owners_to_wake:
