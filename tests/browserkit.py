@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from conftest import EXAMPLES, FIXTURES
+from proxykit import LoopbackProxy
 from murmurd.manifest.writing import dump_yaml
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -106,46 +107,24 @@ class PageServer:
         self.server.server_close()
 
 
-class CuttingProxy:
+class CuttingProxy(LoopbackProxy):
     """A loopback TCP proxy in front of a daemon; `cut()` closes every connection through it
     (the browser sees its stream die mid-answer, as on a network drop) while new connections
     keep working. `limit` cuts each connection after that many bytes came back from the daemon."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
         self.limit: int | None = None
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._open: set[socket.socket] = set()
-        self._lock = threading.Lock()
         self.cuts = 0
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(target_port)
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
-            with self._lock:
-                self._open.update((client, upstream))
-            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, limited: bool) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, from_target: bool) -> None:
         sent = 0  # bytes passed since `limit` was set (it applies to open connections too)
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
-                limit = self.limit if limited else None
+                limit = self.limit if from_target else None
                 if limit is not None and sent + len(data) >= limit:
                     sink.sendall(data[: max(0, limit - sent)])
                     self.cuts += 1
@@ -156,31 +135,12 @@ class CuttingProxy:
         except OSError:
             pass
         finally:
-            self._close_pair(source, sink)
-
-    def _close_pair(self, *sockets: socket.socket) -> None:
-        with self._lock:
-            for sock in sockets:
-                self._open.discard(sock)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
+            self._close(source, sink)
 
     def cut(self) -> None:
         """Close every connection open now."""
-        with self._lock:
-            doomed = list(self._open)
-            self._open.clear()
         self.cuts += 1
-        for sock in doomed:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-            sock.close()
-
-    def close(self) -> None:
-        self._listener.close()
-        self.cut()
+        self._close_all()
 
 
 def free_port() -> int:

@@ -3,7 +3,6 @@ also runs against SQLite, one daemon standing in for all of them)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import signal
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from a2akit import Served, chaos_capsule, start
+from proxykit import LoopbackProxy
 
 QUEUE = {"task_acceptance": "queue", "queue_depth": 100}
 
@@ -75,19 +75,17 @@ def frames_text(frames: list[tuple[str | None, str, Any]]) -> str:
     return json.dumps(frames)
 
 
-class Partition:
+class Partition(LoopbackProxy):
     """A loopback TCP proxy in front of the database. `drop()` makes it a black hole, as a
     network partition is: bytes already sent and new connections alike wait, nothing is refused
-    or reset; `heal()` lets everything through again, held bytes first."""
+    or reset. `refuse()` is a database that went away: every connection is closed, new ones are
+    closed at once. `heal()` lets everything through again (held bytes first)."""
 
     def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
         self._flowing = threading.Event()
         self._flowing.set()
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self._listener.getsockname()[1]
-        self._open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._refusing = False
+        super().__init__(target_port)
 
     def dsn(self, dsn: str) -> str:
         """`dsn` with its host:port replaced by this proxy's."""
@@ -96,37 +94,23 @@ class Partition:
     def drop(self) -> None:
         self._flowing.clear()
 
+    def refuse(self) -> None:
+        self._refusing = True
+        self._close_all()
+
     def heal(self) -> None:
+        self._refusing = False
         self._flowing.set()
 
     def close(self) -> None:
         self._flowing.set()
-        self._listener.close()
-        for sock in list(self._open):
-            with contextlib.suppress(OSError):
-                sock.close()
+        super().close()
 
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
-
-    def _connect(self, client: socket.socket) -> None:
+    def _admit(self) -> bool:
         self._flowing.wait()
-        try:
-            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=10)
-        except OSError:
-            client.close()
-            return
-        upstream.settimeout(None)
-        self._open += [client, upstream]
-        for source, sink in ((client, upstream), (upstream, client)):
-            threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+        return not self._refusing
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, from_target: bool) -> None:
         try:
             while data := source.recv(65536):
                 self._flowing.wait()
@@ -134,6 +118,4 @@ class Partition:
         except OSError:
             pass
         finally:
-            for sock in (source, sink):
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            self._close(source, sink)

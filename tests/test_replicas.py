@@ -292,6 +292,31 @@ def test_after_a_database_outage_a_replica_settles_what_it_stopped_and_runs_its_
         gap.close()
 
 
+def test_a_run_that_ends_while_the_database_is_gone_does_not_stay_working(tmp_path: Path, postgres_dsn: str) -> None:
+    """Its final write failed at once (connection refused); once the database answers again the
+    replica, which no longer runs it, fails it instead of leaving it `working` for ever."""
+    from replicakit import Partition
+
+    gap = Partition(int(postgres_dsn.rsplit(":", 1)[1].split("/")[0]))
+    lease = 6.0  # the outage (about 2 s) is shorter than a fence needs
+    a = start(chaos_capsule(tmp_path / "a", lifecycle=QUEUE, deadline=2), tmp_path / "state-a",
+              *replica_args(gap.dsn(postgres_dsn), lease), "--grace", "1")
+    try:
+        spinning = send_async(a, "mode:hang")  # spins until its 2 s deadline, then fails
+        a.wait_state(spinning["id"], "working")
+        gap.refuse()
+        wait_for(lambda: _ended_here(a, spinning["id"]), 10, "the run to reach its deadline")
+        gap.heal()
+        ended = a.wait_state(spinning["id"], "failed", timeout=3 * lease)
+        assert "outcome could not be stored" in ended["status"]["message"] or \
+            "lost the database" in ended["status"]["message"], ended
+        assert any("no longer run here failed" in line for line in a.stderr)
+    finally:
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait(timeout=10)
+        gap.close()
+
+
 def test_an_unreachable_or_unknown_store_is_refused_at_start(tmp_path: Path) -> None:
     import socket
     import subprocess

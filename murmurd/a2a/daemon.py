@@ -519,14 +519,15 @@ class CapsuleDaemon:
     def busy_contexts(self) -> set[str]:
         return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
 
-    async def abandon(self, reason: str) -> list[str]:
-        while self._queue:  # handed on by a survivor's sweep, or by the coordinator on its rejoin
+    def running_tasks(self) -> set[str]:
+        return set(self._running)
+
+    async def abandon(self, reason: str) -> None:
+        while self._queue:  # handed on by a survivor's sweep, or by the coordinator's settling
             record = self._queue.popleft()
             self._records.pop(record.id, None)
             self._traceparents.pop(record.id, None)
-        runs = list(self._running.values())
-        await asyncio.gather(*(self._cancel_run(run, reason) for run in runs))
-        return [run.record.id for run in runs]
+        await asyncio.gather(*(self._cancel_run(run, reason) for run in list(self._running.values())))
 
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None

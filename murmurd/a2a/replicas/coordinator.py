@@ -75,8 +75,11 @@ class ReplicaHost(Protocol):
     def busy_contexts(self) -> set[str]:
         """Contexts with a task queued or running here (their leases are never released)."""
 
-    async def abandon(self, reason: str) -> list[str]:
-        """Drop the local queue and cancel every run (their WASM stops); the ids of the runs."""
+    def running_tasks(self) -> set[str]:
+        """Ids of the tasks whose run is in progress here (ending included)."""
+
+    async def abandon(self, reason: str) -> None:
+        """Drop the local queue and cancel every run (their WASM stops)."""
 
     def stop_after_failure(self, exc: BaseException) -> None:
         """A coordination loop died of a bug: stop serving (and exit non-zero)."""
@@ -108,10 +111,10 @@ class ReplicaCoordinator:
         self._event_notes: deque[str] = deque()  # murmurd_events payloads, in commit order
         self._claiming = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
-        self._last_beat = 0.0  # loop time of the last heartbeat that got through
+        self._contact = fencing.Contact(lease_secs, last_ok=0.0)
         self._in_contact_since: float | None = None  # since when heartbeats get through (None: failing)
-        self._fenced: list[str] | None = None  # cut off: the runs it stopped (None: in contact)
         self._fence_silence = 0.0  # seconds without a heartbeat when the fence came down
+        self._settle_due = False  # contact came back: settle what ended unrecorded meanwhile
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -121,9 +124,9 @@ class ReplicaCoordinator:
         await self.pool.execute(
             "INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET url = excluded.url,"
             " started_at = now(), heartbeat_at = now()", self.replica_id, self.url)
-        self._last_beat = self._in_contact_since = asyncio.get_running_loop().time()
         await self._listen()
         await self.log.prime()
+        self._contact.last_ok = self._in_contact_since = asyncio.get_running_loop().time()
         for work, name in ((self.log.run_writer(), "events-writer"), (self._follow_events(), "events-reader"),
                            (self._heartbeat(), "heartbeat"), (self._upkeep(), "upkeep"),
                            (self._watch_contact(), "fence"),
@@ -176,17 +179,21 @@ class ReplicaCoordinator:
                 log.error("replica %s: %s did not stop when cancelled; handing work back regardless",
                           self.replica_id, ", ".join(sorted(task.get_name() for task in stuck)))
         try:
-            async with self.pool.acquire() as conn, conn.transaction():
+            async with asyncio.timeout(LOOP_STOP_SECS), self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
                                    self.replica_id)
                 await conn.execute("DELETE FROM contexts WHERE owner = $1", self.replica_id)
                 await conn.execute("DELETE FROM inbox WHERE replica = $1", self.replica_id)
                 await conn.execute("DELETE FROM replicas WHERE id = $1", self.replica_id)
                 await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
-        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
             log.exception("replica %s: could not hand its work back; its lease will expire", self.replica_id)
         if self._listener is not None:
-            await self._listener.close()
+            try:
+                async with asyncio.timeout(LOOP_STOP_SECS):
+                    await self._listener.close()
+            except TimeoutError:
+                self._listener.terminate()
 
     # -- the loops ----------------------------------------------------------------------------
 
@@ -205,23 +212,51 @@ class ReplicaCoordinator:
                 await asyncio.sleep(1.0)
 
     async def _heartbeat(self) -> None:
-        """Beat every lease/3, and rejoin after a fence. Nothing else waits in this loop: a slow
-        sweep or prune must never make this replica look cut off (to others or to its fence)."""
+        """Beat every lease/3, each beat bounded by lease/3 (a partition that drops packets fails
+        it instead of holding it for minutes). Nothing else waits in this loop: a slow sweep,
+        prune or claim must never make this replica look cut off, to others or to its fence."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.lease_secs / 3)
+            sent = loop.time()
+            self._contact.sending(sent)
             try:
-                await self._beat()
-                if self._in_contact_since is None:
-                    self._in_contact_since = loop.time()
-                if self._fenced is not None:
-                    await self._rejoin(self._fenced)
+                async with asyncio.timeout(self.lease_secs / 3):
+                    alive = await self.pool.fetchval(
+                        "UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id", self.replica_id)
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
                 log.exception("replica %s: heartbeat failed", self.replica_id)
+                self._contact.failed()
                 self._in_contact_since = None
+                self._settle_due = True
+                continue
+            self._contact.got_through(sent)
+            if self._in_contact_since is None:
+                self._in_contact_since = loop.time()
+            if alive is None:
+                await self._rejoin_swept()
+
+    async def _rejoin_swept(self) -> None:
+        """Swept while away: the running tasks were failed by another replica, the queued ones
+        handed on. Stop what still runs here and register afresh."""
+        log.error("replica %s was declared dead by another replica; its work went on elsewhere, "
+                  "it starts afresh", self.replica_id)
+        assert self._host is not None
+        await self._host.abandon("canceled: this replica was declared dead")
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
+                                   self.replica_id, self.url)
+                # whatever it still owns but no longer runs goes back to the others
+                await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
+                                   self.replica_id)
+                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
+            log.exception("replica %s: could not register again; the next heartbeat tries", self.replica_id)
 
     async def _upkeep(self) -> None:
-        """Sweep the dead, release idle leases, keep the listener alive, forget old events.
+        """Settle after lost contact or a fence, sweep the dead, release idle leases, keep the
+        listener alive, forget old events.
 
         A replica sweeps others only after a whole lease of its own heartbeats getting through:
         after a database outage every replica's heartbeat is old, and the first one back must
@@ -231,9 +266,12 @@ class ReplicaCoordinator:
         while True:
             await asyncio.sleep(self.lease_secs / 3)
             since = self._in_contact_since
-            if since is None or self._fenced is not None:
+            if since is None:
                 continue
             try:
+                rounds += 1
+                if self._contact.fenced or self._settle_due or rounds % 3 == 0:
+                    await self._settle()
                 if loop.time() - since >= self.lease_secs:
                     await self.sweep()
                 await self._release_idle()
@@ -242,59 +280,53 @@ class ReplicaCoordinator:
                     self._events.set()
                     self._work.set()
                     self._inbox.set()
-                rounds += 1
-                if rounds % 30 == 0:
+                if rounds % 90 == 0:
                     await self.log.prune(EVENTS_KEPT)
             except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
                 log.exception("replica %s: upkeep failed", self.replica_id)
 
-    async def _beat(self) -> None:
-        # bounded: a partition that drops packets must fail the beat, not hold it for minutes
-        alive = await self.pool.fetchval("UPDATE replicas SET heartbeat_at = now() WHERE id = $1 RETURNING id",
-                                         self.replica_id, timeout=self.lease_secs / 3)
-        self._last_beat = asyncio.get_running_loop().time()
-        if alive is None:  # swept while we were away: our running tasks were failed by another
-            log.error("replica %s was declared dead by another replica; its work went on elsewhere, "
-                      "it starts afresh", self.replica_id)
-            assert self._host is not None
-            await self._host.abandon("canceled: this replica was declared dead")
-            async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute("INSERT INTO replicas (id, url) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING",
-                                   self.replica_id, self.url)
-                # whatever it still owns but no longer runs goes back to the others
-                await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
-                                   self.replica_id)
-                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
-
     async def _watch_contact(self) -> None:
-        """Fence: stop this replica's work once its heartbeats have not got through for
-        `fencing.FENCE_AFTER` of a lease, whatever the heartbeat loop is stuck on."""
+        """Fence (see `fencing`): stop this replica's runs and queue once its heartbeats stop
+        getting through, whatever the other loops are waiting on."""
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.lease_secs / 12)
-            if self._fenced is None and fencing.cut_off(self._last_beat, loop.time(), self.lease_secs):
-                silent = loop.time() - self._last_beat
+            if self._contact.must_fence(loop.time()):
+                silent = loop.time() - self._contact.last_ok
                 log.error("replica %s: no heartbeat has reached the database for %.1f s; it stops its "
                           "runs and queue before another replica takes them over", self.replica_id, silent)
                 assert self._host is not None
-                self._fenced = []  # from here on nothing is claimed
+                self._contact.fenced = True  # from here on nothing is claimed
                 self._fence_silence = silent
-                self._fenced = await self._host.abandon(fencing.fenced_message("canceled", self.replica_id, silent))
+                await self._host.abandon(fencing.fenced_message("canceled", self.replica_id, silent))
 
-    async def _rejoin(self, stopped: list[str]) -> None:
-        """A heartbeat got through after a fence: settle the runs stopped (if no sweep did) and
-        hand the queue back, then claim again."""
-        async with self._claiming:
+    async def _settle(self) -> None:
+        """Fail the tasks the database says run here that run here no more (their outcome was
+        lost with the database, or a fence stopped them); after a fence, hand the queued ones
+        back (the local queue was dropped) and claim again."""
+        assert self._host is not None
+        fenced = self._contact.fenced
+        message = (fencing.fenced_message("failed", self.replica_id, self._fence_silence) if fenced
+                   else fencing.unrecorded_message(self.replica_id))
+        async with self._claiming:  # no claim adds to the local queue meanwhile
             async with self.pool.acquire() as conn, conn.transaction():
-                failed = await fencing.settle(conn, self.replica_id, stopped,
-                                              fencing.fenced_message("failed", self.replica_id, self._fence_silence))
-                await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
-            self._fenced = None
+                listed = await fencing.open_tasks(conn, self.replica_id)
+                unheld = set(listed) - self._host.running_tasks()
+                failed = await fencing.fail_unheld(conn, self.replica_id, unheld, message) if unheld else []
+                if fenced:
+                    await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
+                                       self.replica_id)
+                    await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+            self._settle_due = False
+            if fenced:
+                self._contact.fenced = False
         for record in failed:
             self.log.publish("status", record.id, record.status_frame(True), final=True)
-        log.warning("replica %s is in contact with the database again: %d stopped task(s) failed, its "
-                    "queue handed back", self.replica_id, len(failed))
-        self._work.set()
+        if fenced or failed:
+            log.warning("replica %s: %d task(s) that no longer run here failed%s", self.replica_id, len(failed),
+                        "; in contact with the database again, its queue handed back" if fenced else "")
+        if fenced:
+            self._work.set()
 
     async def _release_idle(self) -> None:
         """Give up the leases of contexts with no task here for `idle_secs` (their next task may
@@ -362,10 +394,10 @@ class ReplicaCoordinator:
         those of free contexts while it has room (taking their leases); queue them here."""
         assert self._host is not None
         async with self._claiming:
-            if self._fenced is not None:  # cut off: claims wait for the rejoin
+            if self._contact.fenced:  # cut off: claims wait for the settling after contact returns
                 return []
             result = await self._claim_once(self._host.room())
-            if self._fenced is not None:  # fenced meanwhile: they stay queued here; the rejoin hands them back
+            if self._contact.fenced:  # fenced meanwhile: owned here, queued nowhere; the settling hands them back
                 return []
             if result.records:
                 await self._host.take_claimed(result.records)

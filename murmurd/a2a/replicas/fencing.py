@@ -1,32 +1,68 @@
-"""A replica cut off from the database stops its own work before the others call it dead.
+"""A replica cut off from the database stops its own work before the others call it dead, and
+tasks whose outcome could not be stored are settled once the database answers again.
 
 The others declare a replica dead when its heartbeat is a lease old, fail its running tasks and
 run its queued ones. A replica whose heartbeats stop getting through cannot tell a partition from
-an outage, so it assumes the worst: after `FENCE_AFTER` of a lease without a heartbeat it cancels
-its runs (their WASM stops) and drops its local queue, before any sweep can have happened, and
-claims nothing until a heartbeat gets through again. Then, if nobody swept it meanwhile (a
-database outage, not a partition), it settles what it stopped: those tasks still open and still
-its own become FAILED, its queued tasks go back to be claimed.
+an outage, so it assumes the worst: once it has been silent for `FENCE_AFTER` of a lease and a
+heartbeat has failed (or hangs), it cancels its runs (their WASM stops) and drops its local queue
+before any sweep can have happened, and claims nothing until a heartbeat gets through again. Then
+it settles: its tasks still open in the database that it no longer runs become FAILED, and (after
+a fence) its queued tasks go back to be claimed. The same settling runs every lease, so a run
+whose final write was lost to a short outage never stays `working` for ever.
+
+`Contact` is the pure part: what the replica knows of its own heartbeats, and the fence rule.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
+from dataclasses import dataclass
 
 import asyncpg
 
-from murmurd.a2a.stores.base import TERMINAL_VALUES
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
-# Of a lease: two missed heartbeats (one every lease/3). The sweep comes a lease after the last
-# one that got through, so a third of a lease is left for the runs to stop.
+# Of a lease. Silence is counted from the moment the last heartbeat that got through was sent
+# (the database's `heartbeat_at` is no earlier), and a survivor sweeps a lease after it: a third
+# of a lease is left for the runs to stop.
 FENCE_AFTER = 2 / 3
+OPEN_STATES = [TaskState.WORKING.value, TaskState.INPUT_REQUIRED.value]
 
 
-def cut_off(last_beat: float, now: float, lease_secs: float) -> bool:
-    """Whether a replica whose last heartbeat got through at `last_beat` must stop its work."""
-    return now - last_beat >= FENCE_AFTER * lease_secs
+@dataclass
+class Contact:
+    """This replica's heartbeats, on the event loop's clock (seconds)."""
+
+    lease_secs: float
+    last_ok: float  # when the last heartbeat that got through was sent
+    sending_since: float | None = None  # a heartbeat in flight since then
+    failed_since_ok: bool = False
+    fenced: bool = False
+
+    def sending(self, now: float) -> None:
+        self.sending_since = now
+
+    def got_through(self, sent_at: float) -> None:
+        self.last_ok, self.sending_since, self.failed_since_ok = sent_at, None, False
+
+    def failed(self) -> None:
+        self.sending_since, self.failed_since_ok = None, True
+
+    def must_fence(self, now: float) -> bool:
+        """Silent for `FENCE_AFTER` of a lease with a heartbeat failed or hanging, or silent for
+        a whole lease whatever the reason (a survivor may sweep now). Silence alone, as after
+        the event loop stalled, is not enough: the heartbeat due is about to go out."""
+        if self.fenced:
+            return False
+        silent = now - self.last_ok
+        if silent >= self.lease_secs:
+            return True
+        if silent < FENCE_AFTER * self.lease_secs:
+            return False
+        hanging = self.sending_since is not None and now - self.sending_since >= self.lease_secs / 6
+        return self.failed_since_ok or hanging
 
 
 def fenced_message(outcome: str, replica_id: str, silent_secs: float) -> str:
@@ -35,14 +71,25 @@ def fenced_message(outcome: str, replica_id: str, silent_secs: float) -> str:
             "its work (a partitioned replica never runs on beside the one that takes over)")
 
 
-async def settle(conn: asyncpg.Connection, replica_id: str, stopped: list[str],
-                 message: str) -> list[TaskRecord]:
-    """In the caller's transaction: fail the tasks in `stopped` still open and still owned here,
-    and hand every queued task owned here back. Returns the records failed (to publish)."""
+def unrecorded_message(replica_id: str) -> str:
+    return (f"failed: the run on replica {replica_id} ended while the database was unreachable, "
+            "and its outcome could not be stored")
+
+
+async def open_tasks(conn: asyncpg.Connection, replica_id: str) -> list[str]:
+    """Ids of the tasks the database says run here (working or input-required)."""
+    rows = await conn.fetch("SELECT id FROM tasks WHERE owner = $1 AND state = ANY($2::text[])",
+                            replica_id, OPEN_STATES)
+    return [r["id"] for r in rows]
+
+
+async def fail_unheld(conn: asyncpg.Connection, replica_id: str, task_ids: Collection[str],
+                      message: str) -> list[TaskRecord]:
+    """In the caller's transaction: fail those of `task_ids` still open and owned here (the caller
+    has checked it runs none of them). Returns the records failed (to publish)."""
     failed: list[TaskRecord] = []
-    rows = await conn.fetch(
-        "SELECT record FROM tasks WHERE owner = $1 AND id = ANY($2::text[]) AND state <> 'submitted'"
-        " AND NOT (state = ANY($3::text[])) FOR UPDATE", replica_id, stopped, list(TERMINAL_VALUES))
+    rows = await conn.fetch("SELECT record FROM tasks WHERE id = ANY($1::text[]) AND owner = $2"
+                            " AND state = ANY($3::text[]) FOR UPDATE", list(task_ids), replica_id, OPEN_STATES)
     for row in rows:
         record = TaskRecord.from_json(json.loads(row["record"]))
         record.state = TaskState.FAILED
@@ -51,5 +98,4 @@ async def settle(conn: asyncpg.Connection, replica_id: str, stopped: list[str],
         failed.append(record)
         await conn.execute("UPDATE tasks SET state = $2, updated_at = $3, record = $4 WHERE id = $1",
                            record.id, record.state.value, record.updated_at, json_text(record.to_json()))
-    await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'", replica_id)
     return failed
