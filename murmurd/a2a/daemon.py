@@ -520,7 +520,7 @@ class CapsuleDaemon:
         return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
 
     def running_tasks(self) -> set[str]:
-        return set(self._running)
+        return set(self._running) | {record.id for record, _ in self._unfinished}  # the latter: ending
 
     async def abandon(self, reason: str) -> None:
         while self._queue:  # handed on by a survivor's sweep, or by the coordinator's settling
