@@ -52,5 +52,26 @@ def test_silence_counts_from_when_the_last_good_heartbeat_was_sent() -> None:
 
 def test_a_fenced_replica_is_not_fenced_twice() -> None:
     contact = Contact(LEASE, last_ok=100.0)
-    contact.fenced = True
+    contact.fence(100.0)
     assert not contact.must_fence(100.0 + 2 * LEASE)
+
+
+def test_right_after_a_stall_only_a_whole_lease_of_silence_fences() -> None:
+    """A beat in flight across a stall looks hung (or times out) for reasons of our own loop."""
+    contact = Contact(LEASE, last_ok=100.0)
+    contact.sending(100.0 + LEASE / 3)
+    contact.failed()
+    assert not contact.must_fence(100.0 + 0.9 * LEASE, stalled=True)
+    assert contact.must_fence(100.0 + 0.9 * LEASE)
+    assert contact.must_fence(100.0 + LEASE, stalled=True)
+
+
+def test_a_fence_is_lifted_only_by_a_heartbeat_sent_after_it() -> None:
+    contact = Contact(LEASE, last_ok=100.0)
+    contact.fence(112.0)
+    contact.got_through(111.0)  # sent before the fence: says nothing of now
+    assert not contact.heard_since_fence()
+    contact.got_through(113.0)
+    assert contact.heard_since_fence()
+    contact.unfence()
+    assert not contact.fenced

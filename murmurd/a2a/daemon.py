@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +62,7 @@ logger = logging.getLogger("murmurd.a2a")
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
 CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
+MAX_UNRECORDED = 10_000  # replicas: task ends kept for storing after the database refused them
 
 
 class TaskNotFound(LookupError):
@@ -231,6 +232,10 @@ class CapsuleDaemon:
         self._changed = asyncio.Condition()
         self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
+        self._ending: set[str] = set()  # taken from `_unfinished`, their end being recorded
+        # Ends the store refused (replicas: the database was unreachable), by task id; the
+        # coordinator stores them once it answers again. Bounded: the oldest go first.
+        self._unrecorded: OrderedDict[str, TaskRecord] = OrderedDict()
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
         self.metrics.watch_tasks(running=lambda: len(self._running), queued=lambda: len(self._queue))
@@ -335,7 +340,7 @@ class CapsuleDaemon:
                                for run in list(self._running.values())))
         while self._unfinished:  # canceled before their first step: the scheduler is not there to end them
             record, run = self._unfinished.pop(0)
-            await self._end_unfinished(record, run)
+            await self._end_unfinished_marked(record, run)
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
@@ -519,8 +524,16 @@ class CapsuleDaemon:
     def busy_contexts(self) -> set[str]:
         return {r.record.context_id for r in self._running.values()} | {r.context_id for r in self._queue}
 
-    def running_tasks(self) -> set[str]:
-        return set(self._running) | {record.id for record, _ in self._unfinished}  # the latter: ending
+    def held_tasks(self) -> set[str]:
+        return ({r.id for r in self._queue} | set(self._running) | {record.id for record, _ in self._unfinished}
+                | self._ending)
+
+    def unrecorded_ends(self) -> list[TaskRecord]:
+        return list(self._unrecorded.values())
+
+    def recorded(self, task_ids: Iterable[str]) -> None:
+        for task_id in task_ids:
+            self._unrecorded.pop(task_id, None)
 
     async def abandon(self, reason: str) -> None:
         while self._queue:  # handed on by a survivor's sweep, or by the coordinator's settling
@@ -669,7 +682,7 @@ class CapsuleDaemon:
             while self._unfinished:
                 record, run = self._unfinished.pop(0)
                 # cancelled before `_run_guarded` took its first step, so nothing in it ran
-                await asyncio.shield(self._end_unfinished(record, run))
+                await asyncio.shield(self._end_unfinished_marked(record, run))
             self._schedule()
             ended = self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None)
             if ended or self._launch_ended:
@@ -732,6 +745,14 @@ class CapsuleDaemon:
             if self.pool.shared is None and slot.session.ended is not None:
                 await self.pool.discard(record.context_id, slot)
 
+    async def _end_unfinished_marked(self, record: TaskRecord, run: Run) -> None:
+        """`_end_unfinished`, the task counted as still running here until its end is recorded."""
+        self._ending.add(record.id)
+        try:
+            await self._end_unfinished(record, run)
+        finally:
+            self._ending.discard(record.id)
+
     async def _end_unfinished(self, record: TaskRecord, run: Run) -> None:
         """A run that ended leaving its task unfinished: CANCELED if it was cancelled, else FAILED."""
         if run.task is not None and run.task.cancelled():
@@ -757,12 +778,17 @@ class CapsuleDaemon:
     async def _store_brief(self, record: TaskRecord) -> None:
         """Store the terminal state without history, artifacts or result (what the store refused
         is one of those); publish it and wake waiters whatever happens."""
-        brief = TaskRecord(record.id, record.context_id, record.state, record.status_message,
-                           origin=record.origin, trust=record.trust, created_at=record.created_at)
+        brief = record.brief()
         try:
             await self.store.put(brief)
         except Exception:
             logger.exception("task %s: not even its brief %s record could be stored", record.id, record.state.value)
+            if self.replicas is not None:  # stored by the coordinator once the database answers
+                self._unrecorded[record.id] = record
+                while len(self._unrecorded) > MAX_UNRECORDED:
+                    lost, _ = self._unrecorded.popitem(last=False)
+                    logger.error("task %s: its end is no longer kept for storing (over %d unrecorded)",
+                                 lost, MAX_UNRECORDED)
         self.metrics.task_changed(brief)
         self._records.pop(record.id, None)
         self.log.publish("status", record.id, record.status_frame(True), final=True)
@@ -776,7 +802,20 @@ class CapsuleDaemon:
         slot.trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
         record.state = TaskState.WORKING
-        if not await self._save(record, final=False):
+        try:
+            saved = await self._save(record, final=False)
+        except Exception:
+            if self.replicas is None:
+                raise
+            # Replicas: the database is unreachable, so the task never started. It is still queued
+            # there, this replica's; the coordinator hands it back once the database answers.
+            logger.warning("task %s: not started, the task store is unreachable; it waits to be claimed "
+                           "again", record.id, exc_info=True)
+            record.state = TaskState.SUBMITTED
+            run.disowned = True
+            self._records.pop(record.id, None)
+            return
+        if not saved:
             # Replicas: this one was declared dead while the task waited here, and the task went
             # back to the others (or one claimed it). It runs there, never here too.
             logger.warning("task %s: not started here, another replica runs it", record.id)

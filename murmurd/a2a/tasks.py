@@ -113,6 +113,11 @@ class TaskRecord:
             return None
         return next((a.parts[0].get("text") for a in self.artifacts if a.name == "prompt" and a.parts), None)
 
+    def brief(self) -> TaskRecord:
+        """The record without history, artifacts or result: what is stored when the whole is refused."""
+        return TaskRecord(self.id, self.context_id, self.state, self.status_message, origin=self.origin,
+                          trust=self.trust, principal=self.principal, created_at=self.created_at)
+
     def status_frame(self, final: bool) -> dict[str, Any]:
         """The upstream SSE `status` payload (runtime-notes §6) for the record as it is now."""
         status: dict[str, Any] = {"state": self.state.value}

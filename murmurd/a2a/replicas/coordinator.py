@@ -26,7 +26,7 @@ import os
 import secrets
 import socket
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -75,8 +75,14 @@ class ReplicaHost(Protocol):
     def busy_contexts(self) -> set[str]:
         """Contexts with a task queued or running here (their leases are never released)."""
 
-    def running_tasks(self) -> set[str]:
-        """Ids of the tasks whose run is in progress here (ending included)."""
+    def held_tasks(self) -> set[str]:
+        """Ids of the tasks queued or running here (ending included)."""
+
+    def unrecorded_ends(self) -> list[TaskRecord]:
+        """Task ends the store refused (the database was unreachable), to store later."""
+
+    def recorded(self, task_ids: Iterable[str]) -> None:
+        """These ends are stored now (or moot): forget them."""
 
     async def abandon(self, reason: str) -> None:
         """Drop the local queue and cancel every run (their WASM stops)."""
@@ -178,22 +184,28 @@ class ReplicaCoordinator:
             if stuck:
                 log.error("replica %s: %s did not stop when cancelled; handing work back regardless",
                           self.replica_id, ", ".join(sorted(task.get_name() for task in stuck)))
+        # Bounded by waiting on a task, not by cancelling the work: a cancelled query's rollback
+        # would wait on the database again (a partition holds it for minutes).
+        leaving = asyncio.create_task(self._leave(), name="murmurd-replica-leave")
+        if not (await asyncio.wait({leaving}, timeout=LOOP_STOP_SECS))[0]:
+            log.error("replica %s: the database did not take its leave within %g s; its lease will expire",
+                      self.replica_id, LOOP_STOP_SECS)
+        if self._listener is not None:
+            closing = asyncio.create_task(self._listener.close())
+            if not (await asyncio.wait({closing}, timeout=LOOP_STOP_SECS))[0]:
+                self._listener.terminate()
+
+    async def _leave(self) -> None:
         try:
-            async with asyncio.timeout(LOOP_STOP_SECS), self.pool.acquire() as conn, conn.transaction():
+            async with self.pool.acquire() as conn, conn.transaction():
                 await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
                                    self.replica_id)
                 await conn.execute("DELETE FROM contexts WHERE owner = $1", self.replica_id)
                 await conn.execute("DELETE FROM inbox WHERE replica = $1", self.replica_id)
                 await conn.execute("DELETE FROM replicas WHERE id = $1", self.replica_id)
                 await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
-        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError, TimeoutError):
+        except (asyncpg.PostgresError, OSError, asyncpg.InterfaceError):
             log.exception("replica %s: could not hand its work back; its lease will expire", self.replica_id)
-        if self._listener is not None:
-            try:
-                async with asyncio.timeout(LOOP_STOP_SECS):
-                    await self._listener.close()
-            except TimeoutError:
-                self._listener.terminate()
 
     # -- the loops ----------------------------------------------------------------------------
 
@@ -216,8 +228,10 @@ class ReplicaCoordinator:
         it instead of holding it for minutes). Nothing else waits in this loop: a slow sweep,
         prune or claim must never make this replica look cut off, to others or to its fence."""
         loop = asyncio.get_running_loop()
+        delay = self.lease_secs / 3
         while True:
-            await asyncio.sleep(self.lease_secs / 3)
+            await asyncio.sleep(delay)
+            delay = self.lease_secs / 3
             sent = loop.time()
             self._contact.sending(sent)
             try:
@@ -229,6 +243,7 @@ class ReplicaCoordinator:
                 self._contact.failed()
                 self._in_contact_since = None
                 self._settle_due = True
+                delay = self.lease_secs / 12  # try again soon: one slow answer is not a partition
                 continue
             self._contact.got_through(sent)
             if self._in_contact_since is None:
@@ -266,11 +281,12 @@ class ReplicaCoordinator:
         while True:
             await asyncio.sleep(self.lease_secs / 3)
             since = self._in_contact_since
-            if since is None:
+            if since is None or (self._contact.fenced and not self._contact.heard_since_fence()):
                 continue
+            assert self._host is not None
             try:
                 rounds += 1
-                if self._contact.fenced or self._settle_due or rounds % 3 == 0:
+                if self._contact.fenced or self._settle_due or rounds % 3 == 0 or self._host.unrecorded_ends():
                     await self._settle()
                 if loop.time() - since >= self.lease_secs:
                     await self.sweep()
@@ -289,43 +305,55 @@ class ReplicaCoordinator:
         """Fence (see `fencing`): stop this replica's runs and queue once its heartbeats stop
         getting through, whatever the other loops are waiting on."""
         loop = asyncio.get_running_loop()
+        tick = self.lease_secs / 12
         while True:
-            await asyncio.sleep(self.lease_secs / 12)
-            if self._contact.must_fence(loop.time()):
-                silent = loop.time() - self._contact.last_ok
+            before = loop.time()
+            await asyncio.sleep(tick)
+            now = loop.time()
+            if self._contact.must_fence(now, stalled=now - before > 2 * tick):
+                silent = now - self._contact.last_ok
                 log.error("replica %s: no heartbeat has reached the database for %.1f s; it stops its "
                           "runs and queue before another replica takes them over", self.replica_id, silent)
                 assert self._host is not None
-                self._contact.fenced = True  # from here on nothing is claimed
+                self._contact.fence(now)  # from here on nothing is claimed
+                self._in_contact_since = None
                 self._fence_silence = silent
                 await self._host.abandon(fencing.fenced_message("canceled", self.replica_id, silent))
 
     async def _settle(self) -> None:
-        """Fail the tasks the database says run here that run here no more (their outcome was
-        lost with the database, or a fence stopped them); after a fence, hand the queued ones
-        back (the local queue was dropped) and claim again."""
+        """Put the database right about this replica's tasks (see `fencing`): ends it refused are
+        stored; open tasks this replica no longer holds fail (running) or go back (queued). After
+        a fence, unfence and claim again."""
         assert self._host is not None
         fenced = self._contact.fenced
         message = (fencing.fenced_message("failed", self.replica_id, self._fence_silence) if fenced
                    else fencing.unrecorded_message(self.replica_id))
+        ends = self._host.unrecorded_ends()
         async with self._claiming:  # no claim adds to the local queue meanwhile
             async with self.pool.acquire() as conn, conn.transaction():
+                stored = await fencing.store_ends(conn, self.replica_id, ends)
                 listed = await fencing.open_tasks(conn, self.replica_id)
-                unheld = set(listed) - self._host.running_tasks()
-                failed = await fencing.fail_unheld(conn, self.replica_id, unheld, message) if unheld else []
-                if fenced:
-                    await conn.execute("UPDATE tasks SET owner = NULL WHERE owner = $1 AND state = 'submitted'",
-                                       self.replica_id)
+                held = self._host.held_tasks()  # read after the rows: a task queued here since is held
+                unheld = {task_id: state for task_id, state in listed.items() if task_id not in held}
+                running = [t for t, state in unheld.items() if state != TaskState.SUBMITTED.value]
+                queued = [t for t, state in unheld.items() if state == TaskState.SUBMITTED.value]
+                failed = await fencing.fail_unheld(conn, self.replica_id, running, message) if running else []
+                if queued:
+                    await fencing.hand_back(conn, self.replica_id, queued)
                     await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
+            self._host.recorded(record.id for record in ends)
             self._settle_due = False
             if fenced:
-                self._contact.fenced = False
+                self._contact.unfence()
+                self._in_contact_since = asyncio.get_running_loop().time()
         for record in failed:
             self.log.publish("status", record.id, record.status_frame(True), final=True)
-        if fenced or failed:
-            log.warning("replica %s: %d task(s) that no longer run here failed%s", self.replica_id, len(failed),
-                        "; in contact with the database again, its queue handed back" if fenced else "")
-        if fenced:
+        if fenced or stored or failed or queued:
+            log.warning("replica %s settled its tasks%s: %d end(s) stored late, %d that no longer run here "
+                        "failed, %d queued handed back", self.replica_id,
+                        " (in contact with the database again)" if fenced else "", len(stored), len(failed),
+                        len(queued))
+        if fenced or queued:
             self._work.set()
 
     async def _release_idle(self) -> None:
@@ -348,11 +376,11 @@ class ReplicaCoordinator:
             if not dead:
                 return []
             rows = await conn.fetch(
-                "SELECT record, owner FROM tasks WHERE owner = ANY($1::text[]) AND NOT (state = ANY($2::text[]))"
+                "SELECT id, record, owner FROM tasks WHERE owner = ANY($1::text[]) AND NOT (state = ANY($2::text[]))"
                 " FOR UPDATE", dead, list(TERMINAL_VALUES))
             for row in rows:
-                record = TaskRecord.from_json(json.loads(row["record"]))
-                if record.state is TaskState.SUBMITTED:
+                record = fencing.readable(row["record"], row["id"])
+                if record is None or record.state is TaskState.SUBMITTED:
                     continue
                 record.state = TaskState.FAILED
                 record.status_message = dead_message(row["owner"])

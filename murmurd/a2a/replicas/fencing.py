@@ -5,10 +5,11 @@ The others declare a replica dead when its heartbeat is a lease old, fail its ru
 run its queued ones. A replica whose heartbeats stop getting through cannot tell a partition from
 an outage, so it assumes the worst: once it has been silent for `FENCE_AFTER` of a lease and a
 heartbeat has failed (or hangs), it cancels its runs (their WASM stops) and drops its local queue
-before any sweep can have happened, and claims nothing until a heartbeat gets through again. Then
-it settles: its tasks still open in the database that it no longer runs become FAILED, and (after
-a fence) its queued tasks go back to be claimed. The same settling runs every lease, so a run
-whose final write was lost to a short outage never stays `working` for ever.
+before any sweep can have happened, and claims nothing until a heartbeat sent after the fence
+gets through. Then it settles, as it does every lease and after any failed heartbeat: ends the
+database refused are stored now; tasks the database shows open and this replica's that it no
+longer holds become FAILED (running) or go back to be claimed (queued). So a run whose final
+write was lost to a short outage never stays `working`, nor a task `submitted`, for ever.
 
 `Contact` is the pure part: what the replica knows of its own heartbeats, and the fence rule.
 """
@@ -16,13 +17,17 @@ whose final write was lost to a short outage never stays `working` for ever.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Collection
 from dataclasses import dataclass
 
 import asyncpg
 
+from murmurd.a2a.stores.base import TERMINAL_VALUES
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
+
+log = logging.getLogger("murmurd.a2a.replicas")
 
 # Of a lease. Silence is counted from the moment the last heartbeat that got through was sent
 # (the database's `heartbeat_at` is no earlier), and a survivor sweeps a lease after it: a third
@@ -39,7 +44,11 @@ class Contact:
     last_ok: float  # when the last heartbeat that got through was sent
     sending_since: float | None = None  # a heartbeat in flight since then
     failed_since_ok: bool = False
-    fenced: bool = False
+    fenced_at: float | None = None  # when the fence came down (None: not fenced)
+
+    @property
+    def fenced(self) -> bool:
+        return self.fenced_at is not None
 
     def sending(self, now: float) -> None:
         self.sending_since = now
@@ -50,16 +59,27 @@ class Contact:
     def failed(self) -> None:
         self.sending_since, self.failed_since_ok = None, True
 
-    def must_fence(self, now: float) -> bool:
+    def fence(self, now: float) -> None:
+        self.fenced_at = now
+
+    def heard_since_fence(self) -> bool:
+        """A heartbeat sent after the fence came down got through: the database answers again."""
+        return self.fenced_at is not None and self.last_ok >= self.fenced_at
+
+    def unfence(self) -> None:
+        self.fenced_at = None
+
+    def must_fence(self, now: float, *, stalled: bool = False) -> bool:
         """Silent for `FENCE_AFTER` of a lease with a heartbeat failed or hanging, or silent for
         a whole lease whatever the reason (a survivor may sweep now). Silence alone, as after
-        the event loop stalled, is not enough: the heartbeat due is about to go out."""
+        the event loop stalled, is not enough: the heartbeat due is about to go out; and right
+        after a stall (`stalled`) only a whole lease counts, as a beat may look hung for it."""
         if self.fenced:
             return False
         silent = now - self.last_ok
         if silent >= self.lease_secs:
             return True
-        if silent < FENCE_AFTER * self.lease_secs:
+        if stalled or silent < FENCE_AFTER * self.lease_secs:
             return False
         hanging = self.sending_since is not None and now - self.sending_since >= self.lease_secs / 6
         return self.failed_since_ok or hanging
@@ -76,11 +96,45 @@ def unrecorded_message(replica_id: str) -> str:
             "and its outcome could not be stored")
 
 
-async def open_tasks(conn: asyncpg.Connection, replica_id: str) -> list[str]:
-    """Ids of the tasks the database says run here (working or input-required)."""
-    rows = await conn.fetch("SELECT id FROM tasks WHERE owner = $1 AND state = ANY($2::text[])",
-                            replica_id, OPEN_STATES)
-    return [r["id"] for r in rows]
+def readable(raw: str, task_id: str) -> TaskRecord | None:
+    """A stored record, or None (logged) when it cannot be read: one bad row never stops a loop."""
+    try:
+        return TaskRecord.from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError):
+        log.exception("task %s: its stored record cannot be read; left as it is", task_id)
+        return None
+
+
+async def store_ends(conn: asyncpg.Connection, replica_id: str, records: list[TaskRecord]) -> list[str]:
+    """Store ends the database refused earlier, where the task is still open and this replica's
+    (or nobody's); the ids stored. A record the database refuses is stored brief instead, and one
+    refused even so is left (each in a savepoint: one refusal spoils nothing else)."""
+    stored = []
+    for record in records:
+        for candidate in (record, record.brief()):
+            try:
+                async with conn.transaction():
+                    status = await conn.execute(
+                        "UPDATE tasks SET state = $2, updated_at = $3, record = $4 WHERE id = $1"
+                        " AND (owner = $5 OR owner IS NULL) AND NOT (state = ANY($6::text[]))",
+                        candidate.id, candidate.state.value, candidate.updated_at, json_text(candidate.to_json()),
+                        replica_id, list(TERMINAL_VALUES))
+            except asyncpg.PostgresError as exc:
+                if isinstance(exc, asyncpg.PostgresConnectionError):
+                    raise
+                log.warning("task %s: its end was refused again: %s", record.id, exc)
+                continue
+            if not status.endswith(" 0"):
+                stored.append(record.id)
+            break
+    return stored
+
+
+async def open_tasks(conn: asyncpg.Connection, replica_id: str) -> dict[str, str]:
+    """The tasks the database says are this replica's and not ended: id -> state."""
+    rows = await conn.fetch("SELECT id, state FROM tasks WHERE owner = $1 AND state = ANY($2::text[])",
+                            replica_id, [*OPEN_STATES, TaskState.SUBMITTED.value])
+    return {r["id"]: r["state"] for r in rows}
 
 
 async def fail_unheld(conn: asyncpg.Connection, replica_id: str, task_ids: Collection[str],
@@ -88,10 +142,12 @@ async def fail_unheld(conn: asyncpg.Connection, replica_id: str, task_ids: Colle
     """In the caller's transaction: fail those of `task_ids` still open and owned here (the caller
     has checked it runs none of them). Returns the records failed (to publish)."""
     failed: list[TaskRecord] = []
-    rows = await conn.fetch("SELECT record FROM tasks WHERE id = ANY($1::text[]) AND owner = $2"
+    rows = await conn.fetch("SELECT id, record FROM tasks WHERE id = ANY($1::text[]) AND owner = $2"
                             " AND state = ANY($3::text[]) FOR UPDATE", list(task_ids), replica_id, OPEN_STATES)
     for row in rows:
-        record = TaskRecord.from_json(json.loads(row["record"]))
+        record = readable(row["record"], row["id"])
+        if record is None:
+            continue
         record.state = TaskState.FAILED
         record.status_message = message
         record.updated_at = now_ms()
@@ -99,3 +155,10 @@ async def fail_unheld(conn: asyncpg.Connection, replica_id: str, task_ids: Colle
         await conn.execute("UPDATE tasks SET state = $2, updated_at = $3, record = $4 WHERE id = $1",
                            record.id, record.state.value, record.updated_at, json_text(record.to_json()))
     return failed
+
+
+async def hand_back(conn: asyncpg.Connection, replica_id: str, task_ids: Collection[str]) -> None:
+    """Queued tasks owned here but queued nowhere here (a claim whose answer was lost, a queue a
+    fence dropped): unowned, for any replica to claim."""
+    await conn.execute("UPDATE tasks SET owner = NULL WHERE id = ANY($1::text[]) AND owner = $2"
+                       " AND state = 'submitted'", list(task_ids), replica_id)
