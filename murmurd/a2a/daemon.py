@@ -28,6 +28,7 @@ from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
+from murmurd.a2a.stores.base import StoreUnreachable
 from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.tasks import (
     TaskArtifact,
@@ -62,6 +63,7 @@ logger = logging.getLogger("murmurd.a2a")
 INPUT_TIMEOUT = "input-timeout"
 DIALECT_MEMORY = 10_000
 CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
+START_RETRY_SECS = 1.0  # replicas: a start that met an unreachable database is tried again after this
 MAX_UNRECORDED = 10_000  # replicas: task ends kept for storing after the database refused them
 
 
@@ -182,7 +184,9 @@ class Run:
     task: asyncio.Task[None] | None = None
     reason: str = "canceled by request"
     reply: asyncio.Future[str] | None = None  # set while the task waits for input
-    disowned: bool = False  # replicas: the task was not this replica's to start (it was declared dead)
+    disowned: bool = False  # replicas: not this replica's to start or end (declared dead, cut off)
+    retry: bool = False  # replicas: not started, the database was unreachable; it starts again here
+    cancel_sent: bool = False  # cancelled once: a second cancel would cut its own bookkeeping short
 
     @property
     def waiting(self) -> bool:
@@ -233,6 +237,9 @@ class CapsuleDaemon:
         self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._ending: set[str] = set()  # taken from `_unfinished`, their end being recorded
+        # Replicas: tasks whose start met an unreachable database, waiting to start again. Their
+        # context counts as busy meanwhile, so the tasks behind them keep their order.
+        self._retrying: dict[str, TaskRecord] = {}
         # Ends the store refused (replicas: the database was unreachable), by task id; the
         # coordinator stores them once it answers again. Bounded: the oldest go first.
         self._unrecorded: OrderedDict[str, TaskRecord] = OrderedDict()
@@ -340,7 +347,10 @@ class CapsuleDaemon:
                                for run in list(self._running.values())))
         while self._unfinished:  # canceled before their first step: the scheduler is not there to end them
             record, run = self._unfinished.pop(0)
+            self._ending.add(record.id)
             await self._end_unfinished_marked(record, run)
+        self._queue.extendleft(reversed(list(self._retrying.values())))  # they never started either
+        self._retrying.clear()
         while self._queue:
             record = self._queue.popleft()
             self._traceparents.pop(record.id, None)
@@ -526,7 +536,7 @@ class CapsuleDaemon:
 
     def held_tasks(self) -> set[str]:
         return ({r.id for r in self._queue} | set(self._running) | {record.id for record, _ in self._unfinished}
-                | self._ending)
+                | self._ending | set(self._retrying) | set(self._unrecorded))
 
     def unrecorded_ends(self) -> list[TaskRecord]:
         return list(self._unrecorded.values())
@@ -536,11 +546,18 @@ class CapsuleDaemon:
             self._unrecorded.pop(task_id, None)
 
     async def abandon(self, reason: str) -> None:
-        while self._queue:  # handed on by a survivor's sweep, or by the coordinator's settling
-            record = self._queue.popleft()
-            self._records.pop(record.id, None)
+        """Give up every task here: the queued ones are dropped, the runs cancelled without
+        recording an end (the survivor's sweep or the coordinator's settling does that)."""
+        dropped = [*self._queue, *self._retrying.values()]
+        self._queue.clear()
+        self._retrying.clear()
+        runs = list(self._running.values())
+        for run in runs:
+            run.disowned = True
+        await asyncio.gather(*(self._cancel_run(run, reason) for run in runs))
+        for record in [*dropped, *(run.record for run in runs)]:
             self._traceparents.pop(record.id, None)
-        await asyncio.gather(*(self._cancel_run(run, reason) for run in list(self._running.values())))
+            await self._drop_local(record)
 
     async def _known(self, task_id: str) -> bool:
         return task_id in self._records or await self.store.get(task_id) is not None
@@ -560,10 +577,11 @@ class CapsuleDaemon:
         # slot: a caller who saw `completed` and sends again must not be told one is running.
         # What it accepts waits for that slot in the queue, a moment at most.
         live = [r for r in self._running.values() if not r.record.state.terminal]
+        waiting = [*self._queue, *self._retrying.values()]
         context_busy = any(r.record.context_id == context_id for r in live) or any(
-            q.context_id == context_id for q in self._queue)
+            q.context_id == context_id for q in waiting)
         return refusal(accepting=self.accepting, task_acceptance=self.policy.task_acceptance,
-                       bound=self.policy.bound, running=len(live), waiting=len(self._queue),
+                       bound=self.policy.bound, running=len(live), waiting=len(waiting),
                        finishing=len(self._running) - len(live), exit_after_task=self.policy.after_task == "exit",
                        context_busy=context_busy, queue_depth=self.policy.queue_depth)
 
@@ -578,12 +596,22 @@ class CapsuleDaemon:
         return self._dialects.get(task_id)
 
     async def wait_settled(self, record: TaskRecord) -> TaskRecord:
-        """Wait until the task is terminal or waits for input (what a blocking send returns)."""
-        if self.replicas is not None and self._records.get(record.id) is not record:
-            return await self._wait_elsewhere(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
-        async with self._changed:
-            await self._changed.wait_for(lambda: record.state.terminal or record.state is TaskState.INPUT_REQUIRED)
-        return record
+        """Wait until the task is terminal or waits for input (what a blocking send returns).
+        Replicas: a task that runs elsewhere, or that this replica gave up meanwhile, is watched
+        through the database and the shared events."""
+
+        def settled() -> bool:
+            return record.state.terminal or record.state is TaskState.INPUT_REQUIRED
+
+        def elsewhere() -> bool:
+            return self.replicas is not None and self._records.get(record.id) is not record
+
+        if not elsewhere():
+            async with self._changed:
+                await self._changed.wait_for(lambda: settled() or elsewhere())
+        if settled():
+            return record
+        return await self._wait_elsewhere(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
 
     async def get(self, task_id: str) -> TaskRecord:
         record = self._records.get(task_id) or await self.store.get(task_id)
@@ -636,10 +664,10 @@ class CapsuleDaemon:
         is canceled by that replica (its inbox), and this answer waits to show it."""
         assert self.replicas is not None
         if record.state is TaskState.SUBMITTED:
-            taken = await self.replicas.try_cancel_waiting(record.id)
-            if taken is not None:
-                await self._finish(taken, TaskState.CANCELED, "canceled by request")
-                return taken
+            canceled = await self.replicas.cancel_waiting(record.id, "canceled by request")
+            if canceled is not None:
+                await self._announce(canceled, final=True)
+                return canceled
         owner = await self.replicas.owner_of(record.id)
         if owner is not None:
             await self.replicas.send(owner, "cancel", record.id, {})
@@ -666,10 +694,12 @@ class CapsuleDaemon:
         task = run.task
         if task is None or task.done():
             return
-        run.reason = reason
-        if run.reply is not None and not run.reply.done():
-            run.reply.cancel()
-        task.cancel()
+        if not run.cancel_sent:  # once: the run's ending (result file, task_end) must not be cut short
+            run.cancel_sent = True
+            run.reason = reason
+            if run.reply is not None and not run.reply.done():
+                run.reply.cancel()
+            task.cancel()
         await asyncio.wait({task}, timeout=CANCEL_WAIT_SECS)
 
     # -- the scheduler and the task runs ---------------------------------------------------
@@ -681,6 +711,7 @@ class CapsuleDaemon:
             self._wakeup.clear()
             while self._unfinished:
                 record, run = self._unfinished.pop(0)
+                self._ending.add(record.id)  # held (settling leaves it alone) until its end is recorded
                 # cancelled before `_run_guarded` took its first step, so nothing in it ran
                 await asyncio.shield(self._end_unfinished_marked(record, run))
             self._schedule()
@@ -695,7 +726,8 @@ class CapsuleDaemon:
         `submit` counts is always what runs)."""
         if not self.accepting:
             return
-        busy = {run.record.context_id for run in self._running.values()}
+        busy = {run.record.context_id for run in self._running.values()} | {
+            record.context_id for record in self._retrying.values()}
         for record in runnable(self._queue, busy, len(self._running), self.policy.bound):
             self._queue.remove(record)
             run = Run(record)
@@ -705,14 +737,31 @@ class CapsuleDaemon:
 
     def _run_ended(self, task_id: str) -> None:
         run = self._running.pop(task_id, None)
-        if run is not None and not run.record.state.terminal and not run.disowned:
+        if run is not None and run.retry and not run.disowned:
+            self._retrying[task_id] = run.record
+            asyncio.get_running_loop().call_later(START_RETRY_SECS, self._retry_start, task_id)
+        elif run is not None and not run.record.state.terminal and not run.disowned:
             self._unfinished.append((run.record, run))
-        self._ended_runs += 1
-        # upstream: the launch task ends the daemon unless it queues more
-        self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
+        if run is None or not (run.disowned or run.retry):  # a task that did not run here is no ended run
+            self._ended_runs += 1
+            # upstream: the launch task ends the daemon unless it queues more
+            self._launch_ended |= task_id in self._task_md and self.policy.task_acceptance != "queue"
         self._wakeup.set()
         if self.replicas is not None:
             self.replicas.wake()  # room here now: claim what waits
+
+    def _retry_start(self, task_id: str) -> None:
+        record = self._retrying.pop(task_id, None)
+        if record is not None and self.accepting:  # else dropped (a fence, a stop): the database keeps it
+            self._queue.appendleft(record)
+            self._wakeup.set()
+
+    async def _drop_local(self, record: TaskRecord) -> None:
+        """Forget a task this replica does not run after all; a blocking caller waiting on it
+        goes on to watch it wherever it runs (`wait_settled`)."""
+        self._records.pop(record.id, None)
+        async with self._changed:
+            self._changed.notify_all()
 
     async def _run_guarded(self, run: Run) -> None:
         """Run one task in its context's session; whatever it raises fails that task alone. A
@@ -735,7 +784,7 @@ class CapsuleDaemon:
                 await self.session.trace.flush()  # the daemon's lines are in its trace before the task ends
             await self._run(run, slot)
         except asyncio.CancelledError:
-            if not record.state.terminal:
+            if not record.state.terminal and not run.disowned:  # disowned: the coordinator settles it
                 await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
         except Exception as exc:
             logger.exception("task %s raised inside its session worker", record.id)
@@ -746,8 +795,7 @@ class CapsuleDaemon:
                 await self.pool.discard(record.context_id, slot)
 
     async def _end_unfinished_marked(self, record: TaskRecord, run: Run) -> None:
-        """`_end_unfinished`, the task counted as still running here until its end is recorded."""
-        self._ending.add(record.id)
+        """`_end_unfinished`; the task (put in `_ending` by the caller) is held until its end is recorded."""
         try:
             await self._end_unfinished(record, run)
         finally:
@@ -804,23 +852,21 @@ class CapsuleDaemon:
         record.state = TaskState.WORKING
         try:
             saved = await self._save(record, final=False)
-        except Exception:
+        except StoreUnreachable as exc:
             if self.replicas is None:
                 raise
-            # Replicas: the database is unreachable, so the task never started. It is still queued
-            # there, this replica's; the coordinator hands it back once the database answers.
-            logger.warning("task %s: not started, the task store is unreachable; it waits to be claimed "
-                           "again", record.id, exc_info=True)
+            # The task never started (the database still has it queued, this replica's): it goes
+            # back to the head of the queue and starts again once the database answers.
+            logger.warning("task %s: not started, %s; tried again in %g s", record.id, exc, START_RETRY_SECS)
             record.state = TaskState.SUBMITTED
-            run.disowned = True
-            self._records.pop(record.id, None)
+            run.retry = True
             return
         if not saved:
             # Replicas: this one was declared dead while the task waited here, and the task went
             # back to the others (or one claimed it). It runs there, never here too.
             logger.warning("task %s: not started here, another replica runs it", record.id)
             run.disowned = True
-            self._records.pop(record.id, None)
+            await self._drop_local(record)
             return
         try:
             history = await self._history(record.context_id)
@@ -888,11 +934,15 @@ class CapsuleDaemon:
         record.updated_at = now_ms()
         if await self.store.put(record) is False:
             return False
+        await self._announce(record, final=final)
+        return True
+
+    async def _announce(self, record: TaskRecord, *, final: bool) -> None:
+        """Count and publish a state the store holds now; wake whoever waits on it."""
         self.metrics.task_changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         async with self._changed:
             self._changed.notify_all()
-        return True
 
     async def _history(self, context_id: str) -> list[Message]:
         """The context's history: from the store where it keeps them (replicas: whichever

@@ -331,7 +331,7 @@ class ReplicaCoordinator:
         ends = self._host.unrecorded_ends()
         async with self._claiming:  # no claim adds to the local queue meanwhile
             async with self.pool.acquire() as conn, conn.transaction():
-                stored = await fencing.store_ends(conn, self.replica_id, ends)
+                done, stored = await fencing.store_ends(conn, self.replica_id, ends)
                 listed = await fencing.open_tasks(conn, self.replica_id)
                 held = self._host.held_tasks()  # read after the rows: a task queued here since is held
                 unheld = {task_id: state for task_id, state in listed.items() if task_id not in held}
@@ -341,7 +341,7 @@ class ReplicaCoordinator:
                 if queued:
                     await fencing.hand_back(conn, self.replica_id, queued)
                     await conn.execute(f"NOTIFY {WORK_CHANNEL}, ''")
-            self._host.recorded(record.id for record in ends)
+            self._host.recorded(done)
             self._settle_due = False
             if fenced:
                 self._contact.unfence()
@@ -455,13 +455,23 @@ class ReplicaCoordinator:
         """New unowned tasks: every replica looks (this one first, by the caller)."""
         await self.pool.execute(f"NOTIFY {WORK_CHANNEL}, ''")
 
-    async def try_cancel_waiting(self, task_id: str) -> TaskRecord | None:
-        """Take an unclaimed queued task out of every replica's reach (to cancel it here); None
-        when a replica has claimed it (or it is no longer queued)."""
-        row = await self.pool.fetchval(
-            "UPDATE tasks SET owner = $2 WHERE id = $1 AND owner IS NULL AND state = 'submitted' RETURNING record",
-            task_id, self.replica_id)
-        return TaskRecord.from_json(json.loads(row)) if row is not None else None
+    async def cancel_waiting(self, task_id: str, message: str) -> TaskRecord | None:
+        """Cancel an unclaimed queued task, out of every replica's reach in the same transaction
+        (no claim, no settling comes between); the canceled record, or None when a replica has
+        claimed it (or it is no longer queued). The caller publishes it."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchval("SELECT record FROM tasks WHERE id = $1 AND owner IS NULL AND state = 'submitted'"
+                                      " FOR UPDATE", task_id)
+            record = fencing.readable(row, task_id) if row is not None else None
+            if record is None:
+                return None
+            record.state = TaskState.CANCELED
+            record.status_message = message
+            record.updated_at = now_ms()
+            await conn.execute("UPDATE tasks SET owner = $2, state = $3, updated_at = $4, record = $5 WHERE id = $1",
+                               task_id, self.replica_id, record.state.value, record.updated_at,
+                               json_text(record.to_json()))
+        return record
 
     async def owner_of(self, task_id: str) -> str | None:
         return await self.pool.fetchval("SELECT owner FROM tasks WHERE id = $1", task_id)

@@ -105,18 +105,20 @@ def readable(raw: str, task_id: str) -> TaskRecord | None:
         return None
 
 
-async def store_ends(conn: asyncpg.Connection, replica_id: str, records: list[TaskRecord]) -> list[str]:
+async def store_ends(conn: asyncpg.Connection, replica_id: str,
+                     records: list[TaskRecord]) -> tuple[list[str], list[str]]:
     """Store ends the database refused earlier, where the task is still open and this replica's
-    (or nobody's); the ids stored. A record the database refuses is stored brief instead, and one
-    refused even so is left (each in a savepoint: one refusal spoils nothing else)."""
-    stored = []
+    (unowned or another's, it went on elsewhere: the end is moot). Returns (ids done: stored or
+    moot, ids stored). A record the database refuses is stored brief instead; one refused even so
+    stays to try again (each in a savepoint: one refusal spoils nothing else)."""
+    done, stored = [], []
     for record in records:
         for candidate in (record, record.brief()):
             try:
                 async with conn.transaction():
                     status = await conn.execute(
                         "UPDATE tasks SET state = $2, updated_at = $3, record = $4 WHERE id = $1"
-                        " AND (owner = $5 OR owner IS NULL) AND NOT (state = ANY($6::text[]))",
+                        " AND owner = $5 AND NOT (state = ANY($6::text[]))",
                         candidate.id, candidate.state.value, candidate.updated_at, json_text(candidate.to_json()),
                         replica_id, list(TERMINAL_VALUES))
             except asyncpg.PostgresError as exc:
@@ -124,10 +126,11 @@ async def store_ends(conn: asyncpg.Connection, replica_id: str, records: list[Ta
                     raise
                 log.warning("task %s: its end was refused again: %s", record.id, exc)
                 continue
+            done.append(record.id)
             if not status.endswith(" 0"):
                 stored.append(record.id)
             break
-    return stored
+    return done, stored
 
 
 async def open_tasks(conn: asyncpg.Connection, replica_id: str) -> dict[str, str]:

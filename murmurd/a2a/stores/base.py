@@ -46,6 +46,11 @@ class TaskStoreError(Exception):
     """The task store cannot be opened; the message names it and how to recover."""
 
 
+class StoreUnreachable(Exception):
+    """A write did not reach a shared store (connection refused, lost or timed out): worth trying
+    again once it answers, unlike a write the store refused."""
+
+
 @dataclass(frozen=True)
 class Retention:
     """How long finished tasks stay answerable: at most `max_age_secs` after their last change,

@@ -28,6 +28,7 @@ from murmurd.a2a.stores.base import (
     Records,
     Retention,
     StoredMessages,
+    StoreUnreachable,
     TaskStoreError,
     interrupt,
     redact,
@@ -137,7 +138,10 @@ class PostgresTaskStore:
         return cls(pool, dsn, replica_id, retention)
 
     async def put(self, record: TaskRecord) -> bool:
-        status = await self.pool.execute(_UPSERT, *_row(record), self.replica_id)
+        try:
+            status = await self.pool.execute(_UPSERT, *_row(record), self.replica_id)
+        except (OSError, TimeoutError, asyncpg.PostgresConnectionError) as exc:
+            raise StoreUnreachable(f"task {record.id}: the database is unreachable ({type(exc).__name__})") from exc
         if status.endswith(" 0"):
             log.warning("task %s belongs to another replica now (this one was declared dead); "
                         "its %s state is not stored", record.id, record.state.value)
