@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from a2akit import chaos_capsule
-from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy, Submission
+from murmurd.a2a.daemon import CapsuleDaemon
+from murmurd.a2a.intake import Submission
+from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.store import SqliteTaskStore
 from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.host import ComponentHost

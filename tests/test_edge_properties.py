@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from a2akit import chaos_capsule
 from murmurd.a2a import wire
-from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.daemon import CapsuleDaemon
+from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.store import Retention, SqliteTaskStore
 from murmurd.a2a.stream import EventLog

@@ -20,7 +20,8 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2akit import Served, chaos_capsule, serving
-from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.daemon import CapsuleDaemon
+from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.health import acceptance, uncompiled
 from murmurd.a2a.metrics import CONTENT_TYPE, DaemonMetrics
 from murmurd.a2a.serve import bind_socket

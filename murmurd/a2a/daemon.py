@@ -14,22 +14,32 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from murmurd import workdir_fs
-from murmurd.a2a.admission import Ambiguous, Reply, Waiter, concurrency_bound, refusal, route_message, runnable
+from murmurd.a2a.admission import Ambiguous, Reply, Waiter, refusal, route_message, runnable
 from murmurd.a2a.auth.outbound import PeerHeaders
+from murmurd.a2a.intake import (
+    AmbiguousReply,
+    ContextRefused,
+    NotAReply,
+    ReplyRefused,
+    Submission,
+    TaskNotCancelable,
+    TaskNotFound,
+)
+from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
 from murmurd.a2a.stores.base import StoreUnreachable
 from murmurd.a2a.stream import EventLog, Subscription
+from murmurd.a2a.task_events import StreamEvents
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -44,8 +54,6 @@ from murmurd.host import AbortTask, ComponentHost
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import PeerTask
 from murmurd.hooks.dispatcher import LifecycleDispatcher
-from murmurd.manifest.capsule import CapsuleManifest
-from murmurd.session.events import TaskEvents
 from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.services import LoopServices
@@ -67,113 +75,8 @@ START_RETRY_SECS = 1.0  # replicas: a start that met an unreachable database is 
 MAX_UNRECORDED = 10_000  # replicas: task ends kept for storing after the database refused them
 
 
-class TaskNotFound(LookupError):
-    pass
-
-
-class TaskNotCancelable(RuntimeError):
-    pass
-
-
 class HistoryUnreadable(RuntimeError):
     """A threaded context's stored history is refused (a symlink, bad JSON): its task fails."""
-
-
-class NotAReply(ValueError):
-    """A message naming a task that is not waiting for input; `finished` when that task is in a
-    terminal state (A2A 1.0 and 0.3 answer that UnsupportedOperationError)."""
-
-    def __init__(self, message: str, *, finished: bool = False) -> None:
-        super().__init__(message)
-        self.finished = finished
-
-
-class ReplyRefused(PermissionError):
-    """A reply to an `input-required` task from a credential less trusted than the task's
-    creator (and not an operator): refused, the task keeps waiting."""
-
-
-class ContextRefused(PermissionError):
-    """A new task from a peer credential naming a context that holds another credential's tasks:
-    the tasks of a context share its conversation, so joining it would read and steer theirs."""
-
-
-class AmbiguousReply(NotAReply):
-    """A reply that could answer more than one waiting task, or names a task and a context that
-    disagree: refused (-32602) rather than guessed."""
-
-
-@dataclass(frozen=True)
-class LifecyclePolicy:
-    task_acceptance: str = "single"  # none | single | queue
-    after_task: str = "exit"  # exit | sleep
-    queue_depth: int = 1
-    input_timeout_secs: float | None = None
-    conversation: str = "stateless"  # stateless | threaded
-    idle_timeout_secs: float = 30.0
-    max_concurrent_tasks: int | None = None  # None: admission.DEFAULT_QUEUE_BOUND under `queue`
-    session_idle_secs: float = 60.0  # a context's session stays open this long after its last task
-
-    @property
-    def bound(self) -> int:
-        """Tasks running at once (1 unless `queue`)."""
-        return concurrency_bound(self.task_acceptance, self.max_concurrent_tasks)
-
-    @classmethod
-    def from_manifest(
-        cls, manifest: CapsuleManifest, *, task_acceptance: str | None = None, after_task: str | None = None,
-        max_concurrent_tasks: int | None = None, session_idle_secs: float = 60.0,
-    ) -> LifecyclePolicy:
-        lifecycle = manifest.lifecycle
-        return cls(
-            task_acceptance=task_acceptance or lifecycle.task_acceptance,
-            after_task=after_task or lifecycle.after_task,
-            max_concurrent_tasks=max_concurrent_tasks or lifecycle.max_concurrent_tasks,
-            session_idle_secs=session_idle_secs,
-            queue_depth=lifecycle.queue_depth,
-            input_timeout_secs=lifecycle.input_timeout_secs,
-            conversation=lifecycle.conversation,
-            idle_timeout_secs=float(os.environ.get("MURMUR_A2A_TIMEOUT_SECS", "30")),
-        )
-
-
-@dataclass
-class Submission:
-    """One incoming message, as the JSON-RPC router hands it over."""
-
-    message: TaskMessage
-    task_id: str | None = None  # the task the message names (a reply)
-    context_id: str | None = None
-    origin: str = "operator"
-    trust: str = "operator"
-    traceparent: str | None = None
-    requested_id: str | None = None  # A2A 0.1/0.2: the client chooses the new task's id
-    principal: str | None = None  # the credential it came with (None: no credential configured)
-    may_reply: Callable[[str | None], bool] | None = None  # given a task's creator: may this answer it?
-    confined_to: str | None = None  # a peer credential's name: it may start tasks only in contexts of its own
-
-
-class StreamEvents(TaskEvents):
-    """Publishes a task's live output to the capsule's event log (chunks hop threads safely)."""
-
-    def __init__(self, log: EventLog, loop: asyncio.AbstractEventLoop, task_id: str) -> None:
-        self.log, self.loop, self.task_id = log, loop, task_id
-
-    def text_chunk(self, text: str) -> None:
-        self.log.publish_threadsafe(self.loop, "text", self.task_id, {"id": self.task_id, "text": text, "final": False})
-
-    def thinking_chunk(self, text: str) -> None:
-        self.log.publish_threadsafe(self.loop, "thinking", self.task_id, {"id": self.task_id, "text": text, "final": False})
-
-    def tool_result(self, tool_name: str, content: str) -> None:
-        self.artifact(tool_name, content)
-
-    def artifact(self, tool_name: str, content: Any) -> None:
-        payload = {"id": self.task_id, "artifact": {"tool_name": tool_name, "content": content}}
-        self.log.publish("artifact", self.task_id, payload)
-
-    def turn_finished(self, streamed: bool, text: str) -> None:
-        self.log.publish("text", self.task_id, {"id": self.task_id, "text": "" if streamed else text, "final": True})
 
 
 @dataclass

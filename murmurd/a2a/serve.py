@@ -27,7 +27,8 @@ from murmurd.a2a.auth.current import CurrentAuth
 from murmurd.a2a.auth.reload import reload_credentials
 from murmurd.a2a.auth.tls import TlsFiles
 from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
-from murmurd.a2a.daemon import CapsuleDaemon, LifecyclePolicy
+from murmurd.a2a.daemon import CapsuleDaemon
+from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.public_url import check_public_url
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog

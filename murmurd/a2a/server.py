@@ -29,15 +29,8 @@ from murmurd.a2a.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
 from murmurd.a2a.auth.principal import Principal, at_least_as_trusted
 from murmurd.a2a.auth.visibility import creator_filter, may_read
 from murmurd.a2a.card import agent_card
-from murmurd.a2a.daemon import (
-    CapsuleDaemon,
-    ContextRefused,
-    NotAReply,
-    ReplyRefused,
-    Submission,
-    TaskNotCancelable,
-    TaskNotFound,
-)
+from murmurd.a2a.daemon import CapsuleDaemon
+from murmurd.a2a.intake import ContextRefused, NotAReply, ReplyRefused, Submission, TaskNotCancelable, TaskNotFound
 from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState

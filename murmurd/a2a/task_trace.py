@@ -28,7 +28,7 @@ from murmurd import workdir_fs
 from murmurd.a2a import jsonrpc
 from murmurd.a2a.auth.edge import forbidden
 from murmurd.a2a.auth.principal import OPERATOR
-from murmurd.a2a.daemon import TaskNotFound
+from murmurd.a2a.intake import TaskNotFound
 from murmurd.a2a.get_streams import BadStreamRequest, check_task_id
 from murmurd.staging.workdir import TRACE
 
