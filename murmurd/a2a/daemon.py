@@ -89,7 +89,7 @@ class Run:
     reply: asyncio.Future[str] | None = None  # set while the task waits for input
     disowned: bool = False  # replicas: not this replica's to start or end (declared dead, cut off)
     retry: bool = False  # replicas: not started, the database was unreachable; it starts again here
-    cancel_sent: bool = False  # cancelled once: a second cancel would cut its own bookkeeping short
+    cancel_sent_at: float | None = None  # loop time of the cancel: a second one soon after would cut its ending short
 
     @property
     def waiting(self) -> bool:
@@ -597,8 +597,11 @@ class CapsuleDaemon:
         task = run.task
         if task is None or task.done():
             return
-        if not run.cancel_sent:  # once: the run's ending (result file, task_end) must not be cut short
-            run.cancel_sent = True
+        now = asyncio.get_running_loop().time()
+        # Once: a second cancel would cut the run's own ending (result file, `task_end`) short.
+        # Again only if the first has not taken within CANCEL_WAIT_SECS (something swallowed it).
+        if run.cancel_sent_at is None or now - run.cancel_sent_at > CANCEL_WAIT_SECS:
+            run.cancel_sent_at = now
             run.reason = reason
             if run.reply is not None and not run.reply.done():
                 run.reply.cancel()
