@@ -819,7 +819,9 @@ class CapsuleDaemon:
             async with asyncio.timeout(self.policy.input_timeout_secs):  # not wait_for: it can swallow a cancel
                 reply = await future
         except TimeoutError:
-            raise AbortTask(INPUT_TIMEOUT) from None
+            if not future.done() or future.cancelled():
+                raise AbortTask(INPUT_TIMEOUT) from None
+            reply = future.result()  # delivered in the very step the deadline passed: the caller was told
         finally:
             run.reply = None
         _leave_input_required(record)
