@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 
 from a2akit import ROOT, chaos_capsule, serving
-from test_auth_serve import OPS, bearer, message
+from authkit import bearer
+from test_auth_serve import OPS, message
 
 
 def _image_command() -> list[str]:

@@ -5,7 +5,6 @@ refusal; mutual TLS with a throwaway CA; the token presented to a peer."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import subprocess
@@ -24,6 +23,7 @@ from a2a.compat.v0_3 import types as types_v03
 from a2a.helpers import get_message_text, new_text_message
 from a2a.types import a2a_pb2 as pb
 
+from authkit import bearer, token_sha256
 from a2akit import ROOT, Served, chaos_capsule, script_capsule, serving
 
 OPS = "ops-token-" + "o" * 32
@@ -34,9 +34,6 @@ GONE = "gone-token-" + "g" * 32
 PAGE = "https://console.example"
 
 
-def _sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
 
 def _credentials(root: Path, extra: str = "") -> Path:
     (root / "ops.token").write_text(OPS + "\n")
@@ -45,15 +42,12 @@ def _credentials(root: Path, extra: str = "") -> Path:
 credentials:
   - {{name: ops, origin: operator, token_file: ops.token}}
   - {{name: partner, origin: peer, trust: [partner, internal], token_env: PARTNER_TOKEN_FOR_TEST}}
-  - {{name: low, origin: peer, trust: [partner], token_sha256: {_sha(LOW)}}}
-  - {{name: old, origin: operator, token_sha256: {_sha(OLD)}, expires: 2020-01-01T00:00:00Z}}
-  - {{name: gone, origin: operator, token_sha256: {_sha(GONE)}, revoked: true}}
+  - {{name: low, origin: peer, trust: [partner], token_sha256: {token_sha256(LOW)}}}
+  - {{name: old, origin: operator, token_sha256: {token_sha256(OLD)}, expires: 2020-01-01T00:00:00Z}}
+  - {{name: gone, origin: operator, token_sha256: {token_sha256(GONE)}, revoked: true}}
 {extra}""")
     return path
 
-
-def bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
 
 
 def message(text: str, **extra: Any) -> dict[str, Any]:
@@ -389,7 +383,7 @@ def test_outbound_message_send_presents_the_token_configured_for_that_peer(tmp_p
     artifacts.example("echo")
     orchestrator_token = "orchestrator-token-" + "x" * 30
     worker_credentials = _credentials(tmp_path, f"  - {{name: orchestrator, origin: peer, trust: [operator], "
-                                                f"token_sha256: {_sha(orchestrator_token)}}}")
+                                                f"token_sha256: {token_sha256(orchestrator_token)}}}")
     worker_capsule = chaos_capsule(tmp_path, "worker", lifecycle={"task_acceptance": "queue"})
     with serving(worker_capsule, tmp_path / "worker-state", "--credentials", str(worker_credentials),
                  env={**_clean_env(), "PARTNER_TOKEN_FOR_TEST": PARTNER}) as worker:

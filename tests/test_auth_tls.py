@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from a2akit import Served, chaos_capsule, serving
-from test_auth_serve import OPS, _sha, bearer, message, recorded
+from authkit import bearer, token_sha256
+from test_auth_serve import OPS, message, recorded
 
 
 @dataclass
@@ -112,7 +113,7 @@ def tls(tmp_path_factory, artifacts) -> Iterator[TlsServed]:
     credentials = root / "credentials.yaml"
     credentials.write_text(f"""
 credentials:
-  - {{name: ops, origin: operator, token_sha256: {_sha(OPS)}}}
+  - {{name: ops, origin: operator, token_sha256: {token_sha256(OPS)}}}
   - {{name: billing, origin: peer, trust: [internal], tls_subject: "O=Example,CN=billing"}}
 """)
     capsule = chaos_capsule(root, lifecycle={"task_acceptance": "queue", "queue_depth": 20})

@@ -16,7 +16,8 @@ import pytest
 
 from a2akit import serving
 from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, scripted_capsule, wait_answer
-from test_stream_tickets import OPS, PEER, bearer, credentials, send, wait_completed
+from authkit import bearer
+from test_stream_tickets import OPS, PEER, credentials, send, wait_completed
 
 TIMEOUT_MS = 30_000
 

@@ -5,21 +5,18 @@ client's, or the other way round) and is refused before any route runs; nothing 
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 import httpx
 import pytest
 
+from authkit import token_sha256
 from a2akit import Served, serving
 from browserkit import scripted_capsule
 
 OPS = "ops-token-" + "o" * 32
 PEER = "peer-token-" + "p" * 32
 
-
-def _sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +27,8 @@ def served(tmp_path_factory, artifacts):
     creds = root / "credentials.yaml"
     creds.write_text(f"""
 credentials:
-  - {{name: ops, origin: operator, token_sha256: {_sha(OPS)}}}
-  - {{name: partner, origin: peer, trust: [partner, internal], token_sha256: {_sha(PEER)}}}
+  - {{name: ops, origin: operator, token_sha256: {token_sha256(OPS)}}}
+  - {{name: partner, origin: peer, trust: [partner, internal], token_sha256: {token_sha256(PEER)}}}
 """)
     with serving(scripted_capsule(root), root / "state", "--credentials", str(creds)) as daemon:
         yield daemon

@@ -373,22 +373,18 @@ def test_a_replica_restarted_under_its_name_fails_its_own_leftovers_at_once(tmp_
 
 
 def test_a_reply_through_another_replica_obeys_who_may_answer(tmp_path: Path, postgres_dsn: str) -> None:
-    import hashlib
-
     from a2akit import chaos_capsule, start
+    from authkit import token_sha256
     from replicakit import QUEUE
 
     partner, low, ops = "partner-" + "p" * 32, "low-" + "l" * 32, "ops-" + "o" * 32
 
-    def sha(token: str) -> str:
-        return hashlib.sha256(token.encode()).hexdigest()
-
     credentials = tmp_path / "credentials.yaml"
     credentials.write_text(f"""
 credentials:
-  - {{name: ops, origin: operator, token_sha256: {sha(ops)}}}
-  - {{name: partner, origin: peer, trust: [partner, internal], token_sha256: {sha(partner)}}}
-  - {{name: low, origin: peer, trust: [partner], token_sha256: {sha(low)}}}
+  - {{name: ops, origin: operator, token_sha256: {token_sha256(ops)}}}
+  - {{name: partner, origin: peer, trust: [partner, internal], token_sha256: {token_sha256(partner)}}}
+  - {{name: low, origin: peer, trust: [partner], token_sha256: {token_sha256(low)}}}
 """)
     started = [start(chaos_capsule(tmp_path / f"r{i}", lifecycle=QUEUE), tmp_path / f"s{i}", "--store", postgres_dsn,
                      "--credentials", str(credentials)) for i in range(2)]
@@ -422,7 +418,8 @@ credentials:
 def test_a_stream_ticket_minted_on_one_replica_opens_the_stream_on_another(tmp_path: Path, postgres_dsn: str) -> None:
     """A browser mints with one request and opens the stream with the next; a load balancer may
     send them to different replicas, which therefore share the database's ticket key."""
-    from test_stream_tickets import OPS, bearer, credentials, mint, send, stream_text
+    from authkit import bearer
+    from test_stream_tickets import OPS, credentials, mint, send, stream_text
 
     creds = credentials(tmp_path)
     with replicas(tmp_path, 2, postgres_dsn, extra=("--credentials", str(creds))) as reps:

@@ -5,7 +5,6 @@ option, a revoked credential's tickets, and who may read a task's trace events."
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from authkit import bearer, token_sha256
 from a2akit import Served, serving
 from browserkit import FIRST_WORDS, scripted_capsule
 
@@ -21,22 +21,16 @@ PEER = "peer-token-" + "p" * 32
 UNKNOWN = "nobody-token-" + "n" * 32
 
 
-def _sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
 
 def credentials(root: Path, *, peer_revoked: bool = False) -> Path:
     path = root / "credentials.yaml"
     path.write_text(f"""
 credentials:
-  - {{name: ops, origin: operator, token_sha256: {_sha(OPS)}}}
-  - {{name: partner, origin: peer, trust: [partner], token_sha256: {_sha(PEER)}, revoked: {str(peer_revoked).lower()}}}
+  - {{name: ops, origin: operator, token_sha256: {token_sha256(OPS)}}}
+  - {{name: partner, origin: peer, trust: [partner], token_sha256: {token_sha256(PEER)}, revoked: {str(peer_revoked).lower()}}}
 """)
     return path
 
-
-def bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
 
 
 def mint(served: Served, body: object, headers: dict[str, str] | None = None,

@@ -6,7 +6,6 @@ task it may not read answers as an unknown one: its existence is not confirmed e
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import threading
 import time
@@ -14,6 +13,7 @@ import time
 import httpx
 import pytest
 
+from authkit import bearer, token_sha256
 from a2akit import Served, serving
 from browserkit import FIRST_WORDS, scripted_capsule
 
@@ -23,12 +23,6 @@ OTHER = "other-token-" + "q" * 32
 SECRET = "say hello, the launch code is 0000"
 
 
-def _sha(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
 
 
 @pytest.fixture(autouse=True)
@@ -45,9 +39,9 @@ def served(tmp_path_factory, artifacts):
     creds = root / "credentials.yaml"
     creds.write_text(f"""
 credentials:
-  - {{name: ops, origin: operator, token_sha256: {_sha(OPS)}}}
-  - {{name: partner, origin: peer, trust: [partner], token_sha256: {_sha(PEER)}}}
-  - {{name: other, origin: peer, trust: [other, partner], token_sha256: {_sha(OTHER)}}}
+  - {{name: ops, origin: operator, token_sha256: {token_sha256(OPS)}}}
+  - {{name: partner, origin: peer, trust: [partner], token_sha256: {token_sha256(PEER)}}}
+  - {{name: other, origin: peer, trust: [other, partner], token_sha256: {token_sha256(OTHER)}}}
 """)
     with serving(scripted_capsule(root), root / "state", "--credentials", str(creds)) as daemon:
         yield daemon
