@@ -17,23 +17,13 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent / "tests"))
 
 from a2akit import serving  # noqa: E402
-from browserkit import chromium, scripted_capsule  # noqa: E402
+from browserkit import chromium, scripted_capsule, send_from_console, wait_task_state  # noqa: E402
 
 WAIT_MS = 30_000
 
 
-def _open(page, text: str) -> str:
-    before = page.text_content("#task-id") or ""
-    page.fill("#new-task-text", text)
-    page.click("#new-task-send")
-    page.wait_for_function("(old) => { const id = document.querySelector('#task-id').textContent;"
-                           " return id.startsWith('tsk_') && id !== old; }", arg=before, timeout=WAIT_MS)
-    return page.text_content("#task-id")
 
 
-def _state(page, state: str) -> None:
-    page.wait_for_function("(s) => document.querySelector('#task-state').textContent === s", arg=state,
-                           timeout=WAIT_MS)
 
 
 def main() -> None:
@@ -45,17 +35,17 @@ def main() -> None:
             page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
                                    timeout=WAIT_MS)
             served.send("say hello")
-            _open(page, "ask me whether to go on")
-            _state(page, "input-required")
+            send_from_console(page, "ask me whether to go on")
+            wait_task_state(page, "input-required")
             page.fill("#reply-text", "go on")
             page.click("#reply-send")
-            _state(page, "completed")
+            wait_task_state(page, "completed")
             page.wait_for_selector("#trace-box:not([hidden])", timeout=WAIT_MS)
             page.click("#trace-box summary")  # the operator's trace events, unfolded
             page.screenshot(path=str(DOCS / "console-finished.png"), full_page=True)
             page.click("#trace-box summary")
-            _open(page, "ask me before you deploy")
-            _state(page, "input-required")
+            send_from_console(page, "ask me before you deploy")
+            wait_task_state(page, "input-required")
             page.fill("#reply-text", "yes, deploy to staging only")
             page.screenshot(path=str(DOCS / "console-input-required.png"))
     print("wrote docs/console-finished.png and docs/console-input-required.png")

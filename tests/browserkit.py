@@ -12,6 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from conftest import EXAMPLES, FIXTURES
@@ -147,6 +148,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def send_from_console(page: Any, text: str, timeout_ms: int = 30_000) -> str:
+    """Send a task from the console's box; the console opens it. Its id."""
+    before = page.text_content("#task-id") or ""
+    page.fill("#new-task-text", text)
+    page.click("#new-task-send")
+    page.wait_for_function("(old) => { const id = document.querySelector('#task-id').textContent;"
+                           " return id.startsWith('tsk_') && id !== old; }", arg=before, timeout=timeout_ms)
+    return page.text_content("#task-id")
+
+
+def wait_task_state(page: Any, state: str, timeout_ms: int = 30_000) -> None:
+    """The console's open task shows `state`."""
+    page.wait_for_function("(s) => document.querySelector('#task-state').textContent === s", arg=state,
+                           timeout=timeout_ms)
+
+
+def task_count(url: str) -> int:
+    """How many tasks the daemon at `url` lists (an open daemon: no credential)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    return httpx.post(url, json=body, timeout=10).json()["result"]["totalSize"]
 
 
 def wait_answer(page: Any, words: str, timeout_ms: int = 30_000) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
 from a2akit import serving, start
 from browserkit import (FIRST_WORDS, HOSTILE_TEXT, SECOND_WORDS, CuttingProxy, PageServer, free_port,
-                        scripted_capsule, wait_answer)
+                        scripted_capsule, send_from_console, task_count, wait_answer, wait_task_state)
 
 TIMEOUT_MS = 30_000
 
@@ -96,9 +95,6 @@ window.watchDaemon = (url) => new Promise((resolve) => {
 </script>"""
 
 
-def _task_count(url: str) -> int:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    return httpx.post(url, json=body, timeout=10).json()["result"]["totalSize"]
 
 
 def test_a_page_on_another_origin_calls_the_daemon_only_when_its_origin_is_listed(tmp_path: Path, browser) -> None:
@@ -114,13 +110,13 @@ def test_a_page_on_another_origin_calls_the_daemon_only_when_its_origin_is_liste
             card = page.evaluate("(url) => fetch(url + '.well-known/agent-card.json').then(r => r.json())", served.url)
             assert card["name"] == "console-demo"
 
-            before = _task_count(served.url)
+            before = task_count(served.url)
             other = browser.new_page()
             other.goto(stranger.origin + "/")
             refused = other.evaluate("(url) => window.callDaemon(url)", served.url)
             assert not refused["ok"] and "Failed to fetch" in refused["error"], refused
             assert other.evaluate("(url) => window.watchDaemon(url)", served.url) == "refused"
-            assert _task_count(served.url) == before  # the preflight failed: no task was created
+            assert task_count(served.url) == before  # the preflight failed: no task was created
     finally:
         allowed.close()
         stranger.close()
@@ -134,26 +130,15 @@ def test_no_origin_is_allowed_by_default(tmp_path: Path, browser) -> None:
             page.goto(stranger.origin + "/")
             refused = page.evaluate("(url) => window.callDaemon(url)", served.url)
             assert not refused["ok"], refused
-            assert _task_count(served.url) == 0
+            assert task_count(served.url) == 0
     finally:
         stranger.close()
 
 
 # -- the console ------------------------------------------------------------------------------
 
-def _send_from_console(page, text: str) -> str:
-    """Send a task from the console's box; the console opens it. Its id."""
-    before = page.text_content("#task-id") or ""
-    page.fill("#new-task-text", text)
-    page.click("#new-task-send")
-    page.wait_for_function("(old) => { const id = document.querySelector('#task-id').textContent;"
-                           " return id.startsWith('tsk_') && id !== old; }", arg=before, timeout=TIMEOUT_MS)
-    return page.text_content("#task-id")
 
 
-def _wait_state(page, state: str) -> None:
-    page.wait_for_function("(s) => document.querySelector('#task-state').textContent === s", arg=state,
-                           timeout=TIMEOUT_MS)
 
 
 def _answer_words(page) -> list[str]:
@@ -183,8 +168,8 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         assert page.title() == "console-demo · murmurd console"
 
         # A new task from the box: its answer streams in, it asks, the reply resumes it.
-        asked = _send_from_console(page, "ask me please")
-        _wait_state(page, "input-required")
+        asked = send_from_console(page, "ask me please")
+        wait_task_state(page, "input-required")
         wait_answer(page, FIRST_WORDS)
         assert _answer_words(page) == FIRST_WORDS.split()
         assert page.text_content("#task-status-message") == "May I go on?"
@@ -199,7 +184,7 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
 
         page.fill("#reply-text", "go on")
         page.click("#reply-send")
-        _wait_state(page, "completed")
+        wait_task_state(page, "completed")
         wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
         assert _answer_words(page) == (FIRST_WORDS + " " + SECOND_WORDS).split()
         assert served.get(asked)["status"]["state"] == "completed"
@@ -209,16 +194,16 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         assert not page.title().startswith("(")
 
         # Cancel a task that waits for input.
-        waiting = _send_from_console(page, "ask me again")
-        _wait_state(page, "input-required")
+        waiting = send_from_console(page, "ask me again")
+        wait_task_state(page, "input-required")
         page.click("#cancel-task")
-        _wait_state(page, "canceled")
+        wait_task_state(page, "canceled")
         assert served.get(waiting)["status"]["state"] == "canceled"
         assert page.is_hidden("#cancel-task")
 
         # A model answer holding markup is shown as text, never run or parsed.
-        _send_from_console(page, "be hostile")
-        _wait_state(page, "completed")
+        send_from_console(page, "be hostile")
+        wait_task_state(page, "completed")
         assert page.text_content("#task-answer") == HOSTILE_TEXT
         assert page.evaluate("() => window.__pwned") is None
         assert page.locator("#task-answer script, #task-answer img, #task-answer b").count() == 0
@@ -234,13 +219,13 @@ def test_the_console_shows_every_chunk_once_across_a_cut_stream(tmp_path: Path, 
             page.goto(f"http://127.0.0.1:{proxy.port}/console/")
             page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
                                    timeout=TIMEOUT_MS)
-            asked = _send_from_console(page, "ask me")
-            _wait_state(page, "input-required")
+            asked = send_from_console(page, "ask me")
+            wait_task_state(page, "input-required")
             proxy.cut()  # both streams die mid-answer (the task waits for its reply)
             page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
                                    timeout=TIMEOUT_MS)
             served.send("go on", taskId=asked)  # the rest of the answer comes over the new stream
-            _wait_state(page, "completed")
+            wait_task_state(page, "completed")
             wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
             assert _answer_words(page) == (FIRST_WORDS + " " + SECOND_WORDS).split()
             assert proxy.cuts >= 1
@@ -257,8 +242,8 @@ def test_the_console_reconnects_across_a_daemon_restart(tmp_path: Path, browser)
         page.goto(served.url + "console/")
         page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
                                timeout=TIMEOUT_MS)
-        asked = _send_from_console(page, "ask me")
-        _wait_state(page, "input-required")
+        asked = send_from_console(page, "ask me")
+        wait_task_state(page, "input-required")
         assert served.stop(timeout=60) == 0
         page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'reconnecting'",
                                timeout=TIMEOUT_MS)
@@ -270,10 +255,10 @@ def test_the_console_reconnects_across_a_daemon_restart(tmp_path: Path, browser)
         page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'",
                                timeout=TIMEOUT_MS)
         page.wait_for_selector(f"#task-list li[data-task-id='{asked}'][data-state='{ended}']", timeout=TIMEOUT_MS)
-        _wait_state(page, ended)
+        wait_task_state(page, ended)
         assert _answer_words(page) == FIRST_WORDS.split()  # nothing shown twice
-        fresh = _send_from_console(page, "say hello")
-        _wait_state(page, "completed")
+        fresh = send_from_console(page, "say hello")
+        wait_task_state(page, "completed")
         wait_answer(page, FIRST_WORDS)
         assert _answer_words(page) == FIRST_WORDS.split()
         assert served.get(fresh)["status"]["state"] == "completed"

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from a2akit import serving
-from browserkit import FIRST_WORDS, SECOND_WORDS, CuttingProxy, scripted_capsule, wait_answer
 from authkit import bearer
+from browserkit import (FIRST_WORDS, SECOND_WORDS, CuttingProxy, scripted_capsule, send_from_console, wait_answer,
+                        wait_task_state)
 from test_stream_tickets import OPS, PEER, credentials, send, wait_completed
 
 TIMEOUT_MS = 30_000
@@ -61,18 +62,8 @@ def _login(page: Any, token: str) -> None:
     _live(page)
 
 
-def _send_from_console(page: Any, text: str) -> str:
-    before = page.text_content("#task-id") or ""
-    page.fill("#new-task-text", text)
-    page.click("#new-task-send")
-    page.wait_for_function("(old) => { const id = document.querySelector('#task-id').textContent;"
-                           " return id.startsWith('tsk_') && id !== old; }", arg=before, timeout=TIMEOUT_MS)
-    return page.text_content("#task-id")
 
 
-def _wait_state(page: Any, state: str) -> None:
-    page.wait_for_function("(s) => document.querySelector('#task-state').textContent === s", arg=state,
-                           timeout=TIMEOUT_MS)
 
 
 def _serve(tmp_path: Path, *args: str):
@@ -97,8 +88,8 @@ def test_the_console_asks_for_the_token_and_streams_through_tickets_re_minted_af
             assert page.evaluate("() => sessionStorage.getItem('murmurd.console.token')") == OPS
             assert page.evaluate("() => localStorage.length") == 0
 
-            asked = _send_from_console(page, "ask me")
-            _wait_state(page, "input-required")
+            asked = send_from_console(page, "ask me")
+            wait_task_state(page, "input-required")
             wait_answer(page, FIRST_WORDS)
             assert page.text_content("#task-answer").split() == FIRST_WORDS.split()
             page.wait_for_selector("#trace-box:not([hidden])", timeout=TIMEOUT_MS)  # an operator sees the trace
@@ -112,7 +103,7 @@ def test_the_console_asks_for_the_token_and_streams_through_tickets_re_minted_af
             httpx.post(served.url, headers=bearer(OPS), timeout=30, json={
                 "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": {
                     "messageId": "reply1", "role": "user", "parts": [{"text": "go on"}], "taskId": asked}}})
-            _wait_state(page, "completed")
+            wait_task_state(page, "completed")
             wait_answer(page, FIRST_WORDS + " " + SECOND_WORDS)
             assert page.text_content("#task-answer").split() == (FIRST_WORDS + " " + SECOND_WORDS).split()
         finally:
@@ -213,7 +204,7 @@ def test_a_peer_token_sees_its_own_tasks_but_not_their_trace_events(tmp_path: Pa
         page.wait_for_selector(row, timeout=TIMEOUT_MS)
         assert page.locator("#task-list li").count() == 1  # the operator's task is not listed
         page.click(row)
-        _wait_state(page, "completed")
+        wait_task_state(page, "completed")
         page.wait_for_selector("#trace-note:not([hidden])", timeout=TIMEOUT_MS)
         assert page.is_hidden("#trace-box") and page.locator("#task-trace li").count() == 0
         assert (served.url + f"tasks/{task['id']}/trace", 403) in seen.responses

@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from a2akit import Served, serving
-from browserkit import PageServer, scripted_capsule
+from a2akit import serving
+from browserkit import PageServer, scripted_capsule, task_count
 
 ATTACK_PAGE = """<!doctype html><body><script>
 const body = (text) => JSON.stringify({jsonrpc: "2.0", id: 1, method: "message/send",
@@ -46,9 +46,6 @@ def _built(artifacts) -> None:
     artifacts.fixture("ask")
 
 
-def task_count(served: Served) -> int:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
-    return httpx.post(served.url, json=body, timeout=10).json()["result"]["totalSize"]
 
 
 def test_a_page_on_another_origin_cannot_drive_a_daemon_without_credentials(tmp_path: Path, browser) -> None:
@@ -60,7 +57,7 @@ def test_a_page_on_another_origin_cannot_drive_a_daemon_without_credentials(tmp_
             page.evaluate("(url) => window.attack(url)", served.url)
             page.evaluate("(url) => window.formAttack(url)", served.url)
             time.sleep(1.5)  # the form's navigation, had it been let through
-            assert task_count(served) == 0
+            assert task_count(served.url) == 0
             # the daemon's own origin (the console) and a listed origin still may
             own = browser.new_page()
             own.goto(served.url + "console/")
@@ -70,7 +67,7 @@ def test_a_page_on_another_origin_cannot_drive_a_daemon_without_credentials(tmp_
             friend = browser.new_page()
             friend.goto(listed.origin + "/")
             friend.evaluate("(url) => window.attack(url)", served.url)
-            assert task_count(served) == 3
+            assert task_count(served.url) == 3
     finally:
         stranger.close()
         listed.close()
@@ -92,8 +89,8 @@ def test_a_dns_rebound_name_and_a_foreign_origin_are_refused_over_raw_http(tmp_p
             assert error["code"] == -32031 and words in error["message"], error
             on_stream = httpx.get(served.url + "stream", headers=headers, timeout=10)
             assert on_stream.status_code == 403
-        assert task_count(served) == 0
+        assert task_count(served.url) == 0
         # loopback names, the daemon's own origin and clients that send no Origin are served
         for headers in ({"host": f"localhost:{port}"}, {"origin": served.url.rstrip("/")}, {}):
             assert httpx.post(served.url, json=send, headers=headers, timeout=10).status_code == 200
-        assert task_count(served) == 3
+        assert task_count(served.url) == 3
