@@ -344,8 +344,7 @@ class ReplicaCoordinator:
             self._host.recorded(done)
             self._settle_due = False
             if fenced:
-                self._contact.unfence()
-                self._in_contact_since = asyncio.get_running_loop().time()
+                self._contact.unfence()  # contact is dated by the heartbeat that got through
         for record in failed:
             self.log.publish("status", record.id, record.status_frame(True), final=True)
         if fenced or stored or failed or queued:
