@@ -204,6 +204,7 @@ def test_the_console_follows_tasks_live_replies_cancels_and_renders_text_as_text
         # A model answer holding markup is shown as text, never run or parsed.
         send_from_console(page, "be hostile")
         wait_task_state(page, "completed")
+        wait_answer(page, HOSTILE_TEXT)  # the state can come (watch stream) before the text (task stream)
         assert page.text_content("#task-answer") == HOSTILE_TEXT
         assert page.evaluate("() => window.__pwned") is None
         assert page.locator("#task-answer script, #task-answer img, #task-answer b").count() == 0
@@ -256,6 +257,7 @@ def test_the_console_reconnects_across_a_daemon_restart(tmp_path: Path, browser)
                                timeout=TIMEOUT_MS)
         page.wait_for_selector(f"#task-list li[data-task-id='{asked}'][data-state='{ended}']", timeout=TIMEOUT_MS)
         wait_task_state(page, ended)
+        wait_answer(page, FIRST_WORDS)  # the state can come (watch stream) before the text (task stream)
         assert _answer_words(page) == FIRST_WORDS.split()  # nothing shown twice
         fresh = send_from_console(page, "say hello")
         wait_task_state(page, "completed")
