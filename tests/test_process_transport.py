@@ -87,3 +87,103 @@ async def test_the_model_calls_a_wasm_tool_over_mcp_and_its_answer_is_the_result
     assert start["tools_declared"] == ["echo"]
     end = next(e for e in events if e["event_type"] == "session_end")
     assert end["exit_status"] == "ok" and end["total_input_tokens"] == 0
+
+
+@pytest.mark.parametrize("dialect", ["claude", "codex"])
+async def test_max_turns_stops_a_model_that_keeps_calling_tools(tmp_path: Path, host: ComponentHost,
+                                                                 dialect: str) -> None:
+    with clikit.model_standin(clikit.ModelScript("echo", ARGS, always_call=True)) as script:
+        env, command = cli_setup(tmp_path, script, dialect)
+        model = clikit.CODEX_MODEL if dialect == "codex" else None
+        staged, outcome = await run_task(process_capsule(tmp_path, command, max_turns=2, model=model), env, host,
+                                         tmp_path / "wd")
+    assert outcome.exit_status == "failed"
+    assert outcome.error is not None and outcome.error.startswith("max_turns (2) exceeded")
+    assert outcome.counters.turns == 3  # the third counted response is the overrun
+    result = (staged.workdir.root / staged.workdir.book("out/result.txt")).read_text()
+    assert result.startswith("error: max_turns (2) exceeded")
+    events = trace(staged)
+    assert [e["exit_status"] for e in events if e["event_type"] == "session_end"] == ["failed"]
+    assert len([e for e in events if e["event_type"] == "inference"]) == 2
+
+
+async def test_a_deny_hook_refuses_a_shell_call_made_over_mcp(tmp_path: Path, host: ComponentHost) -> None:
+    hook = {"name": "policy-hook", "runtime": "hook", "source": str(EXAMPLES / "policy-hook"), "local_source": True}
+    with clikit.model_standin(clikit.ModelScript("rm", {"command": "-rf important"})) as script:
+        env, command = cli_setup(tmp_path, script, "claude")
+        capsule = process_capsule(tmp_path, command, artifacts=[ECHO, hook], capabilities={"shell": {"allow": ["rm"]}})
+        (tmp_path / "wd").mkdir()
+        (tmp_path / "wd" / "important").write_text("keep me")
+        staged, outcome = await run_task(capsule, env, host, tmp_path / "wd")
+    assert outcome.ok, outcome.error
+    assert outcome.result_text == clikit.ANSWER_PREFIX + "denied by hook policy-hook: policy-hook: rm is not allowed"
+    assert (tmp_path / "wd" / "important").read_text() == "keep me"
+    events = trace(staged)
+    denials = [e for e in events if e["event_type"] == "call_denied"]
+    assert [(e["hook_name"], e["tool_name"], e["kind"]) for e in denials] == [("policy-hook", "rm", "shell")]
+    assert not [e for e in events if e["event_type"] == "shell"]  # nothing ran
+    start = next(e for e in events if e["event_type"] == "session_start")
+    assert start["tools_declared"] == ["echo", "rm"]  # the shell allowlist is offered too
+
+
+@pytest.mark.parametrize("command", ["claude-not-installed", "codex"])
+def test_a_missing_command_fails_pre_flight_before_anything_is_staged(tmp_path: Path, host: ComponentHost,
+                                                                      command: str) -> None:
+    capsule = process_capsule(tmp_path, command)
+    env = {"PATH": str(tmp_path / "empty-bin"), "HOME": str(tmp_path)}
+    with pytest.raises(StagingError) as raised:
+        stage_capsule(capsule, host=host, workdir=tmp_path / "wd", env=env)
+    text = str(raised.value)
+    assert f"error[E-RUN-006]: inference.command '{command}' not found on PATH" in text
+    hint = "https://developers.openai.com/codex/cli" if command == "codex" else "https://claude.ai/download"
+    assert f"hint: install the {'codex' if command == 'codex' else 'claude'} CLI from {hint}" in text
+    assert not (tmp_path / "wd").exists()
+
+
+def cli_processes(root: Path) -> list[int]:
+    """Live processes spawned as a process-transport CLI beneath `root`: their TMPDIR is a
+    session workdir's `.capsule-home/tmp` (murmurd's own processes have no such TMPDIR); a
+    wrapper's children inherit it."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                environ = handle.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        tmpdirs = [e for e in environ if e.startswith(f"TMPDIR={root}".encode()) and e.endswith(b".capsule-home/tmp")]
+        if tmpdirs and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+async def test_cancel_leaves_no_process_of_the_cli_behind_even_the_npm_node_wrapper(
+        tmp_path: Path, host: ComponentHost) -> None:
+    import asyncio
+
+    with clikit.model_standin(clikit.ModelScript("echo", ARGS, always_call=True)) as script:
+        bin_dir = tmp_path / "bin"
+        clikit.linked_bin(bin_dir, "codex", clikit.codex_wrapper())  # node bin/codex.js -> native codex child
+        env = clikit.cli_env(tmp_path / "home", script, bin_dir)
+        capsule = process_capsule(tmp_path, "codex", max_turns=10_000, model=clikit.CODEX_MODEL)
+        staged = stage_capsule(capsule, host=host, workdir=tmp_path / "wd", env=env)
+        session = Session(staged, host)
+        await session.open()
+        run = asyncio.create_task(session.run_task(TaskSpec(ids.new_task_id(), "loop", context_id=ids.new_context_id())))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 120
+        while script.model_calls("/v1/responses") < 2:  # the native codex is running its loop
+            assert loop.time() < deadline and not run.done(), script.problems
+            await asyncio.sleep(0.05)
+        assert len(cli_processes(tmp_path)) >= 2  # the node wrapper and the native codex
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+        await session.close()
+        assert cli_processes(tmp_path) == []  # an orphaned native codex would still be here
+    events = trace(staged)
+    assert [e["exit_status"] for e in events if e["event_type"] == "task_end"] == ["failed"]
