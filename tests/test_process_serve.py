@@ -78,3 +78,24 @@ def test_serve_runs_many_process_tasks_at_once_and_cancel_kills_the_cli(tmp_path
             while cli_processes(tmp_path):
                 assert time.monotonic() < deadline, "the CLI outlived tasks/cancel"
                 time.sleep(0.05)
+
+
+def test_a_tool_that_requests_input_pauses_the_a2a_task_until_the_reply(tmp_path: Path, artifacts) -> None:
+    from conftest import FIXTURES
+
+    artifacts.fixture("ask")
+    ask = {"name": "ask", "runtime": "tool", "source": str(FIXTURES / "ask"), "local_source": True}
+    with clikit.model_standin(clikit.ModelScript("ask", {"prompt": "May I proceed?"})) as script:
+        bin_dir = tmp_path / "bin"
+        clikit.linked_bin(bin_dir, "claude", clikit.claude_binary())
+        env = clikit.cli_env(tmp_path / "home", script, bin_dir)
+        capsule = process_capsule(tmp_path, "claude", artifacts=[ask], lifecycle={"after_task": "sleep"})
+        with serving(capsule, tmp_path / "state", env=env) as served:
+            task = served.send("ask first")
+            waiting = served.wait_state(task["id"], "input-required", timeout=300)
+            assert waiting["artifacts"] == [{"name": "prompt", "parts": [{"text": "May I proceed?"}]}]
+            reply = {"messageId": "reply-1", "role": "user", "parts": [{"text": "approved, go"}], "taskId": task["id"]}
+            assert served.rpc("message/send", {"message": reply})["result"]["id"] == task["id"]
+            done = served.wait_state(task["id"], "completed", "failed", timeout=300)
+    assert done["status"]["state"] == "completed", done
+    assert clikit.ANSWER_PREFIX + "approved, go" in json.dumps(done)

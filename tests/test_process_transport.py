@@ -179,7 +179,12 @@ async def test_cancel_leaves_no_process_of_the_cli_behind_even_the_npm_node_wrap
         while script.model_calls("/v1/responses") < 2:  # the native codex is running its loop
             assert loop.time() < deadline and not run.done(), script.problems
             await asyncio.sleep(0.05)
-        assert len(cli_processes(tmp_path)) >= 2  # the node wrapper and the native codex
+        tree = cli_processes(tmp_path)
+        assert len(tree) >= 2  # the node wrapper and the native codex
+        for pid in tree:  # the CLI's environment is narrowed: murmurd's other secrets stay in murmurd
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert not [e for e in environ if e.startswith(b"UNRELATED_SECRET_TOKEN=")]
+            assert f"CODEX_HOME={tmp_path / 'home' / '.codex'}".encode() in environ
         run.cancel()
         with pytest.raises(asyncio.CancelledError):
             await run
