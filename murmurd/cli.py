@@ -126,7 +126,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     print(f"  containment: {containment['achieved']} (declared {containment['declared']}, "
           f"mechanism {containment['mechanism']}, floor met: {'yes' if containment['floor_met'] else 'no'})")
     for code in report.warnings:
-        if code.code.startswith("W-SEC-"):
+        if code.code.startswith(("W-SEC-", "W-INF-001")):
             print(f"  {code.code}: {code.message}")
     for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
         print(f"  {name}:")

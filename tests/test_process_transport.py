@@ -192,3 +192,43 @@ async def test_cancel_leaves_no_process_of_the_cli_behind_even_the_npm_node_wrap
         assert cli_processes(tmp_path) == []  # an orphaned native codex would still be here
     events = trace(staged)
     assert [e["exit_status"] for e in events if e["event_type"] == "task_end"] == ["failed"]
+
+
+@pytest.mark.parametrize(("dialect", "script", "expected"), [
+    ("claude", "echo 'Segmentation fault'\nexit 0\n",
+     "claude: malformed JSON on subprocess stdout: Expecting value: line 1 column 1 (char 0): Segmentation fault"),
+    ("codex", "echo 'not json, skipped'\necho 'auth failed: no key' >&2\nexit 3\n",
+     "codex: inference subprocess closed stdout without producing a result (exit code 3)\n"
+     "--- subprocess stderr (tail) ---\nauth failed: no key"),
+])
+async def test_a_cli_that_prints_garbage_or_exits_fails_the_task_naming_the_cli(
+        tmp_path: Path, host: ComponentHost, dialect: str, script: str, expected: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / dialect  # a real executable that misbehaves as a broken install would
+    fake.write_text(f"#!/bin/sh\n{script}")
+    fake.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    staged, outcome = await run_task(process_capsule(tmp_path, dialect), env, host, tmp_path / "wd")
+    assert outcome.exit_status == "failed"
+    assert outcome.error == expected
+    assert (staged.workdir.root / staged.workdir.book("out/result.txt")).read_text() == f"error: {expected}"
+
+
+def test_murmurd_run_prints_the_cli_answer_and_refuses_a_missing_command(tmp_path: Path, artifacts) -> None:
+    import sys
+
+    artifacts.example("echo")
+    with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
+        env, command = cli_setup(tmp_path, script, "claude")
+        capsule = process_capsule(tmp_path, command)
+        ran = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "echo, then answer"],
+                             capture_output=True, text=True, env=env, timeout=600, cwd=clikit.ROOT)
+    assert ran.returncode == 0, ran.stderr
+    assert clikit.ANSWER_PREFIX in ran.stdout and "hello from the model" in ran.stdout
+    missing = process_capsule(tmp_path / "other", "claude-missing")
+    refused = subprocess.run([sys.executable, "-m", "murmurd", "run", str(missing), "--task", "x"],
+                             capture_output=True, text=True, env=env, timeout=600, cwd=clikit.ROOT)
+    assert refused.returncode == 1
+    assert "error[E-RUN-006]: inference.command 'claude-missing' not found on PATH" in refused.stderr
+    assert "hint: install the claude CLI from https://claude.ai/download" in refused.stderr

@@ -91,6 +91,7 @@ CODES: dict[str, CodeInfo] = {
     "E-INF-010": CodeInfo("error", "an inference block names no driver (driver.artifact or provider.artifact)"),
     "E-INF-011": CodeInfo("error", "a field is not valid with inference.transport: process (driver, endpoint, api_key, max_tokens)"),
     "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),
+    "W-INF-001": CodeInfo("warning", "inference.transport: process: what the CLI agent runs with (network, HOME, its tools)"),
     # -- a hook artifact's own contract (checked at staging) -----------------------------------
     "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
     "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),

@@ -275,7 +275,25 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
                               declares_workdir_exec=caps.filesystem.workdir_exec)
     for code, path, message in warnings:
         found.append(diagnostic(code, path, message))
+    if model.inference is not None and model.inference.transport == "process":
+        found.append(diagnostic("W-INF-001", "inference.transport", _process_grant(model, plan, env)))
     return found
+
+
+def _process_grant(model: CapsuleManifest, plan: Any, env: Mapping[str, str]) -> str:
+    """What a process-transport CLI runs with (murmurd/session/process/spawn.py), in one line."""
+    inference = model.inference
+    assert inference is not None
+    command = inference.command or "claude"
+    prompt_skill = inference.system_prompt_artifact
+    tools = [a.name for a in model.artifacts if a.kind == "tool" or (a.kind == "skill" and a.name != prompt_skill)]
+    tools += list(model.capabilities.shell.allow) if model.capabilities.shell else []
+    confined = "Landlock (writes beneath the workdir and its HOME)" if plan.landlock else "no Landlock"
+    cgroup = "a pids cgroup" if plan.pids_root is not None else "no pids cgroup"
+    return (f"spawns {command!r} in the session workdir as a shell child is confined ({confined}, {cgroup}, "
+            f"rlimits but memory_bytes) except for the network: no namespace, it reaches its provider and murmurd's "
+            f"loopback MCP server on murmurd's network; HOME {env.get('HOME') or '<unset>'!s} is writable; its "
+            f"environment keeps only what a CLI agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
 
 
 def _rule_network(ctx: _Context) -> list[Diagnostic]:
@@ -484,7 +502,8 @@ def _rule_inference(ctx: _Context) -> list[Diagnostic]:
     if inference is None:
         return []
     if inference.get("transport") == "process":
-        return _process_rules(inference) + _single_source(inference, "inference", _PROMPT_SOURCES)
+        return (_process_rules(inference) + _single_source(inference, "inference", _PROMPT_SOURCES)
+                + _prompt_artifact_rules(ctx, inference))
     found = _endpoint_rules(inference.get("endpoint"))
     found += _single_source(inference, "inference", _PROMPT_SOURCES)
     found += _driver_rules(ctx, inference)

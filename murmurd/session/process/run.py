@@ -93,7 +93,7 @@ class ProcessLoop:
                               bridge: cmd.Bridge | None) -> str:
         host_env = self.staged.host_env
         policy = cli_policy(shell_policy(self.staged), host_env)
-        env = cli_environment(host_env, policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME)
+        env = cli_environment(host_env, policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME, policy.home)
         argv = self._argv(executable, task, bridge)
         claude = self.dialect == "claude"
         try:

@@ -28,6 +28,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from murmurd import workdir_fs
 from murmurd.containment.cgroup import PidsCgroup
 from murmurd.session import shell_watchdog
 from murmurd.session.shell import (
@@ -51,11 +52,14 @@ CLI_ENV_PATTERNS: tuple[str, ...] = (
 RUN_SECONDS = 600.0  # upstream's one wall-clock limit over the reader and the bridge
 
 
-def cli_environment(host_env: Mapping[str, str], tmpdir: Path) -> dict[str, str]:
-    """The CLI's environment: the host's, narrowed to `DEFAULT_BASELINE_ENV` and `CLI_ENV_PATTERNS`."""
+def cli_environment(host_env: Mapping[str, str], tmpdir: Path, home: Path | None = None) -> dict[str, str]:
+    """The CLI's environment: the host's, narrowed to `DEFAULT_BASELINE_ENV` and `CLI_ENV_PATTERNS`;
+    HOME is `home` when given (the policy's)."""
     patterns = (*DEFAULT_BASELINE_ENV, *CLI_ENV_PATTERNS)
     env = {name: value for name, value in host_env.items()
            if "\x00" not in value and any(fnmatch.fnmatchcase(name, p) for p in patterns)}
+    if home is not None:
+        env["HOME"] = str(home)
     for name in ("TMPDIR", "TMP", "TEMP"):
         env[name] = str(tmpdir)
     return env
@@ -63,7 +67,9 @@ def cli_environment(host_env: Mapping[str, str], tmpdir: Path) -> dict[str, str]
 
 def cli_policy(shell: ShellPolicy, host_env: Mapping[str, str]) -> ShellPolicy:
     """The capsule's shell policy, adapted for a CLI agent (see the module docstring)."""
-    home = host_env.get("HOME") or str(shell.workdir / HOME_DIR_NAME)
+    home = host_env.get("HOME") or ""
+    if not (os.path.isabs(home) and os.path.isdir(home)):  # none to keep: the capsule's own, as a shell child's
+        home = str(shell.workdir / HOME_DIR_NAME)
     plan = shell.containment
     # No address-space limit: a JIT runtime (Claude Code's JavaScriptCore) reserves far more
     # address space than it uses, and dies at start under RLIMIT_AS (2 GiB by default).
@@ -83,8 +89,10 @@ class CliProcess:
     @classmethod
     def start(cls, policy: ShellPolicy, argv: list[str], env: dict[str, str], *, piped_stdin: bool) -> CliProcess:
         """Spawn `argv` (argv[0] the resolved executable), blocking: call it off the event loop."""
-        tmp = policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME
-        tmp.mkdir(parents=True, exist_ok=True)
+        try:  # never through a symlink a tool could have planted in the workdir
+            workdir_fs.make_dirs(policy.workdir, f"{HOME_DIR_NAME}/{TMP_DIR_NAME}")
+        except OSError as exc:
+            raise ShellFailed(f"cannot create the CLI's TMPDIR: {exc}") from None
         group = None
         plan = policy.containment
         if plan is not None and plan.pids_root is not None:
