@@ -232,3 +232,35 @@ def test_murmurd_run_prints_the_cli_answer_and_refuses_a_missing_command(tmp_pat
     assert refused.returncode == 1
     assert "error[E-RUN-006]: inference.command 'claude-missing' not found on PATH" in refused.stderr
     assert "hint: install the claude CLI from https://claude.ai/download" in refused.stderr
+
+
+async def test_hooks_fire_and_spans_mirror_the_trace_with_zero_tokens(tmp_path: Path, host: ComponentHost,
+                                                                      artifacts) -> None:
+    from hookkit import hook_events
+    from test_otel import Collector, _attrs
+
+    artifacts.example("debug-hook")
+    debug = {"name": "debug-hook", "runtime": "hook", "source": str(EXAMPLES / "debug-hook"), "local_source": True}
+    collector = Collector()
+    try:
+        with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
+            env, command = cli_setup(tmp_path, script, "claude")
+            capsule = process_capsule(tmp_path, command, artifacts=[ECHO, debug],
+                                      observability={"otel_endpoint": collector.url})
+            staged, outcome = await run_task(capsule, env, host, tmp_path / "wd")
+        assert outcome.ok, outcome.error
+        names = [e["event"] for e in hook_events(staged.workdir.runtime, "debug-hook")]
+        assert names[:3] == ["on-stage", "on-session-start", "on-task-start"]
+        assert names[-2:] == ["on-task-end", "on-session-end"]
+        assert names.count("on-inference") == 2  # one per counted assistant message
+        assert names.count("on-tool-call") == 1  # the one call (an observing hook hears it once, as for http)
+        inference = sorted(collector.named("capsule.inference"), key=lambda s: _attrs(s)["turn"])
+        assert [(_attrs(s)["turn"], _attrs(s)["input_tokens"], _attrs(s)["output_tokens"], _attrs(s)["decision"])
+                for s in inference] == [(0, 0, 0, "tool_call"), (1, 0, 0, "end_turn")]
+        assert [_attrs(s)["tool_name"] for s in collector.named("capsule.tool_call")] == ["echo"]
+        # the system text Claude Code was given: upstream's notices, no [Capsule] block
+        system = next(r["body"]["system"] for r in script.requests if r["body"].get("tools"))
+        joined = json.dumps(system)
+        assert "MURMUR.md is machine-generated" in joined and "[Capsule]" not in joined
+    finally:
+        collector.close()

@@ -10,7 +10,7 @@ error` inside `item.completed`) are no failure.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from murmurd.session.process.stream import Done, HostCommand, StreamFailed, Turn
@@ -21,7 +21,6 @@ class CodexStream:
     """The stream's memory: the last agent message is the result."""
 
     last_message: str = ""
-    _seen: list[str] = field(default_factory=list)
 
     def read_line(self, line: str) -> list[Turn | HostCommand | Done]:
         try:
