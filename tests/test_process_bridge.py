@@ -45,6 +45,7 @@ def test_codex_argv_disables_host_tools_and_carries_the_prompt_last() -> None:
     assert argv[1:7] == ["exec", "--json", "--skip-git-repo-check", "-s", "read-only", "-c"]
     assert [argv[i + 1] for i, a in enumerate(argv) if a == "--disable"] == list(cmd.CODEX_DISABLED_FEATURES)
     assert 'mcp_servers.claude_bridge.http_headers.Authorization="Bearer tok"' in argv
+    assert "mcp_servers.claude_bridge.tool_timeout_sec=600" in argv
     prompt = argv[-1]
     assert prompt.startswith(cmd.MURMUR_MD_TRUST_NOTICE) and "Be brief." in prompt
     assert prompt.endswith(f"{cmd.CODEX_TOOL_GUIDANCE}\n\ndo it")
@@ -58,6 +59,8 @@ def test_the_claude_stream_counts_non_thinking_assistant_events_and_fails_on_gar
     assert text.decision == "end_turn" and text.text == "hi"
     assert read_line('{"type":"system","subtype":"init"}') == [] and read_line("   ") == []
     assert read_line('{"type":"result","subtype":"success","result":"done"}') == [Done("done")]
+    with pytest.raises(StreamFailed, match="claude returned error: API Error: 500"):
+        read_line('{"type":"result","subtype":"success","is_error":true,"result":"API Error: 500"}')
     with pytest.raises(StreamFailed, match="claude returned error: error_max_budget"):
         read_line('{"type":"result","subtype":"error_max_budget"}')
     with pytest.raises(StreamFailed, match="malformed JSON on subprocess stdout"):

@@ -99,3 +99,25 @@ def test_a_tool_that_requests_input_pauses_the_a2a_task_until_the_reply(tmp_path
             done = served.wait_state(task["id"], "completed", "failed", timeout=300)
     assert done["status"]["state"] == "completed", done
     assert clikit.ANSWER_PREFIX + "approved, go" in json.dumps(done)
+
+
+def test_an_unanswered_request_input_ends_the_task_and_its_cli(tmp_path: Path, artifacts) -> None:
+    from conftest import FIXTURES
+
+    artifacts.fixture("ask")
+    ask = {"name": "ask", "runtime": "tool", "source": str(FIXTURES / "ask"), "local_source": True}
+    with clikit.model_standin(clikit.ModelScript("ask", {"prompt": "Anyone there?"})) as script:
+        bin_dir = tmp_path / "bin"
+        clikit.linked_bin(bin_dir, "claude", clikit.claude_binary())
+        env = clikit.cli_env(tmp_path / "home", script, bin_dir)
+        capsule = process_capsule(tmp_path, "claude", artifacts=[ask],
+                                  lifecycle={"after_task": "sleep", "input_timeout_secs": 2})
+        with serving(capsule, tmp_path / "state", env=env) as served:
+            task = served.send("ask, nobody answers")
+            served.wait_state(task["id"], "input-required", timeout=300)
+            failed = served.wait_state(task["id"], "failed", timeout=300)
+            assert cli_processes(tmp_path) == []  # the task's end took the CLI with it
+            ends = [e for e in served.all_events() if e["event_type"] == "task_end"]
+    assert [e["exit_status"] for e in ends] == ["failed"]
+    assert ends[0]["error"] == "input-timeout"  # the tool's abort ended the task, not the CLI's own answer
+    assert clikit.ANSWER_PREFIX not in json.dumps(failed)

@@ -1,8 +1,8 @@
 """Claude Code's `--output-format stream-json` (process-transport.md §6), one line at a time. Pure.
 
 An `assistant` event holding anything but thinking is one turn (`tool_call` when a block is a
-`tool_use`); a `result` event ends the stream, `success` with its text and anything else as a
-failure; every other event (`system/init`, `user` tool results, rate limits) is ignored here:
+`tool_use`); a `result` event ends the stream, `success` with its text and anything else (or a
+`success` flagged `is_error`, an API error Claude Code reports as its answer) as a failure; every other event (`system/init`, `user` tool results, rate limits) is ignored here:
 the bridge traced each tool call when it ran it. A line that is not JSON fails the run.
 """
 
@@ -32,9 +32,11 @@ def read_line(line: str) -> list[Turn | Done]:
         turn = _assistant(event)
         return [turn] if turn is not None else []
     if kind == "result":
-        if event.get("subtype") == "success":
-            result = event.get("result")
+        result = event.get("result")
+        if event.get("subtype") == "success" and event.get("is_error") is not True:
             return [Done(result if isinstance(result, str) else "")]
+        if event.get("subtype") == "success":  # an API error Claude Code reports as its answer
+            raise StreamFailed(f"claude returned error: {result if isinstance(result, str) and result else 'is_error'}")
         detail = event.get("result") if isinstance(event.get("result"), str) and event.get("result") else None
         raise StreamFailed(f"claude returned error: {detail or event.get('subtype') or 'no subtype'}")
     return []

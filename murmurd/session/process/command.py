@@ -10,6 +10,7 @@ from murmurd.staging.preflight import DEFAULT_COMMAND, INSTALL_HINTS, dialect_of
 
 __all__ = ["DEFAULT_COMMAND", "INSTALL_HINTS", "dialect_of", "find_on_path", "preflight_error"]
 
+CODEX_TOOL_TIMEOUT_SECONDS = 600
 BRIDGE_NAME = "claude_bridge"  # upstream's MCP server key: tools are `mcp__claude_bridge__<tool>`
 TOOL_PREFIX = f"mcp__{BRIDGE_NAME}__"
 # Upstream's codex feature set to turn off (verified against codex-cli 0.144.6 and 0.171.0):
@@ -51,7 +52,10 @@ class Bridge:
         base = f"mcp_servers.{BRIDGE_NAME}"
         return ["-c", f"{base}.url={json.dumps(self.url)}",
                 "-c", f"{base}.http_headers.Authorization={json.dumps('Bearer ' + self.token)}",
-                "-c", f'{base}.default_tools_approval_mode="approve"']
+                "-c", f'{base}.default_tools_approval_mode="approve"',
+                # codex gives an MCP call 60 s by default; one waiting on request-input may take
+                # the run's whole 600 s (murmurd's addition to upstream's three overrides)
+                "-c", f"{base}.tool_timeout_sec={CODEX_TOOL_TIMEOUT_SECONDS}"]
 
 
 def claude_argv(executable: str, model: str, tools: list[str], bridge: Bridge | None, system: str) -> list[str]:

@@ -53,6 +53,8 @@ class ProcessLoop:
         self.system = cmd.system_text(prompt)
         self.run_seconds = run_seconds
         self._turn = 0  # turns counted in this attempt
+        self._fatal: TaskFailed | None = None  # a tool call that ended the task
+        self._cli: CliProcess | None = None
 
     async def run(self, state: LoopState, events: TaskEvents) -> str:
         executable = cmd.find_on_path(self.command, self.staged.host_env.get("PATH"))
@@ -63,9 +65,22 @@ class ProcessLoop:
         tool_names = [t.name for t in self.setup.tools]
         self._turn = 0
 
+        self._fatal = None
+        self._cli = None
+        one_at_a_time = asyncio.Lock()  # as the http loop runs a turn's calls: in order, one by one
+
         async def dispatch(name: str, arguments: Any) -> tuple[str, bool]:
-            turn = max(self._turn - 1, 0) if self.dialect == "claude" else self._turn
-            return await self.tools.run_tool_call(state, name, arguments, turn, events)
+            async with one_at_a_time:
+                if self._fatal is not None:
+                    return f"tool '{name}' failed: the task has ended", True
+                turn = max(self._turn - 1, 0) if self.dialect == "claude" else self._turn
+                try:
+                    return await self.tools.run_tool_call(state, name, arguments, turn, events)
+                except TaskFailed as failure:  # a tool ended the task (abort-task, a lost trace): so does the CLI
+                    self._fatal = failure
+                    if self._cli is not None:
+                        await asyncio.to_thread(self._cli.kill)
+                    return f"tool '{name}' failed: {failure}", True
 
         if not tool_names:
             return await self._spawn_and_read(state, events, executable, task, None)
@@ -102,6 +117,7 @@ class ProcessLoop:
             raise TaskFailed(f"failed to spawn '{self.command}': {exc}") from None
         except OSError as exc:
             raise TaskFailed(f"failed to spawn '{self.command}': {exc.strerror or exc}") from None
+        self._cli = cli
         stderr_tail = bytearray()
         transports: list[asyncio.BaseTransport] = []
         drain: asyncio.Task[None] | None = None
@@ -124,6 +140,8 @@ class ProcessLoop:
                                                  stderr_tail)) from None
             except StreamFailed as exc:
                 raise TaskFailed(self._with_tail(f"{self.command}: {exc}", stderr_tail)) from None
+            if self._fatal is not None:
+                raise self._fatal
             if result is None:
                 code = await asyncio.to_thread(_exit_code, cli)
                 raise TaskFailed(self._with_tail(
