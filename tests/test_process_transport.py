@@ -264,3 +264,20 @@ async def test_hooks_fire_and_spans_mirror_the_trace_with_zero_tokens(tmp_path: 
         assert "MURMUR.md is machine-generated" in joined and "[Capsule]" not in joined
     finally:
         collector.close()
+
+
+async def test_a_cli_past_the_wall_clock_limit_is_killed_and_the_task_fails(
+        tmp_path: Path, host: ComponentHost, monkeypatch: pytest.MonkeyPatch) -> None:
+    from murmurd.session.process import spawn
+
+    monkeypatch.setattr(spawn, "RUN_SECONDS", 3.0)  # upstream's 600 s, shortened for the test
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stuck = bin_dir / "claude"  # a real CLI-shaped process that never answers, with a child of its own
+    stuck.write_text("#!/bin/sh\necho 'still thinking' >&2\nsleep 600 &\nsleep 600\n")
+    stuck.chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    staged, outcome = await run_task(process_capsule(tmp_path, "claude"), env, host, tmp_path / "wd")
+    assert outcome.exit_status == "failed"
+    assert outcome.error == "inference subprocess timed out after 3s\n--- subprocess stderr (tail) ---\nstill thinking"
+    assert cli_processes(tmp_path) == []  # the sleeping child went with it

@@ -24,7 +24,8 @@ from murmurd.session.process import command as cmd
 from murmurd.session.process.claude_events import read_line as read_claude
 from murmurd.session.process.codex_events import CodexStream
 from murmurd.session.process.mcp_server import BridgeServer
-from murmurd.session.process.spawn import RUN_SECONDS, CliProcess, cli_environment, cli_policy
+from murmurd.session.process import spawn
+from murmurd.session.process.spawn import CliProcess, cli_environment, cli_policy
 from murmurd.session.process.stream import Done, HostCommand, StreamFailed, Turn
 from murmurd.session.shell import HOME_DIR_NAME, TMP_DIR_NAME, ShellError
 from murmurd.session.tools import shell_policy
@@ -39,7 +40,7 @@ class ProcessLoop:
     """Runs a task through the capsule's CLI agent in the agent loop's place."""
 
     def __init__(self, tools: AgentLoop, setup: DriverSetup, trace: TraceWriter, dispatcher: LifecycleDispatcher,
-                 prompt: str | None, run_seconds: float = RUN_SECONDS) -> None:
+                 prompt: str | None, run_seconds: float | None = None) -> None:
         self.tools = tools
         self.setup = setup
         self.trace = trace
@@ -51,7 +52,7 @@ class ProcessLoop:
         self.model = inference.model or ""
         self.dialect = cmd.dialect_of(self.command)
         self.system = cmd.system_text(prompt)
-        self.run_seconds = run_seconds
+        self.run_seconds = run_seconds if run_seconds is not None else spawn.RUN_SECONDS
         self._turn = 0  # turns counted in this attempt
         self._fatal: TaskFailed | None = None  # a tool call that ended the task
         self._cli: CliProcess | None = None
