@@ -233,6 +233,8 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     inference = manifest.inference
     if inference is not None and inference.driver is not None:
         lines.append(f"driver: {inference.driver.artifact} ({inference.model or 'default model'})")
+    elif inference is not None and inference.transport == "process":  # upstream: `<cmd> process (<model>)`
+        lines.append(f"driver: {inference.command} process ({inference.model or 'default model'})")
     skills = sum(1 for a in staged.artifacts.values() if a.kind == "skill")
     if skills:
         lines.append(f"skills: {skills} installed")

@@ -222,10 +222,11 @@ def test_murmurd_run_prints_the_cli_answer_and_refuses_a_missing_command(tmp_pat
     with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
         env, command = cli_setup(tmp_path, script, "claude")
         capsule = process_capsule(tmp_path, command)
-        ran = subprocess.run([sys.executable, "-m", "murmurd", "run", str(capsule), "--task", "echo, then answer"],
+        ran = subprocess.run([sys.executable, "-m", "murmurd", "run", "-v", str(capsule), "--task", "echo, then answer"],
                              capture_output=True, text=True, env=env, timeout=600, cwd=clikit.ROOT)
     assert ran.returncode == 0, ran.stderr
     assert clikit.ANSWER_PREFIX in ran.stdout and "hello from the model" in ran.stdout
+    assert "driver: claude process (default model)" in ran.stderr
     missing = process_capsule(tmp_path / "other", "claude-missing")
     refused = subprocess.run([sys.executable, "-m", "murmurd", "run", str(missing), "--task", "x"],
                              capture_output=True, text=True, env=env, timeout=600, cwd=clikit.ROOT)
