@@ -33,6 +33,7 @@ from murmurd.staging.workdir import MAX_RESULT_BYTES, TASK
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 STDERR_TAIL_BYTES = 4096
+STDERR_GRACE_SECONDS = 5.0  # for a CLI's last stderr after it exited (a child may still hold the pipe)
 STDOUT_LINE_LIMIT = 64 * 1024 * 1024  # one stream-json line (a tool result echoed back can be long)
 
 
@@ -145,17 +146,23 @@ class ProcessLoop:
                 raise self._fatal
             if result is None:
                 code = await asyncio.to_thread(_exit_code, cli)
+                try:  # what it said on its way out, once it has exited (its stderr closes)
+                    await asyncio.wait_for(asyncio.shield(drain), STDERR_GRACE_SECONDS)
+                except (TimeoutError, asyncio.TimeoutError):
+                    pass
                 raise TaskFailed(self._with_tail(
                     f"{self.command}: inference subprocess closed stdout without producing a result"
                     f" (exit code {code})", stderr_tail))
             events.turn_finished(True, result)
             return result
         finally:
-            await asyncio.shield(asyncio.to_thread(cli.kill))
+            interrupted = await _through_cancels(asyncio.to_thread(cli.kill))
             if drain is not None:
                 drain.cancel()
             for transport in transports:
                 transport.close()
+            if interrupted:
+                raise asyncio.CancelledError
 
     async def _read(self, stdout: asyncio.StreamReader, state: LoopState, events: TaskEvents) -> str | None:
         """Read the stream until its result (None: stdout closed first)."""
@@ -207,6 +214,21 @@ class ProcessLoop:
             self.trace.write(event_type, **fields)
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
+
+
+async def _through_cancels(work: Any) -> bool:
+    """Await `work` to its end even when cancelled meanwhile (the CLI's teardown must finish);
+    True when a cancel arrived, for the caller to re-raise once it has cleaned up."""
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while True:
+        try:
+            await asyncio.shield(task)
+            return interrupted
+        except asyncio.CancelledError:
+            if task.done():
+                return True
+            interrupted = True
 
 
 async def _drain_tail(reader: asyncio.StreamReader, tail: bytearray) -> None:
