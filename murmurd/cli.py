@@ -126,7 +126,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     print(f"  containment: {containment['achieved']} (declared {containment['declared']}, "
           f"mechanism {containment['mechanism']}, floor met: {'yes' if containment['floor_met'] else 'no'})")
     for code in report.warnings:
-        if code.code.startswith("W-SEC-"):
+        if code.code.startswith(("W-SEC-", "W-INF-001")):
             print(f"  {code.code}: {code.message}")
     for name, grant in [("(capsule)", grants.capsule), *sorted(grants.components.items())]:
         print(f"  {name}:")
@@ -233,6 +233,8 @@ def _launch_lines(staged: object, verbose: bool) -> list[str]:
     inference = manifest.inference
     if inference is not None and inference.driver is not None:
         lines.append(f"driver: {inference.driver.artifact} ({inference.model or 'default model'})")
+    elif inference is not None and inference.transport == "process":  # upstream: `<cmd> process (<model>)`
+        lines.append(f"driver: {inference.command} process ({inference.model or 'default model'})")
     skills = sum(1 for a in staged.artifacts.values() if a.kind == "skill")
     if skills:
         lines.append(f"skills: {skills} installed")

@@ -116,11 +116,44 @@ def test_provider_artifact_is_the_older_spelling_of_driver_artifact(tmp_path: Pa
     assert report.ok and model is not None and model.inference.driver.artifact == "drv"  # type: ignore[union-attr]
 
 
-def test_transport_process_is_refused_naming_what_it_is(tmp_path: Path) -> None:
-    model, report = check({"inference": {"transport": "process", "command": "claude"}}, tmp_path)
+def test_transport_process_takes_a_command_model_and_max_turns(tmp_path: Path) -> None:
+    model, report = check({"inference": {"transport": "process", "command": "claude",
+                                         "model": "claude-haiku-4-5-20251001", "max_turns": 3}}, tmp_path)
+    assert report.ok and codes_at(report) == [("W-INF-001", "inference.transport")], report.to_text()
+    grant = report.warnings[0].message  # validate says what the CLI runs with
+    assert "spawns 'claude' in the session workdir" in grant and "no namespace" in grant
+    assert grant.endswith("over MCP it reaches: <no tools>")
+    assert model is not None and model.inference is not None
+    assert (model.inference.transport, model.inference.command, model.inference.model, model.inference.max_turns) == \
+        ("process", "claude", "claude-haiku-4-5-20251001", 3)
+
+
+def test_transport_process_refuses_the_http_fields_each_by_name(tmp_path: Path) -> None:
+    inference = {"transport": "process", "command": "codex", "driver": {"artifact": "drv"},
+                 "endpoint": "https://api.example.com", "api_key": "sk-live-secret", "max_tokens": 100}
+    model, report = check({"artifacts": [DRIVER], "inference": inference}, tmp_path)
     assert model is None
-    assert codes_at(report) == [("E-INF-011", "inference.transport"), ("W-MAN-002", "inference.command")]
-    assert "Claude Code, codex" in report.errors[0].message
+    assert [(d.code, d.path) for d in report.errors] == [
+        ("E-INF-011", "inference.driver.artifact"), ("E-INF-011", "inference.endpoint"),
+                                ("E-INF-011", "inference.api_key"), ("E-INF-011", "inference.max_tokens")]
+    assert all("is not valid with transport: process" in d.message for d in report.errors)
+    assert "sk-live-secret" not in report.to_text()
+    # blank endpoint and api_key are no error (upstream: "a non-blank" one is)
+    _, blank = check({"inference": {"transport": "process", "command": "claude", "endpoint": " ", "api_key": ""}},
+                     tmp_path)
+    assert blank.ok, blank.to_text()
+    _, tooled = check({"artifacts": [{"name": "echo", "runtime": "tool", "source": "echo", "local_source": True}],
+                       "capabilities": {"shell": {"allow": ["rm"]}},
+                       "inference": {"transport": "process", "command": "claude"}}, tmp_path)
+    assert tooled.warnings[-1].message.endswith("over MCP it reaches: echo, rm")
+
+
+def test_transport_process_needs_a_command_and_a_known_transport(tmp_path: Path) -> None:
+    model, report = check({"inference": {"transport": "process"}}, tmp_path)
+    assert model is None and [(d.code, d.path) for d in report.errors] == [("E-MAN-004", "inference.command")]
+    model, report = check({"inference": {"transport": "grpc", "driver": {"artifact": "drv"}}, "artifacts": [DRIVER]},
+                          tmp_path)
+    assert model is None and [d.path for d in report.errors] == ["inference.transport"]
 
 
 @pytest.mark.parametrize(("floor", "env"), [("sealed", {}), ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])

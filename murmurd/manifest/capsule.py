@@ -208,7 +208,9 @@ class ProviderRef(_Model):
 
 
 class Inference(_Model):
-    transport: Literal["http"] = "http"
+    # `process`: a CLI agent (Claude Code, or codex by the command's name) drives (issue 27).
+    transport: Literal["http", "process"] = "http"
+    command: str | None = None  # the CLI of transport: process (required there; default claude upstream)
     endpoint: str | None = None
     model: str | None = None
     # Resolved: a `${VAR}` reference is already replaced by the variable's value.

@@ -89,8 +89,9 @@ CODES: dict[str, CodeInfo] = {
     "E-LIF-001": CodeInfo("error", "lifecycle.max_task_reopens and inference.max_task_reopens disagree"),
     "W-LIF-001": CodeInfo("warning", "lifecycle.max_concurrent_tasks with a task_acceptance other than queue; one task runs at a time"),
     "E-INF-010": CodeInfo("error", "an inference block names no driver (driver.artifact or provider.artifact)"),
-    "E-INF-011": CodeInfo("error", "inference.transport: process (a CLI agent) is not supported by murmurd"),
+    "E-INF-011": CodeInfo("error", "a field is not valid with inference.transport: process (driver, endpoint, api_key, max_tokens)"),
     "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),
+    "W-INF-001": CodeInfo("warning", "inference.transport: process: what the CLI agent runs with (network, HOME, its tools)"),
     # -- a hook artifact's own contract (checked at staging) -----------------------------------
     "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
     "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),

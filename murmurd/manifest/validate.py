@@ -275,7 +275,25 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
                               declares_workdir_exec=caps.filesystem.workdir_exec)
     for code, path, message in warnings:
         found.append(diagnostic(code, path, message))
+    if model.inference is not None and model.inference.transport == "process":
+        found.append(diagnostic("W-INF-001", "inference.transport", _process_grant(model, plan, env)))
     return found
+
+
+def _process_grant(model: CapsuleManifest, plan: Any, env: Mapping[str, str]) -> str:
+    """What a process-transport CLI runs with (murmurd/session/process/spawn.py), in one line."""
+    inference = model.inference
+    assert inference is not None
+    command = inference.command or "claude"
+    prompt_skill = inference.system_prompt_artifact
+    tools = [a.name for a in model.artifacts if a.kind == "tool" or (a.kind == "skill" and a.name != prompt_skill)]
+    tools += list(model.capabilities.shell.allow) if model.capabilities.shell else []
+    confined = "Landlock (writes beneath the workdir and its HOME)" if plan.landlock else "no Landlock"
+    cgroup = "a pids cgroup" if plan.pids_root is not None else "no pids cgroup"
+    return (f"spawns {command!r} in the session workdir as a shell child is confined ({confined}, {cgroup}, "
+            f"rlimits but memory_bytes) except for the network: no namespace, it reaches its provider and murmurd's "
+            f"loopback MCP server on murmurd's network; HOME {env.get('HOME') or '<unset>'!s} is writable; its "
+            f"environment keeps only what a CLI agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
 
 
 def _rule_network(ctx: _Context) -> list[Diagnostic]:
@@ -484,9 +502,8 @@ def _rule_inference(ctx: _Context) -> list[Diagnostic]:
     if inference is None:
         return []
     if inference.get("transport") == "process":
-        rule = ("spawning a CLI agent (Claude Code, codex) instead of a WASM driver is not supported by "
-                "murmurd; declare a runtime: driver artifact and use transport: http")
-        return [diagnostic("E-INF-011", "inference.transport", rule, "process")]
+        return (_process_rules(inference) + _single_source(inference, "inference", _PROMPT_SOURCES)
+                + _prompt_artifact_rules(ctx, inference))
     found = _endpoint_rules(inference.get("endpoint"))
     found += _single_source(inference, "inference", _PROMPT_SOURCES)
     found += _driver_rules(ctx, inference)
@@ -498,6 +515,28 @@ def _rule_inference(ctx: _Context) -> list[Diagnostic]:
         if _is_number(threshold) and not 0 < threshold <= 1:
             rule = "must be a fraction of context.max_tokens in (0, 1]"
             found.append(diagnostic("E-INF-009", "inference.compaction.threshold", rule, threshold))
+    return found
+
+
+def _process_rules(inference: dict) -> list[Diagnostic]:
+    """`transport: process` (upstream's parser): a CLI agent drives, so the fields of a WASM
+    driver's request are refused, each by name; `command` is required."""
+    found: list[Diagnostic] = []
+    rule = "is not valid with transport: process (the CLI agent talks to its own provider)"
+    if "driver" in inference or "provider" in inference:
+        found.append(diagnostic("E-INF-011", "inference.driver.artifact", rule))
+    for key in ("endpoint", "api_key"):
+        value = inference.get(key)
+        if value is not None and not (isinstance(value, str) and not value.strip()):
+            found.append(diagnostic("E-INF-011", f"inference.{key}", rule,
+                                    rendered=REDACTED if key == "api_key" else None))
+    if "max_tokens" in inference:
+        found.append(diagnostic("E-INF-011", "inference.max_tokens",
+                                "is not valid with transport: process (no driver payload is built)"))
+    command = inference.get("command")
+    if not isinstance(command, str) or not command.strip():
+        found.append(diagnostic("E-MAN-004", "inference.command",
+                                "is required with transport: process (the CLI agent to spawn: claude, codex)"))
     return found
 
 
@@ -772,7 +811,6 @@ def render_loc(loc: Iterable[Any]) -> str:
 _CONFINEMENT = "murmurd has no cgroup memory, cpu or io control"
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
-    "inference.command": "names the CLI agent of transport: process",
     "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
     "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",

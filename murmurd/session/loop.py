@@ -235,38 +235,45 @@ class AgentLoop:
 
     async def _run_tools(self, state: LoopState, response: DriverResponse, turn: int, events: TaskEvents) -> None:
         for call in response.tool_calls:
-            name, call_id, tool_input = call["name"], str(call["id"]), call.get("input", {})
-            kind = self.runner.kind_of(name)
-            shell_call = await self.runner.resolve_shell(name, tool_input) if kind == "shell" else None
-            shape = shell_call.shape if shell_call else None
-            denial = await self._decide(kind, name, tool_input, shape, turn)
-            if denial is not None:
-                text = f"denied by hook {denial.hook_name}: {denial.reason}"
-                self._trace("call_denied", turn=turn, tool_name=name, hook_name=denial.hook_name,
-                            reason=denial.reason, kind="shell" if kind == "shell" else "tool",
-                            binary=shape.binary if shape else None)
-                state.messages.append(tool_message(call_id, text, True))
-                events.tool_result(name, text)
-                continue
-            outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk,
-                                            shell_call=shell_call)
-            if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
-                self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
+            call_id = str(call["id"])
+            text, is_error = await self.run_tool_call(state, call["name"], call.get("input", {}), turn, events)
+            state.messages.append(tool_message(call_id, text, is_error))
+
+    async def run_tool_call(self, state: LoopState, name: str, tool_input: Any, turn: int,
+                            events: TaskEvents) -> tuple[str, bool]:
+        """One model tool call through murmurd's tool path: the decision point (a deny hook's
+        refusal is the result), the run, its trace lines, the observation dispatch. The text the
+        model sees and whether it is an error (the process transport's MCP server calls it too)."""
+        kind = self.runner.kind_of(name)
+        shell_call = await self.runner.resolve_shell(name, tool_input) if kind == "shell" else None
+        shape = shell_call.shape if shell_call else None
+        denial = await self._decide(kind, name, tool_input, shape, turn)
+        if denial is not None:
+            text = f"denied by hook {denial.hook_name}: {denial.reason}"
+            self._trace("call_denied", turn=turn, tool_name=name, hook_name=denial.hook_name,
+                        reason=denial.reason, kind="shell" if kind == "shell" else "tool",
+                        binary=shape.binary if shape else None)
+            events.tool_result(name, text)
+            return text, True
+        outcome = await self.runner.run(name, tool_input, events.tool_chunk, events.thinking_chunk,
+                                        shell_call=shell_call)
+        if outcome.event_type == "shell":  # upstream: a `tool_call` line, then the `shell` line
+            self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
+            self._count_tool_call(state)
+        self._trace(outcome.event_type, turn=turn, **outcome.trace)
+        if outcome.event_type == "shell":
+            state.counters.shell_calls += 1
+            self.totals.shell_calls += 1
+            await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
+        else:
+            if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
                 self._count_tool_call(state)
-            self._trace(outcome.event_type, turn=turn, **outcome.trace)
-            if outcome.event_type == "shell":
-                state.counters.shell_calls += 1
-                self.totals.shell_calls += 1
-                await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
-            else:
-                if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
-                    self._count_tool_call(state)
-                await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
-                    "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
-                    "duration_ms": outcome.trace.get("duration_ms", 0),
-                }))
-            state.messages.append(tool_message(call_id, outcome.text, outcome.is_error))
-            events.tool_result(name, outcome.text)
+            await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
+                "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
+                "duration_ms": outcome.trace.get("duration_ms", 0),
+            }))
+        events.tool_result(name, outcome.text)
+        return outcome.text, outcome.is_error
 
     def _count_tool_call(self, state: LoopState) -> None:
         state.counters.tool_calls += 1

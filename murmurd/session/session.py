@@ -39,6 +39,7 @@ from murmurd.session.failures import SessionEnded, TaskFailed
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
+from murmurd.session.process.run import ProcessLoop
 from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tokens import count_tokens
@@ -348,10 +349,13 @@ class Session:
 
     async def _run_agent(self, spec: TaskSpec, state: LoopState, outcome: TaskOutcome, events: TaskEvents) -> None:
         setup = self._setup
-        if setup is None or setup.name not in self.staged.artifacts:
+        process = setup is not None and self.staged.manifest.inference.transport == "process"  # type: ignore[union-attr]
+        if setup is None or (not process and setup.name not in self.staged.artifacts):
             raise TaskFailed("no inference driver: declare inference.driver.artifact")
-        loop = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
-                         self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
+        loop: Any = AgentLoop(self.staged, self.host, self._runner, setup, self.trace, self.dispatcher,
+                              self.totals, self._continuation, spend_refusals=lambda: self.hooks.spend_refusals)
+        if process:  # a CLI agent drives; its tool calls take the agent loop's tool path (issue 27)
+            loop = ProcessLoop(loop, setup, self.trace, self.dispatcher, self._prompt)
 
         async def first_attempt() -> str:
             """`on-task-start` and its seed open the first attempt, inside its `session_start` /

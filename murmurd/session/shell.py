@@ -356,11 +356,12 @@ def _pids_cgroup(policy: ShellPolicy) -> PidsCgroup | None:
 
 
 def spawn_confined(
-    policy: ShellPolicy, invocation: ShellInvocation, group: PidsCgroup | None = None
+    policy: ShellPolicy, invocation: ShellInvocation, group: PidsCgroup | None = None, *, stdin: int = subprocess.DEVNULL
 ) -> subprocess.Popen[bytes]:
     """Start the confinement helper (`murmurd/containment/child.py`), which confines itself as
     the policy says, announces its group to the watchdog and execs the command. No Python runs
-    between fork and exec here. Raises `ShellFailed` when the helper cannot confine."""
+    between fork and exec here. Raises `ShellFailed` when the helper cannot confine. `stdin` is
+    empty but for a process-transport CLI that reads its task from a pipe."""
     assert invocation.executable is not None
     plan = policy.containment
     watchdog = shell_watchdog.watchdog_fd()
@@ -389,7 +390,7 @@ def spawn_confined(
                 [*helper_command(), json.dumps(spec), *env_entries, *invocation.argv],
                 cwd=policy.workdir,
                 env={},
-                stdin=subprocess.DEVNULL,
+                stdin=stdin,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 shell=False,

@@ -22,6 +22,7 @@ from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
+from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
@@ -212,6 +213,15 @@ def _log_warnings(layout: Workdir, report: Report) -> None:
         pass  # the warnings were already printed; a refused log costs only this copy
 
 
+def process_preflight(manifest: CapsuleManifest, env: Mapping[str, str]) -> str | None:
+    """`transport: process`: E-RUN-006 when `inference.command` is not on PATH (None: found, or http)."""
+    inference = manifest.inference
+    if inference is None or inference.transport != "process":
+        return None
+    command = inference.command or DEFAULT_COMMAND
+    return None if find_on_path(command, env.get("PATH")) else preflight_error(command)
+
+
 def stage_capsule(
     capsule_dir: Path,
     *,
@@ -229,6 +239,9 @@ def stage_capsule(
         raise StagingError([d.to_text() for d in report.errors], report)
     for warning in report.warnings:  # never silently dropped: every launch repeats them
         report_progress(f"warning: {warning.to_text()}")
+    preflight = process_preflight(manifest, env)
+    if preflight is not None:  # upstream's pre-flight: before the lock, staging or any workdir
+        raise StagingError([preflight], report)
     registry = registry or FileRegistry(default_registry_root())
 
     try:
