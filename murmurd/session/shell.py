@@ -354,11 +354,11 @@ def run_prepared(
         return _run_bounded(policy, invocation, cancel)
     if guard.breach is not None:
         raise WorkdirExceeded(guard.breach)
-    watch = guard.watch()
+    watch = guard.watch(cancel)  # set by the caller's cancel, or by a walk that finds the bound passed
     try:
-        outcome = _run_bounded(policy, invocation, _Either(cancel, watch))
+        outcome = _run_bounded(policy, invocation, watch)
     except ShellCanceled:
-        if watch.is_set():
+        if watch.breached():
             raise WorkdirExceeded(guard.breach or "E-RUN-013") from None
         raise
     finally:
@@ -366,17 +366,6 @@ def run_prepared(
     if guard.check_if_due():
         raise WorkdirExceeded(guard.breach or "E-RUN-013")
     return outcome
-
-
-@dataclass(frozen=True)
-class _Either:
-    """Set when the caller's cancel flag or the workdir watch is."""
-
-    first: CancelFlag | None
-    second: CancelFlag
-
-    def is_set(self) -> bool:
-        return (self.first is not None and self.first.is_set()) or self.second.is_set()
 
 
 def _run_bounded(policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None) -> ShellOutcome:

@@ -18,9 +18,14 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 CODE = "E-RUN-013"
 CHECK_SECONDS = 10.0
+
+
+class Flag(Protocol):
+    def is_set(self) -> bool: ...
 
 
 def disk_use_past(root: Path, bound: int) -> int:
@@ -81,16 +86,18 @@ class WorkdirGuard:
             return self.check()
         return self.breach is not None
 
-    def watch(self) -> CommandWatch:
+    def watch(self, cancel: Flag | None = None) -> CommandWatch:
         """Walk every `interval` seconds until the returned watch is stopped."""
-        return CommandWatch(self)
+        return CommandWatch(self, cancel)
 
 
 class CommandWatch:
-    """The walks while one command runs; `is_set()` (a cancel flag) once the bound is passed."""
+    """The walks while one command runs. A cancel flag for the shell runner: set when the
+    caller's own `cancel` is, or once a walk found the bound passed (`breached`)."""
 
-    def __init__(self, guard: WorkdirGuard) -> None:
+    def __init__(self, guard: WorkdirGuard, cancel: Flag | None = None) -> None:
         self.guard = guard
+        self.cancel = cancel
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="murmurd-workdir-watch", daemon=True)
         self._thread.start()
@@ -100,8 +107,11 @@ class CommandWatch:
             if self.guard.check():
                 return
 
-    def is_set(self) -> bool:
+    def breached(self) -> bool:
         return self.guard.breach is not None
+
+    def is_set(self) -> bool:
+        return self.breached() or (self.cancel is not None and self.cancel.is_set())
 
     def stop(self) -> None:
         self._done.set()
