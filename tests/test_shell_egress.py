@@ -9,10 +9,12 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from loopkit import driver_capsule, run_tasks, trace_events
@@ -170,3 +172,35 @@ async def test_a_grant_past_sixteen_ports_is_refused_before_anything_runs(tmp_pa
     (outcome,) = await run_tasks(staged, host, "reach out")
     texts = [m.text for m in outcome.messages if m.role == "tool"]
     assert "17 ports; shell egress catches at most 16" in texts[0]
+
+
+async def test_a_command_holds_at_most_sixty_four_relayed_connections(tmp_path: Path, host) -> None:
+    upstream = socket.socket()
+    upstream.bind(("127.0.0.1", 0))
+    upstream.listen(256)
+    upstream.setblocking(False)
+    port = upstream.getsockname()[1]
+    # 65 connections held open at once; then wait on the last one, which the relay resets.
+    script = (f"for i in {{1..65}}; do exec {{fd}}<>/dev/tcp/127.0.0.1/{port} || exit 3; done; "
+              "read -t 60 -u $fd line; echo done")
+    said: list[str] = []
+    try:
+        staged = staged_capsule(tmp_path, host, [("bash", script)], {
+            "shell": {"allow": ["bash"]}, "network": {"allow": [f"127.0.0.1:{port}"]}}, said)
+        (outcome,) = await run_tasks(staged, host, "flood")
+        assert outcome.exit_status == "ok", outcome.error
+        (shell,) = [e for e in trace_events(staged) if e["event_type"] == "shell"]
+        assert shell["exit_code"] == 0
+        denied = [e for e in trace_events(staged) if e["event_type"] == "egress_denied"]
+        assert [e["reason"] for e in denied] == ["the command already has 64 open connections"]
+        deadline = time.monotonic() + 60
+        reached = 0
+        while time.monotonic() < deadline:
+            reached += accepts(upstream)
+            if reached >= 64:
+                break
+            await anyio.sleep(0.05)
+        reached += accepts(upstream)
+        assert reached == 64  # every admitted connection reached the origin, the 65th never did
+    finally:
+        upstream.close()

@@ -1,0 +1,54 @@
+"""The DNS stub's rules (murmurd/containment/dns_stub.py), on real wire-format packets."""
+
+from __future__ import annotations
+
+import pytest
+from dnslib import RCODE, DNSRecord
+
+from murmurd.containment.dns_stub import BINDING_SECONDS, NameBindings, answer, parse
+
+pytestmark = pytest.mark.anyio
+
+
+async def resolve(name: str) -> list[str]:
+    return {"api.example.com": ["192.0.2.10", "192.0.2.11"]}.get(name, [])
+
+
+async def test_a_granted_name_is_answered_and_bound_and_others_are_refused() -> None:
+    bindings = NameBindings()
+    granted = frozenset({"api.example.com"})
+    query = parse(DNSRecord.question("API.Example.com.").pack())
+    assert query is not None
+    packet, refused = await answer(query, granted, resolve, bindings)
+    reply = DNSRecord.parse(packet)
+    assert refused is None and reply.header.rcode == RCODE.NOERROR and reply.header.id == query.header.id
+    assert sorted(str(rr.rdata) for rr in reply.rr) == ["192.0.2.10", "192.0.2.11"]
+    assert {rr.ttl for rr in reply.rr} == {60}
+    assert bindings.names_of("192.0.2.10") == {"api.example.com"}
+
+    packet, refused = await answer(parse(DNSRecord.question("evil.example").pack()), granted, resolve, bindings)
+    assert refused == "evil.example" and DNSRecord.parse(packet).header.rcode == RCODE.REFUSED
+
+    packet, refused = await answer(parse(DNSRecord.question("api.example.com", "AAAA").pack()), granted, resolve,
+                                   bindings)
+    reply = DNSRecord.parse(packet)
+    assert refused is None and reply.header.rcode == RCODE.NOERROR and not reply.rr  # IPv4 only
+
+
+async def test_a_granted_name_that_does_not_resolve_is_servfail() -> None:
+    query = parse(DNSRecord.question("gone.example").pack())
+    packet, refused = await answer(query, frozenset({"gone.example"}), resolve, NameBindings())
+    assert refused is None and DNSRecord.parse(packet).header.rcode == RCODE.SERVFAIL
+
+
+def test_what_is_not_a_query_gets_no_answer() -> None:
+    assert parse(b"") is None and parse(b"\x00" * 5) is None
+    response = DNSRecord.question("a.example").reply().pack()
+    assert parse(response) is None  # a response is never answered (no reflection loops)
+
+
+def test_bindings_expire() -> None:
+    bindings = NameBindings()
+    bindings.bind("192.0.2.1", "a.example", now=100.0)
+    assert bindings.names_of("192.0.2.1", now=100.0 + BINDING_SECONDS - 1) == {"a.example"}
+    assert bindings.names_of("192.0.2.1", now=100.0 + BINDING_SECONDS + 1) == set()
