@@ -31,8 +31,10 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
 - **Confined.** The child is the confinement helper (`murmurd/containment/child.py`), exec'd at
   once (no Python between fork and exec in this threaded process): it sets the rlimits of
-  `policy.limits`, joins the command's pids cgroup, enters a network namespace and Landlock
-  as `policy.containment` plans, then execs the command (docs/containment.md). When the helper
+  `policy.limits`, joins the command's pids, memory, cpu and io cgroups, enters a network
+  namespace (handing murmurd the listeners `policy.egress` implies: the egress relay carries
+  `network.allow` out of it) and Landlock as `policy.containment` plans, then execs the command
+  (docs/containment.md). `policy.workdir_guard` bounds the workdir (`E-RUN-013`). When the helper
   cannot confine as planned the command does not run (`ShellFailed`). With Landlock, `TMPDIR`
   (and `TMP`, `TEMP`) is `<HOME>/tmp`. What a limit stopped is `resource_limit`.
 
@@ -472,6 +474,12 @@ def spawn_confined(
         raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
     finally:
         os.close(error_read)
+    outcome = "was not run"
+    if refusal is None and relay is not None:
+        try:
+            relay.start()  # the helper sent its listeners before it exec'd
+        except OSError as exc:
+            refusal, outcome = str(exc), "was killed as it started"
     if refusal is not None:
         _kill_group(proc)
         proc.wait()
@@ -479,14 +487,7 @@ def spawn_confined(
             proc.stdout.close()
         if proc.stderr is not None:
             proc.stderr.close()
-        raise ShellFailed(f"shell: {invocation.binary!r} was not run: the confinement could not be set up: {refusal}")
-    if relay is not None:
-        try:
-            relay.start()
-        except OSError as exc:
-            _kill_group(proc)
-            proc.wait()
-            raise ShellFailed(f"shell: {invocation.binary!r} was stopped: {exc}") from None
+        raise ShellFailed(f"shell: {invocation.binary!r} {outcome}: the confinement could not be set up: {refusal}")
     return proc
 
 
