@@ -13,7 +13,7 @@ import pytest
 from loopkit import driver_capsule, run_tasks, trace_events
 from murmurd.containment import resources
 from murmurd.containment.resources import CommandScope, ResourceBounds
-from murmurd.session.workdir_guard import WorkdirGuard, disk_use_past
+from murmurd.session.workdir_guard import CHECK_SECONDS, WorkdirGuard, disk_use_past
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagedCapsule, stage_capsule
 
@@ -125,10 +125,11 @@ async def test_a_command_still_growing_the_workdir_is_stopped_by_the_periodic_wa
     # (upstream's period) finds the breach and kills it.
     started = time.monotonic()
     staged = staged_capsule(tmp_path, host, [("sh", "dd if=/dev/zero of=fill bs=1M count=4 2>/dev/null; exec sleep 300")],
-                            {"shell": {"allow": ["sh"]}, "resources": {"workdir_max_bytes": 2 * MIB}})
+                            {"shell": {"allow": ["sh", "dd", "sleep"]}, "resources": {"workdir_max_bytes": 2 * MIB}})
     try:
         (outcome,) = await run_tasks(staged, host, "fill and wait")
         assert outcome.exit_status == "failed" and "E-RUN-013" in (outcome.error or "")
-        assert time.monotonic() - started < 200  # far below the command's own timeout
+        elapsed = time.monotonic() - started
+        assert CHECK_SECONDS <= elapsed < 200  # the periodic walk ended it, far below the command's own timeout
     finally:
         (staged.workdir.root / "fill").unlink(missing_ok=True)

@@ -19,8 +19,6 @@ from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import SessionEnded, raise_if_aborted
 from murmurd.session.rlimits import ShellLimits
-from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
-from murmurd.session.workdir_guard import WorkdirGuard
 from murmurd.session.shell import (
     ShellFailed,
     ShellInvocation,
@@ -34,6 +32,8 @@ from murmurd.session.shell import (
     run_prepared,
     split_command,
 )
+from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
+from murmurd.session.workdir_guard import WorkdirGuard
 from murmurd.staging.grants import containment_plan
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
 from murmurd.staging.workdir import log_file
