@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -131,23 +130,6 @@ async def test_a_silent_manifest_runs_under_upstreams_defaults(tmp_path: Path, h
 
 
 # --------------------------------------------------------------------------- network namespace
-
-
-def listener() -> socket.socket:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.setblocking(False)
-    return server
-
-
-def accepted(server: socket.socket) -> bool:
-    try:
-        conn, _ = server.accept()
-    except BlockingIOError:
-        return False
-    conn.close()
-    return True
 
 
 # network.allow through the egress relay: tests/test_shell_egress.py
