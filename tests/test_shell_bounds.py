@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from loopkit import driver_capsule, run_tasks, trace_events
@@ -133,3 +134,27 @@ async def test_a_command_still_growing_the_workdir_is_stopped_by_the_periodic_wa
         assert CHECK_SECONDS <= elapsed < 200  # the periodic walk ended it, far below the command's own timeout
     finally:
         (staged.workdir.root / "fill").unlink(missing_ok=True)
+
+
+async def test_a_workdir_grown_between_commands_is_found_by_the_sessions_own_walk(tmp_path: Path, host) -> None:
+    from murmurd.session.session import Session, TaskSpec
+
+    staged = staged_capsule(tmp_path, host, [("sh", "echo never")], {
+        "shell": {"allow": ["sh"]}, "resources": {"workdir_max_bytes": 2 * MIB}})
+    session = Session(staged, host)
+    await session.open()
+    try:
+        # What a component writing files does: the workdir grows while no shell command runs.
+        (staged.workdir.root / "written-by-a-tool").write_bytes(os.urandom(4 * MIB))
+        guard = session._runner.policy.workdir_guard
+        assert guard is not None
+        deadline = time.monotonic() + 120
+        while guard.breach is None and time.monotonic() < deadline:
+            await anyio.sleep(0.1)
+        assert guard.breach is not None and "E-RUN-013" in guard.breach
+        outcome = await session.run_task(TaskSpec("tsk_" + "0" * 32, "go"))
+        assert outcome.exit_status == "failed" and "E-RUN-013" in (outcome.error or "")
+        assert shell_events(staged) == []  # the command never ran
+    finally:
+        await session.close()
+        (staged.workdir.root / "written-by-a-tool").unlink(missing_ok=True)

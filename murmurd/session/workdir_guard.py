@@ -4,7 +4,9 @@ Upstream walks the workdir every 10 s; a breach ends the session with `E-RUN-013
 every further subprocess. murmurd walks it every `interval` seconds while a shell command runs
 (on a thread of the command's own; the command is killed when the walk finds the bound passed)
 and when a command ends, unless a walk finished less than `interval` ago (so a session of many
-short commands walks at most once per interval). From the first breach on the guard stays tripped: no other
+short commands walks at most once per interval); and every `interval` for as long as the session
+is open (`walk_periodically`, what a component writing files is found by: its next tool call
+ends the session). From the first breach on the guard stays tripped: no other
 shell command of the session starts, and the session ends (`murmurd.session.tools`).
 
 The size is disk use (`st_blocks`, as `du` counts it), each inode once, never following a
@@ -13,6 +15,7 @@ symlink; a walk stops as soon as it has seen more than the bound.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -116,3 +119,11 @@ class CommandWatch:
     def stop(self) -> None:
         self._done.set()
         self._thread.join()
+
+
+async def walk_periodically(guard: WorkdirGuard) -> None:
+    """Walk (off the event loop) every `interval` seconds until the bound is passed or cancelled."""
+    while True:
+        await asyncio.sleep(guard.interval)
+        if await asyncio.to_thread(guard.check_if_due):
+            return
