@@ -8,8 +8,9 @@ the command; no loop murmurd serves on is touched), for exactly as long as the c
 
 - **TCP.** Each accepted connection's original destination is its `getsockname` (the
   namespace routes every IPv4 address to `lo`). It is admitted when `(address, port)` is granted
-  by an IP entry, by an allowlisted name resolved at launch, or by a name the DNS stub answered
-  with that address (`dns_stub.NameBindings`); then it is connected from the host to that same
+  by an IP entry, by an allowlisted name as resolved once per grant (the launch-time set), or by
+  a name the DNS stub answered with that address (`dns_stub.NameBindings`); then it is connected
+  from the host to that same
   address and port and spliced byte for byte (no TLS termination, no proxy variables). Otherwise
   it is reset. At most `max_connections` are open at once; one more is reset.
 - **DNS.** UDP :53 answers granted names, refuses the rest (`dns_stub`).
@@ -28,7 +29,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from murmurd.containment import dns_stub
 from murmurd.containment.egress_listen import HANDOVER_TAG, MAX_PORTS
@@ -49,6 +50,8 @@ class EgressGrant:
     IP address (as `murmurd.host.egress` normalises both). Only IPv4 is carried (upstream)."""
 
     pairs: frozenset[tuple[str, int]]
+    # The launch-time address set: resolved by the first command's relay, kept for the grant's life.
+    launch: LaunchAddresses = field(default_factory=lambda: LaunchAddresses(), compare=False, repr=False)
 
     @property
     def ports(self) -> list[int]:
@@ -66,6 +69,13 @@ class EgressGrant:
 
     def __bool__(self) -> bool:
         return bool(self.pairs)
+
+
+@dataclass
+class LaunchAddresses:
+    """`(address, port)` pairs: IP entries as they are, each entry's name as resolved once."""
+
+    pairs: frozenset[tuple[str, int]] | None = None
 
 
 @dataclass(frozen=True)
@@ -171,17 +181,18 @@ class EgressRelay:
         self._ready.set()
         if self._stop_requested.is_set():
             return
-        await self._resolve_launch_addresses()
         servers: list[asyncio.AbstractServer] = []
         transports: list[asyncio.BaseTransport] = []
         try:
-            for label, sock in self._sockets:
-                if label.startswith("tcp:"):
-                    servers.append(await asyncio.start_server(self._connection, sock=sock))
-                else:
+            for label, sock in self._sockets:  # DNS first: its answers do not wait for the launch set
+                if not label.startswith("tcp:"):
                     transport, _protocol = await self._loop.create_datagram_endpoint(
                         lambda: _DnsProtocol(self), sock=sock)
                     transports.append(transport)
+            await self._resolve_launch_addresses()  # connections wait in the backlog meanwhile
+            for label, sock in self._sockets:
+                if label.startswith("tcp:"):
+                    servers.append(await asyncio.start_server(self._connection, sock=sock))
             if not self._stop_requested.is_set():
                 await self._stopping.wait()
         finally:
@@ -195,19 +206,21 @@ class EgressRelay:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _resolve_launch_addresses(self) -> None:
-        """The launch-time address set: IP entries as they are, names resolved once now."""
-        for host, port in self.grant.pairs:
-            if _is_address(host):
-                self._launch_pairs.add((host, port))
+        """The launch-time address set: IP entries as they are, names resolved once (by the
+        grant's first command) and kept."""
+        known = self.grant.launch.pairs
+        if known is not None:
+            self._launch_pairs = set(known)
+            return
+        pairs = {(host, port) for host, port in self.grant.pairs if _is_address(host)}
         names = sorted(self.grant.names)
         found = await asyncio.gather(*(self.resolve(name) for name in names), return_exceptions=True)
         for name, addresses in zip(names, found):
             if isinstance(addresses, BaseException):
                 continue
-            for address in addresses:
-                for host, port in self.grant.pairs:
-                    if host == name:
-                        self._launch_pairs.add((address, port))
+            pairs |= {(address, port) for address in addresses for host, port in self.grant.pairs if host == name}
+        self._launch_pairs = pairs
+        self.grant.launch.pairs = frozenset(pairs)
 
     async def resolve(self, name: str) -> list[str]:
         """`name`'s IPv4 addresses, resolved by the host (bounded in time)."""
