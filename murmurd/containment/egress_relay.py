@@ -10,9 +10,8 @@ the command; no loop murmurd serves on is touched), for exactly as long as the c
   namespace routes every IPv4 address to `lo`). It is admitted when `(address, port)` is granted
   by an IP entry, by an allowlisted name as resolved once per grant (the launch-time set), or by
   a name the DNS stub answered with that address (`dns_stub.NameBindings`); then it is connected
-  from the host to that same
-  address and port and spliced byte for byte (no TLS termination, no proxy variables). Otherwise
-  it is reset. At most `max_connections` are open at once; one more is reset.
+  from the host to that same address and port and spliced byte for byte (no TLS termination,
+  no proxy variables). Otherwise it is reset. At most `max_connections` are open at once; one more is reset.
 - **DNS.** UDP :53 answers granted names, refuses the rest (`dns_stub`).
 - **Refusals** go to `on_refused` (from the relay's thread), at most `MAX_REPORTED` per command.
 
