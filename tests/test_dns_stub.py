@@ -52,3 +52,15 @@ def test_bindings_expire() -> None:
     bindings.bind("192.0.2.1", "a.example", now=100.0)
     assert bindings.names_of("192.0.2.1", now=100.0 + BINDING_SECONDS - 1) == {"a.example"}
     assert bindings.names_of("192.0.2.1", now=100.0 + BINDING_SECONDS + 1) == set()
+
+
+def test_random_bytes_never_raise() -> None:
+    import random
+
+    rng = random.Random(22)
+    base = DNSRecord.question("api.example.com").pack()
+    for _ in range(2000):
+        packet = bytearray(base)
+        for _ in range(rng.randint(1, 6)):
+            packet[rng.randrange(len(packet))] = rng.randrange(256)
+        parse(bytes(packet[: rng.randint(0, len(packet))]))  # None or a query; never an exception

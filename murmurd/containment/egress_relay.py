@@ -337,5 +337,7 @@ class _DnsProtocol(asyncio.DatagramProtocol):
                 self.relay.refuse("dns", refused, "not in capabilities.network.allow: answered REFUSED")
             if self.transport is not None and not self.transport.is_closing():
                 self.transport.sendto(packet, addr)
+        except Exception:  # noqa: BLE001 - a query the stub cannot answer gets no answer, nothing more
+            pass
         finally:
             self.relay._dns_in_flight -= 1
