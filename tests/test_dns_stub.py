@@ -64,3 +64,17 @@ def test_random_bytes_never_raise() -> None:
         for _ in range(rng.randint(1, 6)):
             packet[rng.randrange(len(packet))] = rng.randrange(256)
         parse(bytes(packet[: rng.randint(0, len(packet))]))  # None or a query; never an exception
+
+
+def test_a_connection_is_admitted_by_its_destination_and_a_granted_port_only() -> None:
+    from murmurd.containment.egress_relay import EgressGrant, EgressRelay
+
+    relay = EgressRelay(EgressGrant(frozenset({("api.example.com", 443), ("10.0.0.5", 8080)})))
+    try:
+        relay._launch_pairs = {("10.0.0.5", 8080)}  # what the relay's start resolves
+        assert relay.admits("10.0.0.5", 8080) and not relay.admits("10.0.0.5", 443)
+        assert not relay.admits("192.0.2.10", 443)  # an address no answer named
+        relay._bindings.bind("192.0.2.10", "api.example.com")  # the stub answered it for the name
+        assert relay.admits("192.0.2.10", 443) and not relay.admits("192.0.2.10", 8080)
+    finally:
+        relay.stop()
