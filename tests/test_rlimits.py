@@ -29,7 +29,10 @@ def test_a_silent_manifest_gets_upstreams_defaults() -> None:
     assert ShellLimits() == ShellLimits(max_processes=128, max_open_files=1024, max_file_size_bytes=4 * GIB,
                                         cpu_seconds=3600, memory_bytes=2 * GIB, cgroup_pids_max=256)
     assert set(DEFAULTS) == {"max_processes", "max_open_files", "max_file_size_bytes", "cpu_seconds",
-                             "memory_bytes", "cgroup_pids_max"}
+                             "memory_bytes", "cgroup_pids_max", "cgroup_memory_bytes", "cgroup_cpu_percent",
+                             "cgroup_io_bytes_per_sec", "workdir_max_bytes"}
+    assert (ShellLimits().cgroup_memory_bytes, ShellLimits().cgroup_cpu_percent) == (4 * GIB, 200)
+    assert (ShellLimits().cgroup_io_bytes_per_sec, ShellLimits().workdir_max_bytes) == (100 << 20, 10 * GIB)
 
 
 def test_declared_fields_replace_only_their_default() -> None:
@@ -43,6 +46,7 @@ def test_a_kill_is_attributed_only_when_the_evidence_names_exactly_one_limit() -
     assert limit_that_killed(-int(signal.SIGXFSZ)) == "max_file_size_bytes"
     assert limit_that_killed(1, pids_limit_hit=True) == "cgroup_pids_max"
     assert limit_that_killed(-int(signal.SIGXCPU), pids_limit_hit=True) is None  # two candidates: none named
+    assert limit_that_killed(-int(signal.SIGKILL), memory_killed=True) == "cgroup_memory_bytes"
     assert limit_that_killed(-int(signal.SIGKILL)) is None
     assert limit_that_killed(152) is None  # an exit code, not a signal
 

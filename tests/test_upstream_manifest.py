@@ -184,8 +184,6 @@ def test_prompt_payload_gates_system_prompt_artifact(tmp_path: Path, entry, ok) 
 
 UPSTREAM_FIELDS = {
     "mur_version": {"mur_version": "0.2.0"},
-    "capabilities.resources.cgroup_memory_bytes": {"capabilities": {"resources": {"cgroup_memory_bytes": 1 << 30}}},
-    "capabilities.resources.workdir_max_bytes": {"capabilities": {"resources": {"workdir_max_bytes": 1 << 30}}},
     "artifacts[0].capabilities.resources": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"resources": {"cpu_seconds": 5}}}]},
     "capabilities.spawn": {"capabilities": {"spawn": {"allow": ["node"]}}},
@@ -224,7 +222,8 @@ async def test_warnings_are_repeated_at_launch_and_in_the_bootstrap_log(tmp_path
 
 def test_the_rlimit_resources_are_read_and_not_warned(tmp_path: Path) -> None:
     resources = {"max_open_files": 64, "max_file_size_bytes": 4096, "cpu_seconds": 5, "memory_bytes": 1 << 30,
-                 "max_processes": 64, "cgroup_pids_max": 64}
+                 "max_processes": 64, "cgroup_pids_max": 64, "cgroup_memory_bytes": 1 << 30, "cgroup_cpu_percent": 50,
+                 "cgroup_io_bytes_per_sec": 1 << 20, "workdir_max_bytes": 1 << 30}
     model, report = check({"capabilities": {"resources": resources}}, tmp_path)
     assert report.ok and not report.diagnostics and model is not None
     assert model.capabilities.resources is not None and model.capabilities.resources.cpu_seconds == 5

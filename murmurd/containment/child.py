@@ -17,9 +17,12 @@ Order (each step may need the one before it):
 1. parent-death signal (SIGKILL) and a check that the parent is still the one that forked it;
 2. announce its pid (its own process group, `start_new_session`) and its pids cgroup to the
    shell watchdog;
-3. join the command's pids cgroup, so every descendant is counted from its first fork;
+3. join the command's pids cgroup (and its memory, cpu and io groups: `cgroup_join`), so every
+   descendant is counted from its first fork;
 4. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a user namespace mapping its own uid and gid to
    themselves, and a network namespace with only `lo` (brought up): no route to any other host;
+   with an egress grant (`egress`), the route `local default dev lo`, the listeners for the
+   allowlisted ports and UDP :53 made and handed to murmurd (`egress_listen.py`);
 5. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
 6. `no_new_privs`, then Landlock: writes only beneath the workdir (and `/dev/null`), execution
    anywhere but the workdir (unless `workdir_exec`), signals and abstract sockets scoped;
@@ -42,9 +45,10 @@ import signal
 import sys
 
 try:
-    from murmurd.containment import landlock
-except ImportError:  # run by path with -I -S, as murmurd does: the sibling module
+    from murmurd.containment import egress_listen, landlock
+except ImportError:  # run by path with -I -S, as murmurd does: the sibling modules
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import egress_listen  # type: ignore[no-redef]
     import landlock  # type: ignore[no-redef]
 
 CLONE_NEWUSER = 0x10000000
@@ -107,14 +111,21 @@ def announce(watchdog_fd: int | None, procs_file: str | None) -> None:
     os.close(watchdog_fd)
 
 
-def join_cgroup(procs_file: str | None) -> None:
+def join_cgroup(procs_file: str | None, what: str = "pids") -> None:
     if procs_file is None:
         return
     try:
         with open(procs_file, "w") as sink:
             sink.write(str(os.getpid()))
     except OSError as exc:
-        raise SetupError(f"joining the pids cgroup {procs_file!r}: {exc.strerror}") from None
+        raise SetupError(f"joining the {what} cgroup {procs_file!r}: {exc.strerror}") from None
+
+
+def catch_egress(egress: dict) -> None:
+    try:
+        egress_listen.hand_over(int(egress["channel_fd"]), [int(port) for port in egress["tcp_ports"]])
+    except egress_listen.EgressSetupError as exc:
+        raise SetupError(str(exc)) from None
 
 
 def _write(path: str, text: str) -> None:
@@ -237,8 +248,12 @@ def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
         die_with_parent(int(spec["parent"]))
         announce(spec.get("watchdog_fd"), spec.get("cgroup_procs"))
         join_cgroup(spec.get("cgroup_procs"))
+        for procs_file in spec.get("cgroup_join", []):
+            join_cgroup(procs_file, "resource")
         if spec.get("netns"):
             enter_network_namespace()
+            if spec.get("egress"):
+                catch_egress(spec["egress"])
         set_limits(spec.get("rlimits", []))
         if spec.get("landlock") is not None:
             restrict_filesystem(spec["landlock"])
@@ -265,7 +280,10 @@ def probe() -> dict:
         found["landlock_error"] = "the kernel has no Landlock (or it is disabled: see /sys/kernel/security/lsm)"
     try:
         enter_network_namespace()
+        egress_listen.probe()  # a namespace that cannot catch the allowlisted ports is no use
         found["netns"] = True
+    except egress_listen.EgressSetupError as exc:
+        found["netns_error"] = f"shell egress: {exc}"
     except SetupError as exc:
         found["netns_error"] = str(exc)
     return found

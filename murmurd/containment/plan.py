@@ -115,11 +115,8 @@ def shell_warnings(
                       f"beneath the workdir and to /dev/null; {exec_rule}; signals and abstract unix sockets scoped to "
                       "the command). Not enforced: reading files outside the workdir, AF_UNIX sockets by path "
                       "(unix_sockets is not gated: no seccomp filter), syscall filtering"))
-    if plan.netns and network_allow:
-        found.append(("W-SEC-014", "capabilities.network.allow",
-                      "network.allow is not extended to shell children: they get no network at all (loopback only); "
-                      "the allowlisted hosts are reachable from components (wasi:http, message/send) only. "
-                      f"{SETTING_VARIABLE}=none gives shell children the host's whole network instead"))
+    # With a network namespace, network.allow reaches shell children through the egress relay
+    # (murmurd/containment/egress_relay.py): no W-SEC-014.
     if declares_workdir_exec:
         found.append(("W-SEC-011", "capabilities.filesystem.workdir_exec",
                       "workdir_exec: true lets shell children execute files written in the workdir; "

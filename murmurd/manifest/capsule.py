@@ -98,8 +98,7 @@ Containment = Literal["advisory", "scoped", "sealed"]
 
 class Resources(_Model):
     """`capabilities.resources`: OS limits on shell children (None: not declared, upstream's
-    default applies: `murmurd.session.rlimits`). The cgroup memory, cpu and io fields and
-    `workdir_max_bytes` are warned as not implemented."""
+    default applies: `murmurd.session.rlimits`)."""
 
     max_processes: int | None = Field(default=None, gt=0)
     max_open_files: int | None = Field(default=None, gt=0)

@@ -808,13 +808,8 @@ def render_loc(loc: Iterable[Any]) -> str:
 # Fields upstream murmur documents (shared/spec/upstream-manifest-cli.md) that murmurd does not
 # implement: each gets a W-MAN-002 warning naming what it does upstream, in `validate` and at
 # launch. A block murmurd does not model (`capabilities.spawn`) is one warning for the whole block.
-_CONFINEMENT = "murmurd has no cgroup memory, cpu or io control"
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
-    "capabilities.resources.cgroup_memory_bytes": f"sets cgroup memory.max; {_CONFINEMENT}",
-    "capabilities.resources.cgroup_cpu_percent": f"sets cgroup cpu.max; {_CONFINEMENT}",
-    "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
-    "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
     "capabilities.network.unix_sockets": ("gates AF_UNIX sockets in shell children; murmurd has no seccomp filter, "
                                           "so they are never refused"),

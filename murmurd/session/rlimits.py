@@ -9,12 +9,17 @@ sheet, "Resource limits"), with upstream's defaults for every field the manifest
 | `cpu_seconds` | 3600 | RLIMIT_CPU (hard = soft + 1 s, so SIGXCPU, which names the limit, comes before SIGKILL) |
 | `memory_bytes` | 2 GiB | RLIMIT_AS |
 | `cgroup_pids_max` | 256 | `pids.max` of a per-command pids cgroup (`murmurd.containment.cgroup`), where one can be made |
+| `cgroup_memory_bytes` | 4 GiB | `memory.max` of the command's cgroup (`murmurd.containment.resources`), where delegated |
+| `cgroup_cpu_percent` | 200 | `cpu.max`, percent of one core, where delegated |
+| `cgroup_io_bytes_per_sec` | 100 MiB/s | `io.max` on the workdir's disk, where delegated (best-effort) |
+| `workdir_max_bytes` | 10 GiB | the workdir's size, checked while commands run and between them (`E-RUN-013`) |
 
 Limits are hard (soft = hard but for CPU) and set in the child before exec by the confinement
 helper; a value above murmurd's own hard limit is clamped to it (an unprivileged process cannot
 raise it). Core dumps are always off. Attribution (the `shell` event's `resource_limit`), only
 when the kernel's evidence names exactly one field: SIGXCPU -> `cpu_seconds`, SIGXFSZ ->
-`max_file_size_bytes`, `pids.events` max -> `cgroup_pids_max`.
+`max_file_size_bytes`, `pids.events` max -> `cgroup_pids_max`, an `oom_kill` of the memory
+controller -> `cgroup_memory_bytes`.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ DEFAULTS: dict[str, int] = {
     "cpu_seconds": 3600,
     "memory_bytes": 2 * GIB,
     "cgroup_pids_max": 256,
+    "cgroup_memory_bytes": 4 * GIB,
+    "cgroup_cpu_percent": 200,
+    "cgroup_io_bytes_per_sec": 100 * 1024 ** 2,
+    "workdir_max_bytes": 10 * GIB,
 }
 # manifest field -> the rlimit it sets
 RLIMITS: dict[str, int] = {
@@ -58,6 +67,10 @@ class ShellLimits:
     cpu_seconds: int = DEFAULTS["cpu_seconds"]
     memory_bytes: int = DEFAULTS["memory_bytes"]
     cgroup_pids_max: int = DEFAULTS["cgroup_pids_max"]
+    cgroup_memory_bytes: int = DEFAULTS["cgroup_memory_bytes"]
+    cgroup_cpu_percent: int = DEFAULTS["cgroup_cpu_percent"]
+    cgroup_io_bytes_per_sec: int = DEFAULTS["cgroup_io_bytes_per_sec"]
+    workdir_max_bytes: int = DEFAULTS["workdir_max_bytes"]
 
     @classmethod
     def from_resources(cls, resources: Any) -> ShellLimits:
@@ -106,10 +119,13 @@ def live_tasks_of(uid: int) -> int:
     return total
 
 
-def limit_that_killed(returncode: int, pids_limit_hit: bool = False) -> str | None:
+def limit_that_killed(returncode: int, pids_limit_hit: bool = False, memory_killed: bool = False) -> str | None:
     """The field whose limit stopped the command, when the kernel's evidence names exactly one:
-    a kill by SIGXCPU or SIGXFSZ, a fork refused at the pids cgroup's `pids.max`."""
+    a kill by SIGXCPU or SIGXFSZ, a fork refused at the pids cgroup's `pids.max`, a task killed
+    by the memory controller."""
     evidence = []
+    if memory_killed:
+        evidence.append("cgroup_memory_bytes")
     if returncode < 0 and -returncode in LIMIT_SIGNALS:
         evidence.append(LIMIT_SIGNALS[-returncode])
     if pids_limit_hit:

@@ -42,7 +42,7 @@ class CapsuleServices(SessionContext):
         self.manager = ArtifactManager(staged, host)
         self.loop: LoopServices | None = None
         self.trace_egress: Callable[[EgressDenial], None] | None = None
-        self._shell_policy = shell_policy(staged)
+        self.shell_policy = shell_policy(staged, self.egress_denied)  # the session's ToolRunner shares it
 
     def connect(self, loop: LoopServices | None) -> None:
         self.loop = loop
@@ -72,7 +72,7 @@ class CapsuleServices(SessionContext):
         self, binary: str, args: Sequence[str], env: Sequence[tuple[str, str]], cancel: CallGuard | None = None
     ) -> ShellResult:
         try:
-            outcome = run_shell(self._shell_policy, binary, list(args), list(env), self.staged.host_env, cancel)
+            outcome = run_shell(self.shell_policy, binary, list(args), list(env), self.staged.host_env, cancel)
         except ShellError as exc:
             raise ImportFailed(str(exc)) from None
         return ShellResult(outcome.exit_code, outcome.stdout, outcome.stderr, outcome.truncated, outcome.full_output_path)

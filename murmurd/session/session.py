@@ -44,6 +44,7 @@ from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionS
 from murmurd.session.services import CapsuleServices
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
+from murmurd.session.workdir_guard import walk_periodically
 from murmurd.staging.grants import effective_grants
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
@@ -179,6 +180,7 @@ class Session:
         self._continuation = ContinuationState()
         include_output = staged.manifest.trace.include_tool_output
         self._runner = ToolRunner(staged, host, self.services, include_output)
+        self._workdir_walks: asyncio.Task[None] | None = None
 
     def _hook_dispatcher(self, settings: DispatchSettings) -> LifecycleDispatcher:
         """The capsule's hooks behind the lifecycle seam (the silent base when it has none)."""
@@ -210,6 +212,9 @@ class Session:
         writes its own `session_start` (upstream nests the pair inside the task); a fault of
         this dispatch is held until the first `session_end` (or the close)."""
         self.hooks.loop = asyncio.get_running_loop()
+        guard = self._runner.policy.workdir_guard
+        if guard is not None and self._workdir_walks is None:  # workdir_max_bytes (E-RUN-013)
+            self._workdir_walks = asyncio.get_running_loop().create_task(walk_periodically(guard))
         if self._opened_at is None:
             self._opened_at = time.monotonic()
             await self.dispatcher.on_session_start()
@@ -307,6 +312,9 @@ class Session:
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
+            guard = self._runner.policy.workdir_guard
+            if guard is not None and guard.breach is not None:  # found by a walk between tasks
+                raise SessionEnded(guard.breach)
             await self._write_file(TASK, spec.text)
             if spec.announced:
                 self._write(
@@ -507,6 +515,9 @@ class Session:
         `session_end` line here (every attempt wrote its own), so the faults of this last phase
         are written after the last one: no later `session_end` exists for them to precede."""
         status = exit_status or self.ended or self.last_exit_status
+        if self._workdir_walks is not None:
+            self._workdir_walks.cancel()
+            self._workdir_walks = None
         try:
             if self._opened_at is not None:
                 duration_ms = int((time.monotonic() - self._opened_at) * 1000)

@@ -31,8 +31,10 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
 - **Confined.** The child is the confinement helper (`murmurd/containment/child.py`), exec'd at
   once (no Python between fork and exec in this threaded process): it sets the rlimits of
-  `policy.limits`, joins the command's pids cgroup, enters a network namespace and Landlock
-  as `policy.containment` plans, then execs the command (docs/containment.md). When the helper
+  `policy.limits`, joins the command's pids, memory, cpu and io cgroups, enters a network
+  namespace (handing murmurd the listeners `policy.egress` implies: the egress relay carries
+  `network.allow` out of it) and Landlock as `policy.containment` plans, then execs the command
+  (docs/containment.md). `policy.workdir_guard` bounds the workdir (`E-RUN-013`). When the helper
   cannot confine as planned the command does not run (`ShellFailed`). With Landlock, `TMPDIR`
   (and `TMP`, `TEMP`) is `<HOME>/tmp`. What a limit stopped is `resource_limit`.
 
@@ -52,18 +54,21 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
 from murmurd import workdir_fs
+from murmurd.containment import resources
 from murmurd.containment.cgroup import PidsCgroup
+from murmurd.containment.egress_relay import EgressGrant, EgressRelay, Refusal
 from murmurd.containment.host import helper_command
 from murmurd.containment.plan import ContainmentPlan
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.session import rlimits, shell_watchdog
 from murmurd.session.rlimits import ShellLimits
+from murmurd.session.workdir_guard import WorkdirGuard
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
@@ -103,6 +108,10 @@ class ShellCanceled(ShellFailed):
     """The caller canceled the call; the process group was killed."""
 
 
+class WorkdirExceeded(ShellFailed):
+    """`E-RUN-013`: the workdir grew past `workdir_max_bytes`; the session ends (`workdir_guard`)."""
+
+
 @dataclass(frozen=True)
 class ShellPolicy:
     """What a capsule's shell may do. `home` and `logs_dir` default beneath `workdir`."""
@@ -119,6 +128,12 @@ class ShellPolicy:
     limits: ShellLimits = ShellLimits()  # `capabilities.resources` (upstream's defaults), set before exec
     # The kernel confinement (network namespace, Landlock, pids cgroup); None: environment and rlimits only.
     containment: ContainmentPlan | None = None
+    # What `capabilities.network.allow` lets a child in a network namespace reach (the egress
+    # relay, murmurd/containment/egress_relay.py), and who hears each refusal (`egress_denied`).
+    egress: EgressGrant | None = None
+    on_egress_refused: Callable[[str, Refusal], None] | None = field(default=None, compare=False)
+    # `workdir_max_bytes`, shared by every shell command of a session (None: not watched).
+    workdir_guard: WorkdirGuard | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         workdir = Path(self.workdir)
@@ -336,13 +351,37 @@ def run_prepared(
 
     if cancel is not None and cancel.is_set():
         raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
-    group = _pids_cgroup(policy)
+    guard = policy.workdir_guard
+    if guard is None:
+        return _run_bounded(policy, invocation, cancel)
+    if guard.breach is not None:
+        raise WorkdirExceeded(guard.breach)
+    watch = guard.watch(cancel)  # set by the caller's cancel, or by a walk that finds the bound passed
     try:
-        return _run_in_group(policy, invocation, cancel, group)
+        outcome = _run_bounded(policy, invocation, watch)
+    except ShellCanceled:
+        if watch.breached():
+            raise WorkdirExceeded(guard.breach or "E-RUN-013") from None
+        raise
+    finally:
+        watch.stop()
+    if guard.check_if_due():
+        raise WorkdirExceeded(guard.breach or "E-RUN-013")
+    return outcome
+
+
+def _run_bounded(policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None) -> ShellOutcome:
+    group = _pids_cgroup(policy)
+    scope: resources.CommandScope | None = None
+    try:
+        scope = _resource_scope(policy, group)
+        return _run_in_group(policy, invocation, cancel, group, scope)
     finally:
         if group is not None:
             group.kill_all()
             group.remove()
+        if scope is not None:
+            scope.remove()
 
 
 def _pids_cgroup(policy: ShellPolicy) -> PidsCgroup | None:
@@ -355,8 +394,36 @@ def _pids_cgroup(policy: ShellPolicy) -> PidsCgroup | None:
         raise ShellFailed(f"shell: cannot create the command's pids cgroup: {exc.strerror or exc}") from None
 
 
+def _resource_scope(policy: ShellPolicy, group: PidsCgroup | None) -> resources.CommandScope | None:
+    """The command's memory/cpu/io cgroups, where murmurd's kernel confinement runs and the host
+    delegates the controllers (`murmurd.containment.resources`)."""
+    if policy.containment is None or not resources.probe().roots:
+        return None
+    limits = policy.limits
+    bounds = resources.ResourceBounds(limits.cgroup_memory_bytes, limits.cgroup_cpu_percent,
+                                      limits.cgroup_io_bytes_per_sec)
+    try:
+        return resources.CommandScope.create(resources.probe(), bounds, policy.workdir,
+                                             group.path if group is not None else None)
+    except OSError as exc:
+        raise ShellFailed(f"shell: cannot create the command's resource cgroups: {exc.strerror or exc}") from None
+
+
+def _egress_relay(policy: ShellPolicy, binary: str) -> EgressRelay | None:
+    """The relay carrying the command's allowlisted connections out of its network namespace."""
+    if policy.egress is None or not policy.egress or policy.containment is None or not policy.containment.netns:
+        return None
+    problem = policy.egress.problem()
+    if problem is not None:
+        raise ShellFailed(f"shell: {binary!r} was not run: {problem}")
+    report = policy.on_egress_refused
+    return EgressRelay(policy.egress, (lambda refusal: report(binary, refusal)) if report is not None else None)
+
+
 def spawn_confined(
-    policy: ShellPolicy, invocation: ShellInvocation, group: PidsCgroup | None = None, *, stdin: int = subprocess.DEVNULL
+    policy: ShellPolicy, invocation: ShellInvocation, group: PidsCgroup | None = None,
+    scope: resources.CommandScope | None = None, relay: EgressRelay | None = None,
+    *, stdin: int = subprocess.DEVNULL,
 ) -> subprocess.Popen[bytes]:
     """Start the confinement helper (`murmurd/containment/child.py`), which confines itself as
     the policy says, announces its group to the watchdog and execs the command. No Python runs
@@ -371,6 +438,8 @@ def spawn_confined(
         "watchdog_fd": watchdog,
         "error_fd": error_write,
         "cgroup_procs": group.procs_file if group is not None else None,
+        "cgroup_join": scope.procs_files if scope is not None else [],
+        "egress": relay.child_spec() if relay is not None else None,
         "netns": bool(plan and plan.netns),
         "rlimits": policy.limits.rlimits(in_user_namespace=bool(plan and plan.netns)),
         "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec,
@@ -384,6 +453,8 @@ def spawn_confined(
     # `LD_DEBUG_OUTPUT` and the like from a caller's environment would act there unconfined.
     env_entries = [f"{name}={value}" for name, value in invocation.env.items()]
     fds = (error_write,) if watchdog is None else (error_write, watchdog)
+    if relay is not None:
+        fds = (*fds, relay.child_fd)
     try:
         try:
             proc = subprocess.Popen(
@@ -405,6 +476,12 @@ def spawn_confined(
         raise ShellFailed(f"shell: cannot start {invocation.binary!r}: {exc.strerror or exc}") from None
     finally:
         os.close(error_read)
+    outcome = "was not run"
+    if refusal is None and relay is not None:
+        try:
+            relay.start()  # the helper sent its listeners before it exec'd
+        except OSError as exc:
+            refusal, outcome = str(exc), "was killed as it started"
     if refusal is not None:
         _kill_group(proc)
         proc.wait()
@@ -412,7 +489,7 @@ def spawn_confined(
             proc.stdout.close()
         if proc.stderr is not None:
             proc.stderr.close()
-        raise ShellFailed(f"shell: {invocation.binary!r} was not run: the confinement could not be set up: {refusal}")
+        raise ShellFailed(f"shell: {invocation.binary!r} {outcome}: the confinement could not be set up: {refusal}")
     return proc
 
 
@@ -427,12 +504,19 @@ def _read_refusal(fd: int, timeout: float) -> str | None:
 
 
 def _run_in_group(
-    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None, group: PidsCgroup | None
+    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None, group: PidsCgroup | None,
+    scope: resources.CommandScope | None = None,
 ) -> ShellOutcome:
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
-    proc = spawn_confined(policy, invocation, group)
+    relay = _egress_relay(policy, invocation.binary)
+    try:
+        proc = spawn_confined(policy, invocation, group, scope, relay)
+    except BaseException:
+        if relay is not None:
+            relay.stop()
+        raise
     shell_watchdog.register(proc.pid)
 
     try:
@@ -450,6 +534,7 @@ def _run_in_group(
                 stderr_text += "\n"
             stderr_text += f"[murmurd] timed out after {policy.timeout_seconds:g} s; the process group was killed"
         pids_hit = group is not None and group.limit_hit()
+        memory_killed = scope is not None and scope.memory_killed()
         return ShellOutcome(
             exit_code=exit_code,
             stdout=out.text(policy.max_stream_bytes),
@@ -462,13 +547,15 @@ def _run_in_group(
             stdout_bytes=out.total,
             stderr_bytes=err.total,
             timed_out=timed_out,
-            resource_limit=rlimits.limit_that_killed(0 if timed_out else returncode, pids_hit),
+            resource_limit=rlimits.limit_that_killed(0 if timed_out else returncode, pids_hit, memory_killed),
         )
     except OSError as exc:
         raise ShellFailed(f"shell: I/O failure running {invocation.binary!r}: {exc}") from None
     finally:
         _end_group(proc)  # a no-op unless an error or cancel left it running
         shell_watchdog.unregister(proc.pid)
+        if relay is not None:
+            relay.stop()  # the command's connections end with it
         out.close()
         err.close()
 

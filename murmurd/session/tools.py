@@ -17,7 +17,7 @@ from typing import Any
 from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
-from murmurd.session.failures import raise_if_aborted
+from murmurd.session.failures import SessionEnded, raise_if_aborted
 from murmurd.session.rlimits import ShellLimits
 from murmurd.session.shell import (
     ShellFailed,
@@ -25,12 +25,15 @@ from murmurd.session.shell import (
     ShellOutcome,
     ShellPolicy,
     ShellRefused,
+    WorkdirExceeded,
     display_command,
     format_shell_result,
     prepare_shell,
     run_prepared,
     split_command,
 )
+from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
+from murmurd.session.workdir_guard import WorkdirGuard
 from murmurd.staging.grants import containment_plan
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
 from murmurd.staging.workdir import log_file
@@ -101,13 +104,18 @@ def shell_allow(staged: StagedCapsule) -> list[str]:
     return list(shell.allow) if shell else []
 
 
-def shell_policy(staged: StagedCapsule) -> ShellPolicy:
+def shell_policy(staged: StagedCapsule, egress_denied: Any = None) -> ShellPolicy:
     """The shell rules of a staged capsule: its allowlist and environment, its resource limits
-    (upstream's defaults filled in) and the containment this host achieves for it."""
+    (upstream's defaults filled in), the containment this host achieves for it, and the
+    `network.allow` its children reach through the egress relay (each refusal to `egress_denied`)."""
     capabilities = staged.manifest.capabilities
+    limits = ShellLimits.from_resources(capabilities.resources)
     return ShellPolicy.from_capability(capabilities.shell, staged.workdir.root,
-                                       limits=ShellLimits.from_resources(capabilities.resources),
-                                       containment=containment_plan(staged.manifest, staged.host_env))
+                                       limits=limits,
+                                       workdir_guard=WorkdirGuard(staged.workdir.root, limits.workdir_max_bytes),
+                                       containment=containment_plan(staged.manifest, staged.host_env),
+                                       egress=shell_egress_grant(staged.grants.capsule.network),
+                                       on_egress_refused=refusal_reporter(egress_denied))
 
 
 def _shell_args(binary: str, tool_input: Any) -> tuple[list[str], str | None, str]:
@@ -153,7 +161,10 @@ class ToolRunner:
         self.host = host
         self.session = session  # the SessionContext host imports reach (request-input, invoke, ...)
         self.include_output = include_output
-        self.policy = shell_policy(staged)
+        # One policy per session where the services have one: one workdir guard for both shell paths.
+        shared = getattr(session, "shell_policy", None)
+        self.policy = shared if isinstance(shared, ShellPolicy) else shell_policy(
+            staged, getattr(session, "egress_denied", None))
 
     def kind_of(self, name: str) -> str | None:
         if name in self.policy.allow:
@@ -186,6 +197,9 @@ class ToolRunner:
         """Carry out one call; a shell call already resolved for the decision point is passed in."""
         kind = self.kind_of(name)
         started = time.monotonic()
+        guard = self.policy.workdir_guard
+        if guard is not None and guard.breach is not None:  # passed during a component's shell call
+            raise SessionEnded(guard.breach)
         if kind == "shell":
             call = shell_call or await self.resolve_shell(name, tool_input)
             return await self._shell(name, tool_input, call, started)
@@ -203,6 +217,8 @@ class ToolRunner:
             if call.invocation is None:
                 raise ShellRefused(call.refusal or f"shell: {binary!r} refused")
             outcome = await _off_loop_shell(self.policy, call.invocation)
+        except WorkdirExceeded as exc:
+            raise SessionEnded(str(exc)) from None
         except (ShellRefused, ShellFailed) as exc:
             return ToolOutcome(f"error: {exc}", True, "shell", {
                 "binary": binary, "command": display_command([str(tool_input)]), "exit_code": -1,
