@@ -306,7 +306,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from murmurd.host import ComponentHost
     from murmurd.manifest.validate import load_capsule
     from murmurd.session.events import TaskEvents
-    from murmurd.session.run_once import PrintingEvents, run_once, stdout_writer
+    from murmurd.session.run_once import PrintingEvents, run_once, stderr_writer, stdout_writer
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
@@ -325,7 +325,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     quiet_stdout = args.json  # --json: stdout carries exactly one line, the summary
     events: TaskEvents = PrintingEvents(
         (lambda _text: None) if quiet_stdout else stdout_writer,
-        lambda text: print(text, end="", file=sys.stderr, flush=True),
+        stderr_writer,
     )
 
     def on_staged(staged: object) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from murmurd import terminal
 from murmurd.traceview import render
 from murmurd.traceview.aggregate import build_report
 from murmurd.traceview.compare import diff_rows
@@ -44,7 +45,7 @@ class Console:
             self.reader_gone = True
 
     def json(self, value: Any) -> None:
-        self.print(json.dumps(value, indent=2, ensure_ascii=False))
+        self.print(terminal.json_text(value))
 
     def error(self, exc: ReadError) -> int:
         print(str(exc), file=self.err, flush=True)
