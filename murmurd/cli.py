@@ -102,7 +102,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     env = _run_env(args, "validate")  # the environment `run` would launch with
     if env is None:
         return 1
-    _manifest, report = load_capsule(Path(args.capsule_dir), env)
+    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if manifest is not None:  # each local hook's own contract, as staging would judge it
+        from murmurd.staging.hook_contracts import local_hook_findings
+
+        report.extend(local_hook_findings(manifest, Path(args.capsule_dir).resolve()))
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 

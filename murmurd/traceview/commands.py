@@ -5,7 +5,6 @@ Errors print `error[CODE]: message` on stderr and exit 1; success exits 0 (fact 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
