@@ -427,7 +427,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
         max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
         task=_task_text(args.task) if args.task is not None else None,
-        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
+        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer,
+        stream_buffer_bytes=args.stream_buffer_bytes, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
@@ -664,6 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds a context's session stays open after its last task (default 60)")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
+    serve.add_argument("--stream-buffer-bytes", type=_positive_int, default=16 * 1024 * 1024,
+                       help="bytes of SSE frames kept for Last-Event-ID replay (default 16 MiB)")
     serve.add_argument("--max-batch", type=_positive_int, default=100, help="requests in one JSON-RPC batch (default 100)")
     serve.add_argument("--header-timeout", type=_positive_float, default=10.0,
                        help="seconds a client may take to send a request's headers (default 10)")
