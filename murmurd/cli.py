@@ -102,7 +102,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     env = _run_env(args, "validate")  # the environment `run` would launch with
     if env is None:
         return 1
-    _manifest, report = load_capsule(Path(args.capsule_dir), env)
+    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if manifest is not None:  # each local hook's own contract, as staging would judge it
+        from murmurd.staging.hook_contracts import local_hook_findings
+
+        report.extend(local_hook_findings(manifest, Path(args.capsule_dir).resolve()))
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 
@@ -308,7 +312,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from murmurd.host import ComponentHost
     from murmurd.manifest.validate import load_capsule
     from murmurd.session.events import TaskEvents
-    from murmurd.session.run_once import PrintingEvents, run_once, stdout_writer
+    from murmurd.session.run_once import PrintingEvents, run_once, stderr_writer, stdout_writer
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
@@ -327,7 +331,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     quiet_stdout = args.json  # --json: stdout carries exactly one line, the summary
     events: TaskEvents = PrintingEvents(
         (lambda _text: None) if quiet_stdout else stdout_writer,
-        lambda text: print(text, end="", file=sys.stderr, flush=True),
+        stderr_writer,
     )
 
     def on_staged(staged: object) -> None:
@@ -425,7 +429,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
         max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
         task=_task_text(args.task) if args.task is not None else None,
-        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer, max_batch=args.max_batch,
+        max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer,
+        stream_buffer_bytes=args.stream_buffer_bytes, max_batch=args.max_batch,
         header_timeout_secs=args.header_timeout, body_timeout_secs=args.body_timeout,
         keep_alive_secs=args.keep_alive, max_connections=args.max_connections,
         max_streams=args.max_streams, max_streams_per_client=args.max_streams_per_client,
@@ -662,6 +667,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds a context's session stays open after its last task (default 60)")
     serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
     serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
+    serve.add_argument("--stream-buffer-bytes", type=_positive_int, default=16 * 1024 * 1024,
+                       help="bytes of SSE frames kept for Last-Event-ID replay (default 16 MiB)")
     serve.add_argument("--max-batch", type=_positive_int, default=100, help="requests in one JSON-RPC batch (default 100)")
     serve.add_argument("--header-timeout", type=_positive_float, default=10.0,
                        help="seconds a client may take to send a request's headers (default 10)")

@@ -27,9 +27,10 @@ HONORS: dict[str | None, set[str]] = {
     "on-compaction": {"none", "replace-context"},
     "on-task-end": {"none", "reopen-task"},
     "on-session-end": {"none"},
-    None: {"none", "write-manifests", "artifact", "replace-context", "reopen-task", "seed-context", "deny"},
+    # no binding: every event, any arm but deny, which only a decision point honours (E-HOOK-007)
+    None: {"none", "write-manifests", "artifact", "replace-context", "reopen-task", "seed-context"},
 }
-POLICIES = sorted(HONORS[None])
+POLICIES = sorted(HONORS[None] | {"deny"})
 
 
 def hook(binding: str | None = None, policy: str = "none", mode: str = "blocking", **extra: str) -> ArtifactManifest:
@@ -50,6 +51,9 @@ def test_binding_policy_pair(binding: str | None, policy: str) -> None:
     found = check_hook_contract(hook(binding, policy))
     if policy in HONORS[binding]:
         assert found == []
+    elif binding is None:  # deny bound to nothing: never consulted
+        assert [(d.code, d.severity, d.path) for d in found] == [("E-HOOK-007", "error", "commit_policy")]
+        assert "'on-shell' or 'on-tool-call'" in found[0].message and "hook 'audit' 0.2.0" in found[0].message
     else:
         assert [(d.code, d.severity, d.path) for d in found] == [("E-HOOK-004", "error", "commit_policy")]
         message = found[0].message

@@ -172,7 +172,8 @@ def test_a_hook_contract_mismatch_fails_before_any_compile(tmp_path: Path) -> No
         stage_capsule(capsule, host=fresh, registry=FileRegistry(tmp_path / "none"))
     fresh.close()
     assert raised.value.problems == [
-        "hook 'audit' 0.2.0: binding 'on-stage' cannot commit 'reopen-task'; on-stage honors 'write-manifests' (or 'none')"
+        "E-HOOK-004: hook 'audit' 0.2.0: binding 'on-stage' cannot commit 'reopen-task'; "
+        "on-stage honors 'write-manifests' (or 'none')"
     ]
     assert fresh.cache.stats.compiles == 0
     assert not (capsule / "workdir").exists()

@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 from httpx_sse import ServerSentEvent, connect_sse
 
+from murmurd.terminal import safe, safe_text
+
 Write = Callable[[str], None]
 
 
@@ -44,7 +46,7 @@ def _unwrap(url: str, response: httpx.Response) -> Any:
         raise ClientError(f"{url}: HTTP {response.status_code}, not a JSON-RPC response") from None
     if isinstance(payload, dict) and payload.get("error"):
         error = payload["error"]
-        raise ClientError(f"{url}: JSON-RPC error {error.get('code')}: {error.get('message')}")
+        raise ClientError(f"{url}: JSON-RPC error {safe(error.get('code'))}: {safe(error.get('message'))}")
     return payload.get("result") if isinstance(payload, dict) else payload
 
 
@@ -66,29 +68,33 @@ class Rendered:
 
 
 def render_frame(event: ServerSentEvent) -> Rendered:
-    """One upstream SSE frame as terminal text: chunks verbatim, tools and statuses as lines."""
+    """One upstream SSE frame as terminal text: chunks as they came, tools and statuses as lines.
+    Everything in a frame is a component's or a peer's text: escaped (`murmurd.terminal`)."""
     try:
         data = json.loads(event.data) if event.data else {}
     except ValueError:
-        return Rendered(f"[{event.event}] {event.data}\n")
+        return Rendered(f"[{safe(event.event)}] {safe(event.data)}\n")
+    if not isinstance(data, dict):
+        return Rendered(f"[{safe(event.event)}] {safe(event.data)}\n")
     if event.event == "text":
-        return Rendered(data.get("text", "") + ("\n" if data.get("final") else ""))
+        return Rendered(safe_text(data.get("text", "")) + ("\n" if data.get("final") else ""))
     if event.event == "thinking":
         return Rendered("")
     if event.event == "artifact":
         artifact = data.get("artifact", {})
         content = artifact.get("content")
         shown = content if isinstance(content, str) else json.dumps(content)
-        return Rendered(f"\n[{artifact.get('tool_name')}] {shown.strip()[:300]}\n")
+        return Rendered(f"\n[{safe(artifact.get('tool_name'))}] {safe_text(shown.strip()[:300])}\n")
     if event.event == "status":
         status = data.get("status", {})
-        line = f"[{data.get('id')}] {status.get('state')}"
+        line = f"[{safe(data.get('id'))}] {safe(status.get('state'))}"
         if status.get("message") and status.get("state") != "completed":
-            line += f": {status['message']}"
-        return Rendered(line + "\n", status.get("state") if data.get("final") else None)
+            line += f": {safe(status['message'])}"
+        state = status.get("state") if data.get("final") else None
+        return Rendered(line + "\n", state if isinstance(state, str) else None)
     if event.event == "gap":
-        return Rendered(f"[gap: events before {data.get('first_available_id')} were dropped]\n")
-    return Rendered(f"[{event.event}] {event.data}\n")
+        return Rendered(f"[gap: events before {safe(data.get('first_available_id'))} were dropped]\n")
+    return Rendered(f"[{safe(event.event)}] {safe(event.data)}\n")
 
 
 def _frames(url: str, method: str, params: dict[str, Any], timeout: float,

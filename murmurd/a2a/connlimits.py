@@ -12,6 +12,11 @@ subclass adds, per connection:
 - a connection cap: a connection arriving at the cap closes the oldest connection that has no
   request in flight (idle keep-alive, or headers still trickling in); when every connection is
   busy, the newcomer's request is answered 503 and its connection closed;
+- an early answer: a request answered before its body was read (the browser guard's 403,
+  authentication's 401, the size cap's 413) is drained, never served again: what the client
+  still sends is discarded, the connection closes as soon as the body is complete, after
+  `keep_alive_secs` without a byte from the client, and at the body deadline at the latest. So
+  a refused request holds a connection no longer than an idle keep-alive one (issue 21, item 8);
 - a write deadline: a response the client does not read fills the transport's write buffer,
   which holds the whole answer in memory. When the buffer passes its high-water mark (the
   transport pauses writing), or a connection is closed with bytes still unsent, the client has
@@ -29,6 +34,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from murmurd.a2a.auth.edge import TLS_SUBJECT_KEY
@@ -67,6 +73,8 @@ class GuardedH11Protocol(H11Protocol):
         self._write_deadline: asyncio.TimerHandle | None = None
         self._write_mark = 0  # write buffer size when the current write period began
         self._tls_subject: frozenset[tuple[str, str]] | None = None
+        self._draining = False  # answered before its body was read: discard it, then close
+        self._quiet: asyncio.TimerHandle | None = None  # while draining: the client's silence
 
     # -- the cap ---------------------------------------------------------------------------
 
@@ -92,6 +100,7 @@ class GuardedH11Protocol(H11Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.registry.pop(self, None)
         self._disarm()
+        self._disarm_quiet()
         self._disarm_write()
         super().connection_lost(exc)
 
@@ -99,7 +108,9 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
-        if self._between_requests() and self._deadline is None and not self.transport.is_closing():
+        if self._draining:
+            self._drained_more()
+        elif self._between_requests() and self._deadline is None and not self.transport.is_closing():
             self._arm(self.limits.header_timeout_secs)  # the next request on a keep-alive connection
 
     def handle_events(self) -> None:
@@ -132,6 +143,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _close(self) -> None:
         self._disarm()
+        self._disarm_quiet()
         if not self.transport.is_closing():
             self.transport.close()
         self._watch_unsent()
@@ -148,8 +160,30 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm_write()
 
     def on_response_complete(self) -> None:
+        cycle = self.cycle
+        early = cycle is not None and cycle.more_body and self.conn.their_state is h11.SEND_BODY
         super().on_response_complete()
+        if early and not self.transport.is_closing():
+            self._draining = True  # the body deadline armed at the headers stays: the latest close
+            self._drained_more()
         self._watch_unsent()  # uvicorn closes a non-keep-alive connection here
+
+    # -- draining an early answer's body ---------------------------------------------------
+
+    def _drained_more(self) -> None:
+        """While draining: close once the body is complete, else give the client another quiet period."""
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is not h11.SEND_BODY:  # the body is complete (or the client gave up)
+            self._close()
+            return
+        self._disarm_quiet()
+        self._quiet = self.loop.call_later(self.limits.keep_alive_secs, self._close)
+
+    def _disarm_quiet(self) -> None:
+        if self._quiet is not None:
+            self._quiet.cancel()
+            self._quiet = None
 
     def timeout_keep_alive_handler(self) -> None:
         super().timeout_keep_alive_handler()

@@ -112,6 +112,7 @@ class ServeOptions:
     linger_seconds: float = 1.0  # keep answering tasks/get briefly after the lifecycle ends
     max_body_bytes: int = 1024 * 1024
     stream_buffer: int = 1024  # events kept for Last-Event-ID replay
+    stream_buffer_bytes: int = 16 * 1024 * 1024  # and at most this much of their frames
     max_batch: int = 100  # requests in one JSON-RPC batch
     header_timeout_secs: float = 10.0
     body_timeout_secs: float = 30.0  # reading the request body only: streams are exempt
@@ -156,11 +157,11 @@ def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
                url: str) -> tuple[EventLog, ReplicaCoordinator | None]:
     """A local event log, or on PostgreSQL the shared one and this replica's coordinator."""
     if not is_postgres(options.store):
-        return EventLog(options.stream_buffer), None
+        return EventLog(options.stream_buffer, buffer_bytes=options.stream_buffer_bytes), None
     from murmurd.a2a.stores.postgres import PostgresTaskStore
 
     assert isinstance(store, PostgresTaskStore)
-    log = SharedEventLog(store.pool, options.stream_buffer)
+    log = SharedEventLog(store.pool, options.stream_buffer, buffer_bytes=options.stream_buffer_bytes)
     return log, ReplicaCoordinator(store.pool, store.dsn, replica_id, log, lease_secs=options.replica_lease_secs,
                                    idle_secs=options.session_idle_secs, url=url)
 

@@ -24,6 +24,8 @@ HEARTBEAT_SECONDS = 15
 
 EVENT_TYPES = frozenset({"status", "text", "thinking", "artifact", "error"})
 GAP = "gap"
+BUFFER_BYTES = 16 * 1024 * 1024
+"""The replay buffer's default bound in bytes (of frame JSON), beside its bound in events."""
 
 
 @dataclass(frozen=True)
@@ -156,12 +158,16 @@ class EventLog:
     """One capsule's event ids, replay buffer and subscribers. Use it on the event loop thread
     (`publish_threadsafe` from other threads)."""
 
-    def __init__(self, buffer_size: int = 4096, subscriber_queue: int = 1024) -> None:
-        if buffer_size < 1 or subscriber_queue < 1:
-            raise ValueError("buffer_size and subscriber_queue must be at least 1")
+    def __init__(self, buffer_size: int = 4096, subscriber_queue: int = 1024,
+                 buffer_bytes: int = BUFFER_BYTES) -> None:
+        if buffer_size < 1 or subscriber_queue < 1 or buffer_bytes < 1:
+            raise ValueError("buffer_size, subscriber_queue and buffer_bytes must be at least 1")
         self.buffer_size = buffer_size
+        self.buffer_bytes = buffer_bytes
         self.subscriber_queue = subscriber_queue
-        self._buffer: deque[StreamEvent] = deque(maxlen=buffer_size)
+        self._buffer: deque[StreamEvent] = deque()
+        self._sizes: deque[int] = deque()  # each buffered event's frame size, in step with _buffer
+        self._held_bytes = 0
         self._subscribers: dict[Subscription, None] = {}  # insertion-ordered set
         self._next_id = 1
         self._closed = False  # set at shutdown: every subscription ends at once from then on
@@ -208,10 +214,26 @@ class EventLog:
     def _deliver(self, event: StreamEvent) -> None:
         assert event.id is not None
         self._next_id = event.id + 1
-        self._buffer.append(event)
+        self._keep(event)
         lagged = [sub for sub in self._subscribers if not sub._offer(event)]
         for sub in lagged:
             self._unregister(sub)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """The replay buffer's size: the sum of its frames' JSON text."""
+        return self._held_bytes
+
+    def _keep(self, event: StreamEvent) -> None:
+        """Into the replay buffer; the oldest events leave while it holds more than `buffer_size`
+        events or `buffer_bytes` of frames (the newest event always stays)."""
+        size = len(json_text(event.data))
+        self._buffer.append(event)
+        self._sizes.append(size)
+        self._held_bytes += size
+        while len(self._buffer) > 1 and (len(self._buffer) > self.buffer_size or self._held_bytes > self.buffer_bytes):
+            self._buffer.popleft()
+            self._held_bytes -= self._sizes.popleft()
 
     def publish_threadsafe(self, loop: asyncio.AbstractEventLoop, type: str, task_id: str,
                            data: dict[str, Any], final: bool | None = None) -> None:

@@ -6,11 +6,12 @@ import errno
 from pathlib import Path
 
 from murmurd import workdir_fs
-from murmurd.eval.records import NO_EVAL, EvalFile, diff_rows, parse_eval
+from murmurd.eval.records import NO_EVAL, EvalFile, diff_rows, parse_eval, score_value
 from murmurd.staging.workdir import EVAL
 from murmurd.traceview.commands import Console
 from murmurd.traceview.errors import IO_ERROR, ReadError
-from murmurd.traceview.render import Style, safe, section, table
+from murmurd.terminal import safe
+from murmurd.traceview.render import Style, section, table
 from murmurd.traceview.sessions import Source, resolve
 
 MAX_EVAL_BYTES = 64 * 1024 * 1024
@@ -46,7 +47,7 @@ def render_show(parsed: EvalFile, style: Style) -> str:
                     ["case:", safe(run.get("case_id") or "—")], ["dataset:", safe(run.get("dataset_id") or "—")]])
     lines.append(section("Score summary", style))
     scores = run.get("scores") or {}
-    lines += table([[safe(k), f"{float(v):.4f}"] for k, v in scores.items()]) if scores else ["  (no dataset_run)"]
+    lines += table([[safe(k), f"{score_value(v):.4f}"] for k, v in scores.items()]) if scores else ["  (no dataset_run)"]
     lines.append(section("Worst events", style))
     worst = parsed.worst()
     lines += table([[safe(e.scorer), f"turn {e.turn}", safe(e.reason)] for e in worst]) if worst \

@@ -2,7 +2,9 @@
 
 Each line is `{"case_id": str, "task_path": str, "expected": any?}`; murmurd also accepts
 `"task": str` (the task text inline) in place of `task_path`. `task_path` is read relative to the
-dataset file's directory. `expected` is kept but unused (as upstream). Blank lines are skipped; a
+dataset file's directory and must stay beneath it: an absolute path, a `..` that climbs out, or a
+symlink that leads out is refused (`E-EVAL-003`, naming the line), so a dataset cannot read a file
+its directory does not hold into a case's task. `expected` is kept but unused (as upstream). Blank lines are skipped; a
 missing, empty or malformed file is an error naming the line.
 """
 
@@ -25,6 +27,19 @@ class Case:
     task: str | None  # inline task text (murmurd's extension)
 
 
+def _beneath(dataset: Path, number: int, case_id: str, task_path: str) -> Path:
+    """`task_path` resolved beneath the dataset's directory (symlinks followed), else an error."""
+    base = dataset.parent.resolve()
+    where = f"{dataset}:{number}: case {case_id!r}: task_path {task_path!r}"
+    if Path(task_path).is_absolute() or "\0" in task_path:
+        raise ReadError(BAD_DATASET, f"{where} is absolute; it must name a file beneath {base}")
+    resolved = (base / task_path).resolve()
+    if not resolved.is_relative_to(base):
+        raise ReadError(BAD_DATASET, f"{where} leads outside the dataset's directory; "
+                                     f"it must name a file beneath {base}")
+    return resolved
+
+
 def _case(raw: str, path: Path, number: int) -> Case:
     try:
         value = json.loads(raw)
@@ -34,7 +49,7 @@ def _case(raw: str, path: Path, number: int) -> Case:
         raise ReadError(BAD_DATASET, f"{path}:{number}: want an object with a non-empty string case_id")
     task_path, task = value.get("task_path"), value.get("task")
     if isinstance(task_path, str) and task_path:
-        return Case(value["case_id"], path.parent / task_path, None)
+        return Case(value["case_id"], _beneath(path, number, value["case_id"], task_path), None)
     if isinstance(task, str):
         return Case(value["case_id"], None, task)
     raise ReadError(BAD_DATASET, f"{path}:{number}: case {value['case_id']!r} needs a string task_path (or task)")

@@ -8,6 +8,7 @@ unknown keys are ignored. A line that does not decode, or a known record without
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +65,15 @@ class EvalFile:
 
     def to_json(self) -> dict[str, Any]:
         return {"overall": self.overall, "scorers": self.scorers(), "dataset_run": self.dataset_run}
+
+
+def score_value(value: Any) -> float:
+    """A dataset_run score as a float: an integer too large for one is +/-inf, never an
+    OverflowError (a hook or a tool writes these numbers; `eval show` and `eval run` go on)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _int(value: Any) -> bool:

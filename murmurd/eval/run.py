@@ -18,12 +18,12 @@ from pathlib import Path
 
 from murmurd import workdir_fs
 from murmurd.eval.dataset import Case, load_dataset
-from murmurd.eval.records import parse_eval
+from murmurd.eval.records import parse_eval, score_value
 from murmurd.manifest.reading import UnreadableFile, read_text_file
 from murmurd.staging.workdir import EVAL
 from murmurd.traceview.commands import Console
 from murmurd.traceview.errors import ReadError
-from murmurd.traceview.render import safe
+from murmurd.terminal import safe
 
 MAX_EVAL_BYTES = 64 * 1024 * 1024
 
@@ -65,7 +65,7 @@ def _scored(root: Path, result: CaseResult) -> None:
     run = parsed.dataset_run or {}
     if isinstance(run.get("overall"), str):
         result.overall = run["overall"]
-    result.scores = {str(k): float(v) for k, v in (run.get("scores") or {}).items()}
+    result.scores = {str(k): score_value(v) for k, v in (run.get("scores") or {}).items()}
 
 
 async def _run_case(capsule_dir: Path, case: Case, env: dict[str, str], host: object) -> CaseResult:
@@ -117,7 +117,7 @@ def run_cases(console: Console, capsule_dir: Path, dataset: Path, *, no_env_file
         for case in cases:
             console.print(f"  case: {safe(case.case_id)}")
             result = asyncio.run(_run_case(capsule_dir, case, env, host))
-            console.print(f"    result: {result.overall}  session: {result.session_id or '—'}")
+            console.print(f"    result: {safe(result.overall)}  session: {safe(result.session_id or '—')}")
             results.append(result)
     finally:
         host.close()
@@ -125,5 +125,5 @@ def run_cases(console: Console, capsule_dir: Path, dataset: Path, *, no_env_file
     console.print(f"── Summary ──\npass: {passed}/{len(results)}")
     for r in results:
         pairs = " ".join(f"{safe(k)}={v:g}" for k, v in sorted(r.scores.items()))
-        console.print(f"  {safe(r.case_id)}  {r.overall}  {pairs or '—'}  {r.workdir or '—'}")
+        console.print(f"  {safe(r.case_id)}  {safe(r.overall)}  {pairs or '—'}  {safe(r.workdir or '—')}")
     return 0

@@ -45,8 +45,14 @@ class Fault:
 
 Verdict = Committed | Fault | None  # None: `none`, silent
 
+ARTIFACT_MAX_BYTES = 1024 * 1024
+"""The default cap on one hook artifact (its JSON text, UTF-8): each one is kept in the task, the
+stream's replay buffer and every subscriber's queue, so a hook returning 16 MiB a turn would
+otherwise hold the daemon's memory. Over it: a fault (discarded, logged, `hook_dispatch_error`)."""
 
-def judge(handler: str, dispatch: Dispatch, arm: str, value: Any = None, *, asynchronous: bool = False) -> Verdict:
+
+def judge(handler: str, dispatch: Dispatch, arm: str, value: Any = None, *, asynchronous: bool = False,
+          artifact_max_bytes: int = ARTIFACT_MAX_BYTES) -> Verdict:
     """What the runtime does with `arm` returned by `handler` at `dispatch`."""
     if arm == "none":
         return None
@@ -59,13 +65,26 @@ def judge(handler: str, dispatch: Dispatch, arm: str, value: Any = None, *, asyn
     if arm == "deny" and dispatch is not Dispatch.DECISION:
         return Fault(arm, "deny is honoured at the decision point only; the call already ran")
     if arm == "artifact":
-        return _artifact(value)
+        return _artifact(value, artifact_max_bytes)
     return Committed(arm, value)
 
 
-def _artifact(value: Any) -> Committed | Fault:
+def _over(text: str, cap: int) -> bool:
+    """Whether `text` is more than `cap` bytes of UTF-8, encoding it only when its length cannot tell."""
+    if len(text) > cap:
+        return True  # every character is at least one byte
+    if len(text) * 4 <= cap:
+        return False  # and at most four
+    return len(text.encode("utf-8", "surrogatepass")) > cap
+
+
+def _artifact(value: Any, max_bytes: int) -> Committed | Fault:
     """An `artifact` is committed only as a JSON object (what an SSE `artifact` frame carries);
-    its text is made valid Unicode (a `\\ud83d` escape would be a lone surrogate)."""
+    its text is made valid Unicode (a `\\ud83d` escape would be a lone surrogate). One over
+    `max_bytes` is refused before it is parsed."""
+    if isinstance(value, str) and _over(value, max_bytes):
+        return Fault("artifact", f"an artifact of {len(value)} characters is over the cap of {max_bytes} bytes "
+                                 "per hook artifact")
     try:
         parsed = valid_json_value(json.loads(value)) if isinstance(value, str) else None
     except ValueError:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd.hooks import events as convert
-from murmurd.hooks.commit import Committed, Dispatch, Fault, judge
+from murmurd.hooks.commit import ARTIFACT_MAX_BYTES, Committed, Dispatch, Fault, judge
 from murmurd.hooks.dispatcher import (
     CompactionEvent,
     CompactionFailed,
@@ -50,6 +50,7 @@ log = logging.getLogger("murmurd.hooks")
 class DispatchSettings:
     queue_bound: int = QUEUE_BOUND
     drain_budget: float = DRAIN_BUDGET_SECONDS
+    artifact_max_bytes: int = ARTIFACT_MAX_BYTES  # one hook artifact's JSON text; over it: a fault
 
 
 class HookDispatcher(LifecycleDispatcher):
@@ -178,7 +179,8 @@ class HookDispatcher(LifecycleDispatcher):
             output = await runner.call(handler, record)
             if isinstance(output, CallFailed):
                 continue
-            verdict = judge(handler, dispatch, output.arm, output.value)
+            verdict = judge(handler, dispatch, output.arm, output.value,
+                            artifact_max_bytes=self.settings.artifact_max_bytes)
             if isinstance(verdict, Fault):
                 self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
             elif verdict is not None:

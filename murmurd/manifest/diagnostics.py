@@ -99,12 +99,14 @@ CODES: dict[str, CodeInfo] = {
     "E-HOOK-004": CodeInfo("error", "the binding's handler cannot commit the declared policy"),
     "E-HOOK-005": CodeInfo("error", "an async hook declares a commit_policy other than none"),
     "E-HOOK-006": CodeInfo("error", "an on-stage hook is declared async"),
+    "E-HOOK-007": CodeInfo("error", "a commit_policy: deny hook no decision point consults (no on-shell/on-tool-call binding)"),
     "W-EVAL-001": CodeInfo("warning", "observability.eval: an unknown scorer type; it is skipped"),
     "W-EVAL-002": CodeInfo("warning", "observability.eval: llm_judge is parsed but scores nothing"),
     "W-EVAL-003": CodeInfo("warning", "observability.eval without scorers; the eval hook writes nothing"),
     "W-EVAL-004": CodeInfo("warning", "observability.eval without the murmur-hook-eval hook; nothing is scored"),
     "W-EVAL-005": CodeInfo("warning", "observability.eval: two scorers share a name"),
     "W-HOOK-001": CodeInfo("warning", "hook contract fields on an artifact that is not a hook"),
+    "W-HOOK-002": CodeInfo("warning", "a hook given as a bare .wasm with no manifest: every event, blocking, commits nothing"),
 }
 
 

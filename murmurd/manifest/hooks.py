@@ -15,7 +15,7 @@ The seed's table ("What each handler can commit") is the source of truth:
 A hook artifact declares in its *own* `murmur.yaml` a `binding` (one handler), an
 `execution_mode` (`blocking` default | `async`) and a `commit_policy` (`none` default). Every
 binding admits `none`; a hook with no binding receives every event and admits any
-policy. `async` requires `commit_policy: none`, and `on-stage` is never async.
+policy but `deny` (E-HOOK-007: only the on-shell/on-tool-call decision point honours it). `async` requires `commit_policy: none`, and `on-stage` is never async.
 
 `COMMITTED_ARM` doubles as the dispatch table: the runtime commits `COMMITTED_ARM[handler]` and
 treats any other non-`none` arm as a loud but non-fatal fault.
@@ -155,6 +155,8 @@ def _pair_rules(m: ArtifactManifest, who: str, prefix: str) -> list[Diagnostic]:
             "E-HOOK-004", _path(prefix, "commit_policy"), m.commit_policy,
             refusal_message(who, m.binding or "", m.commit_policy),
         ))
+    if m.commit_policy == "deny" and m.binding is None:
+        out.append(_diag("E-HOOK-007", _path(prefix, "commit_policy"), m.commit_policy, unconsulted_deny(who)))
     if m.execution_mode == "async" and m.binding == "on-stage":
         out.append(_diag(
             "E-HOOK-006", _path(prefix, "execution_mode"), m.execution_mode,
@@ -168,6 +170,14 @@ def _pair_rules(m: ArtifactManifest, who: str, prefix: str) -> list[Diagnostic]:
             f"not {m.commit_policy!r}; nothing waits for an async hook's return value",
         ))
     return out
+
+
+def unconsulted_deny(who: str) -> str:
+    """Why a `deny` hook without a binding is refused: it would never be asked."""
+    bindings = " or ".join(repr(b) for b in sorted(GATED_HANDLERS))
+    return (f"{who}: commit_policy 'deny' with no binding is never consulted: only a decision point "
+            f"(before a shell command or a tool call runs) honours deny, and it reaches only a hook bound to "
+            f"{bindings}; declare `binding: on-shell` or `binding: on-tool-call` (or commit_policy 'none')")
 
 
 def refusal_message(who: str, binding: str, policy: str) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmurd import ids
+from murmurd.terminal import terminal_text
 from murmurd.host import ComponentHost
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
@@ -80,5 +81,12 @@ async def run_once(
 
 
 def stdout_writer(text: str) -> None:
-    sys.stdout.write(text)
+    """The answer as it streams: the bytes themselves into a pipe or file, escaped on a terminal."""
+    sys.stdout.write(terminal_text(sys.stdout, text))
     sys.stdout.flush()
+
+
+def stderr_writer(text: str) -> None:
+    """Tool output and results (a component's text) onto stderr, escaped on a terminal."""
+    sys.stderr.write(terminal_text(sys.stderr, text))
+    sys.stderr.flush()

@@ -29,6 +29,7 @@ class ResolvedArtifact:
     sha256: str  # of the payload bytes
     local: bool
     origin: str
+    bare: bool = False  # a .wasm with no manifest of its own: `manifest` is synthetic (W-HOOK-002 for a hook)
 
     @property
     def payload_kind(self) -> str:

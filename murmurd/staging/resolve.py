@@ -21,8 +21,25 @@ def _synthetic_manifest(ref: ArtifactRef) -> ArtifactManifest:
     return ArtifactManifest(name=ref.name, version=ref.version or "0.0.0-local", runtime=ref.kind)
 
 
-def _local(ref: ArtifactRef, path: Path, kind: str, manifest: ArtifactManifest, payload: Path) -> ResolvedArtifact:
-    return ResolvedArtifact(ref.name, manifest.version, kind, manifest, payload, sha256_file(payload), True, f"local:{path}")
+def _local(ref: ArtifactRef, path: Path, kind: str, manifest: ArtifactManifest, payload: Path,
+           bare: bool = False) -> ResolvedArtifact:
+    return ResolvedArtifact(ref.name, manifest.version, kind, manifest, payload, sha256_file(payload), True,
+                            f"local:{path}", bare)
+
+
+def manifest_beside(wasm: Path, kind: str) -> ArtifactManifest | None:
+    """The hook's own manifest for a `.wasm` source: the `murmur.yaml` beside it (what `murmurd
+    build` leaves: `<dir>/<name>.wasm` next to `<dir>/murmur.yaml`) when it names this very
+    component (`name` is the file's stem) and is a `runtime: hook` manifest, else None (a capsule's
+    manifest beside its hooks is not theirs). Only hooks: their contract lives there."""
+    beside = wasm.parent / "murmur.yaml"
+    if kind != "hook" or not beside.is_file():
+        return None
+    try:
+        manifest = load_artifact_manifest(beside)
+    except ArtifactManifestError:
+        return None
+    return manifest if manifest.name == wasm.stem and manifest.runtime == "hook" else None
 
 
 def resolve_local(ref: ArtifactRef, manifest_dir: Path, progress: Progress | None = None) -> ResolvedArtifact:
@@ -36,7 +53,10 @@ def resolve_local(ref: ArtifactRef, manifest_dir: Path, progress: Progress | Non
             return _local(ref, path, "skill", _synthetic_manifest(ref), path)
         if path.suffix != ".wasm":
             raise ResolveError(f"artifact {ref.name}: source {ref.source} is neither a .wasm component nor a skill.md")
-        return _local(ref, path, ref.kind, _synthetic_manifest(ref), path)
+        own = manifest_beside(path, ref.kind)
+        if own is not None:
+            return _local(ref, path, ref.kind, own, path)
+        return _local(ref, path, ref.kind, _synthetic_manifest(ref), path, bare=True)
 
     manifest_path = path / "murmur.yaml"
     manifest = None

@@ -25,6 +25,7 @@ from murmurd.manifest.validate import load_capsule
 from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
+from murmurd.staging.hook_contracts import bare_hook_warning
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
@@ -260,8 +261,11 @@ def stage_capsule(
 
     for index, artifact in enumerate(resolved):  # hook contracts: before anything is compiled
         if artifact.kind == "hook":
-            problems += [d.message for d in check_hook_contract(artifact.manifest, path_prefix=f"artifacts[{index}]")
-                         if d.severity == "error"]
+            problems += [f"{d.code}: {d.message}" for d in check_hook_contract(
+                artifact.manifest, path_prefix=f"artifacts[{index}]") if d.severity == "error"]
+            if artifact.bare:  # every launch says it: the hook commits nothing (issue 21, item 15)
+                report.add(bare_hook_warning(index, manifest.artifacts[index]))
+                report_progress(f"warning: {report.diagnostics[-1].to_text()}")
     if problems:
         raise StagingError(problems, report)
 

@@ -3,11 +3,13 @@ deviation, min and max per metric, the exit-status distribution and per-task ave
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from murmurd.traceview import units
 from murmurd.traceview.metrics import SessionMetrics
 
 
@@ -28,7 +30,12 @@ class Stat:
 def stat(metric: str, values: list[float]) -> Stat | None:
     if not values:
         return None
-    return Stat(metric, statistics.fmean(values), statistics.pstdev(values), min(values), max(values), len(values))
+    floats = [units.finite(v) for v in values]  # a 400-digit field: inf, never an OverflowError
+    try:
+        spread = statistics.pstdev(floats)
+    except (OverflowError, ValueError):
+        spread = math.nan
+    return Stat(metric, statistics.fmean(floats), spread, min(values), max(values), len(values))
 
 
 _ROWS: list[tuple[str, Any]] = [

@@ -5,13 +5,13 @@ Errors print `error[CODE]: message` on stderr and exit 1; success exits 0 (fact 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from murmurd import terminal
 from murmurd.traceview import render
 from murmurd.traceview.aggregate import build_report
 from murmurd.traceview.compare import diff_rows
@@ -44,7 +44,7 @@ class Console:
             self.reader_gone = True
 
     def json(self, value: Any) -> None:
-        self.print(json.dumps(value, indent=2, ensure_ascii=False))
+        self.print(terminal.json_text(value))
 
     def error(self, exc: ReadError) -> int:
         print(str(exc), file=self.err, flush=True)

@@ -60,8 +60,8 @@ def _span(m: SessionMetrics) -> tuple[int, int]:
 def _bar(kind: str, start: int, end: int, span: tuple[int, int], title: str, extra: str = "") -> str:
     low, high = span
     width = high - low
-    left = 100.0 * (start - low) / width
-    size = 100.0 * max(end - start, 0) / width
+    left = 100.0 * min(max(units.ratio(start - low, width), 0.0), 1.0)  # huge stamps: exact ratios, clamped
+    size = 100.0 * min(max(units.ratio(max(end - start, 0), width), 0.0), 1.0)
     return (f'<div class="bar {kind}{extra}" style="left:{left:.3f}%;width:{size:.3f}%" '
             f'title="{escape(title)}"></div>')
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from murmurd.traceview import units
 from murmurd.traceview.parse import Event, Trace
 from murmurd.traceview.redundancy import RedundantCall, redundant_calls
 
@@ -127,7 +128,7 @@ class SessionMetrics:
 
     @staticmethod
     def _avg(calls: list[Call]) -> float | None:
-        return sum(c.duration_ms for c in calls) / len(calls) if calls else None
+        return units.ratio(sum(c.duration_ms for c in calls), len(calls)) if calls else None
 
     @property
     def avg_tool_ms(self) -> float | None:
@@ -142,7 +143,7 @@ class SessionMetrics:
         return self._avg(self.skills)
 
     def per_turn(self, tokens: int) -> float | None:
-        return tokens / self.turns if self.turns else None
+        return units.ratio(tokens, self.turns) if self.turns else None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from murmurd.terminal import safe
 from murmurd.traceview import units
 from murmurd.traceview.aggregate import Report, Stat
 from murmurd.traceview.compare import Row
@@ -20,15 +21,6 @@ from murmurd.traceview.metrics import Call, SessionMetrics, Turn
 INPUT_WIDTH = 120
 VERBOSE_WIDTH = 60
 REASON_WIDTH = 80
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def safe(value: object) -> str:
-    """`value` as text with control and bidi-override characters escaped."""
-    text = value if isinstance(value, str) else str(value)
-    return _CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}" if ord(m.group()) > 0xFF else f"\\x{ord(m.group()):02x}", text)
-
-
 def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width] + "…"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from murmurd.a2a.stream import EVENT_TYPES, EventLog, StreamEvent
+from murmurd.a2a.stream import BUFFER_BYTES, EVENT_TYPES, EventLog, StreamEvent
 from murmurd.text import json_text
 
 log = logging.getLogger("murmurd.a2a.replicas")
@@ -35,8 +35,9 @@ FETCH_BATCH = 1000
 class SharedEventLog(EventLog):
     """An `EventLog` whose ids come from the database; `start` it on the replica's loop."""
 
-    def __init__(self, pool: asyncpg.Pool, buffer_size: int = 4096, subscriber_queue: int = 1024) -> None:
-        super().__init__(buffer_size, subscriber_queue)
+    def __init__(self, pool: asyncpg.Pool, buffer_size: int = 4096, subscriber_queue: int = 1024,
+                 buffer_bytes: int = BUFFER_BYTES) -> None:
+        super().__init__(buffer_size, subscriber_queue, buffer_bytes)
         self.pool = pool
         self._outbox: deque[tuple[str, str, dict[str, Any], bool]] = deque()
         self._wakeup = asyncio.Event()
