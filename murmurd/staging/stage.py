@@ -27,7 +27,7 @@ from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
-from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
+from murmurd.staging.registry import Registry
 from murmurd.staging.resolve import resolve_artifact
 from murmurd.staging.workdir import (
     INVENTORY,
@@ -229,7 +229,10 @@ def stage_capsule(
         raise StagingError([d.to_text() for d in report.errors], report)
     for warning in report.warnings:  # never silently dropped: every launch repeats them
         report_progress(f"warning: {warning.to_text()}")
-    registry = registry or FileRegistry(default_registry_root())
+    if registry is None:  # the stores, the directory registry, installs from the sources (murmurd.registry)
+        from murmurd.registry.resolve import default_registry
+
+        registry = default_registry(capsule_dir, env, report_progress)
 
     try:
         lock = load_lock(capsule_dir)
