@@ -343,3 +343,45 @@ def test_doctor_reports_missing_and_lock_problems(tmp_path: Path, env, archives)
     assert done.returncode == 1 and error_of(done).startswith("error[E-RUN-003]: invalid murmur.lock:")
     nowhere = murmurd("doctor", cwd=tmp_path, env=env)
     assert error_of(nowhere).startswith("error[E-IO-001]: no project root found")
+
+
+def test_github_refs_bare_names_and_the_global_flag(tmp_path: Path, env, archives) -> None:
+    github = GitHubStandIn("acme/artifacts", {
+        "v1": [(archives[TOOL].name, archives[TOOL].read_bytes())],
+        "v2": [(archives[SKILL].name, archives[SKILL].read_bytes()), ("notes.txt", b"not an artifact")]},
+        latest="v2")
+    _github_config(tmp_path / "home", "acme/artifacts")
+    project = capsule(tmp_path, EXAMPLES)
+    with serving(github) as url:
+        run_env = {**env, "MUR_GITHUB_API_BASE": url, "GITHUB_TOKEN": "fallback"}
+        tagged = murmurd("install", "github:acme/artifacts@v1", cwd=project, env=run_env)
+        assert tagged.returncode == 0, tagged.stderr
+        assert tagged.stdout.strip() == f"Installed {TOOL}@1.2.0 from github:acme/artifacts@v1"
+        bare = murmurd("install", "-g", SKILL, cwd=tmp_path, env=run_env)  # latest release, global store, no lock
+        assert bare.returncode == 0, bare.stderr
+        missing = murmurd("install", "github:acme/artifacts@v9", cwd=project, env=run_env)
+        assert missing.returncode == 1 and error_of(missing).startswith("error[E-IO-003]: no .mur.zip assets")
+    # the configured source's `${TEAM_TOKEN}` is unset, so GITHUB_TOKEN is sent
+    assert {s.headers.get("authorization") for s in github.seen} == {"Bearer fallback"}
+    assert lock_of(project)[TOOL]["sha256"]["wasm"] == sha(archives[TOOL].read_bytes())
+    assert SKILL not in lock_of(project)
+    assert (tmp_path / "home/.murmur/artifacts" / SKILL / "0.3.0" / f"{SKILL}-0.3.0.mur.zip").read_bytes() == \
+        archives[SKILL].read_bytes()
+
+
+def test_build_packs_the_mur_zip_upstream_packs(tmp_path: Path, env, artifacts) -> None:
+    import shutil
+    import zipfile
+
+    artifacts.example("echo")
+    directory = tmp_path / "echo"
+    shutil.copytree(EXAMPLES / "echo", directory, ignore=shutil.ignore_patterns("*.wasm", "*.mur.zip"))
+    done = murmurd("build", str(directory), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    packed = directory / "echo-0.1.0.mur.zip"
+    assert done.stdout.splitlines() == [str(directory / "echo.wasm"), str(packed)]
+    with zipfile.ZipFile(packed) as archive:
+        assert archive.namelist() == ["murmur.yaml", "echo.wasm"]
+        assert archive.read("echo.wasm") == (directory / "echo.wasm").read_bytes()
+    published = murmurd("publish", cwd=directory, env=env)  # no path: <name>-<version>.mur.zip here
+    assert published.returncode == 0 and published.stdout.strip() == "Published echo@0.1.0"
