@@ -146,3 +146,41 @@ def test_reference_forms_and_version_rules() -> None:
     assert satisfies(">=0.1", "0.2.0") and not satisfies(">=0.3", "0.2.0") and satisfies("latest", "9")
     assert best(">=0.1", ["0.1.0", "0.10.0", "0.9.0", "1.0.0-rc1"]) == "0.10.0"
     assert best(None, ["1.0.0", "2.0.0"]) == "2.0.0" and best("3.0.0", ["1.0.0"]) is None
+
+
+def test_the_directory_registry_refuses_reserved_and_existing_versions(tmp_path: Path) -> None:
+    from murmurd.staging.artifacts import ResolveError
+    from murmurd.staging.registry import FileRegistry
+
+    registry = FileRegistry(tmp_path / "reg")
+    artifact = tmp_path / "skill"
+    artifact.mkdir()
+    (artifact / "skill.md").write_text("# S\n")
+    (artifact / "murmur.yaml").write_text("name: s\nversion: '1.0.0'\nruntime: skill\n")
+    registry.publish(artifact)
+    with pytest.raises(ResolveError, match=r"error\[E-REG-003\]: artifact s@1.0.0 already exists in registry"):
+        registry.publish(artifact)
+    (artifact / "murmur.yaml").write_text("name: s\nversion: Edge\nruntime: skill\n")
+    with pytest.raises(ResolveError, match=r"error\[E-REG-004\]: version 'Edge' is reserved"):
+        registry.publish(artifact)
+
+
+def test_a_store_never_joins_an_unchecked_name_version_or_platform(tmp_path: Path) -> None:
+    from murmurd.registry.errors import NotFound
+    from murmurd.registry.stores import Store
+
+    store = Store(tmp_path / "store", "global")
+    for name, version in (("../etc", "1"), ("x", "../../1"), ("x", "a/b")):
+        with pytest.raises(RegistryError, match="invalid artifact"):
+            store.lookup(name, version)
+    data = make_zip({"murmur.yaml": MANIFEST})
+    store.put("t", "1.0.0", data, sha(data), None, overwrite=False)
+    assert store.lookup("t", "1.0.0", "../../../x").archive.name == "t-1.0.0.mur.zip"  # no variant by that name
+    with pytest.raises(RegistryError) as caught:
+        store.put("t", "1.0.0", data, sha(data), None, overwrite=False)
+    assert caught.value.code == "E-REG-003"
+    with pytest.raises(RegistryError) as caught:
+        store.put("u", "1.0.0", data, "0" * 64, None, overwrite=True)
+    assert caught.value.code == "E-REG-002" and not (tmp_path / "store" / "u").exists()
+    with pytest.raises(NotFound):
+        store.lookup("t", "2.0.0")

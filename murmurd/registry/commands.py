@@ -148,7 +148,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             for fetched in install_github(ref, store, lock, cwd):
                 print(f"Installed {fetched.name}@{fetched.version} from {fetched.origin}")
         else:
-            fetched = install_one(Fetcher(cwd, os.environ, args.registry, _eprint), store, lock, ref.name, ref.version)
+            fetcher = Fetcher(cwd, os.environ, args.registry, _eprint, default_source=ref.version is None)
+            fetched = install_one(fetcher, store, lock, ref.name, ref.version)
             print(f"Installed {fetched.name}@{fetched.version} from {fetched.origin}")
         save_project_lock(project, lock)
     except RegistryError as exc:

@@ -68,8 +68,14 @@ def run_doctor(cwd: Path) -> Report:
             report.passed += 1
             continue
         stored = None
+        pin = lock.pin(name) if lock is not None else None
         for store in stores:
-            chosen = version if is_exact(version) else best(version or None, store.versions(name))
+            if is_exact(version):
+                chosen: str | None = version
+            elif pin is not None and satisfies(version or None, pin.resolved_version):
+                chosen = pin.resolved_version  # a requirement stages what the lock pinned
+            else:
+                chosen = best(version or None, store.versions(name))
             if chosen:
                 try:
                     stored = store.lookup(name, chosen, platform)
@@ -86,7 +92,6 @@ def run_doctor(cwd: Path) -> Report:
             report.lines.append(f"  ✗  {ref:<{width}}   {platform}   — missing")
             report.fixes.append(f"murmurd install {ref}")
             continue
-        pin = lock.pin(name) if lock is not None else None
         if lock is not None and pin is None:
             report.lines.append(f"  ✗  {ref:<{width}}   {platform}   — murmur.lock missing artifact entry for '{name}'")
             report.fixes.append(f"murmurd install {ref}")

@@ -94,13 +94,17 @@ class Fetcher:
     configured source chain."""
 
     def __init__(self, cwd: Path, env: Mapping[str, str] = os.environ, registry_flag: str | None = None,
-                 progress: Progress | None = None, *, skip_local_registry: bool = False) -> None:
+                 progress: Progress | None = None, *, skip_local_registry: bool = False,
+                 default_source: bool = False) -> None:
         self.cwd = cwd
         self.env = env
         self.mode = registry_mode(registry_flag, cwd)
         self.config = load_config(cwd)
         self.progress = progress or (lambda _m: None)
         self.skip_local_registry = skip_local_registry  # staging has looked in the global store already
+        # Upstream uses its built-in `official` source (no config file) for a bare name and
+        # `github:` refs only; `install` with no ref and `name@version` need a config file.
+        self.default_source = default_source
         self.platform = host_platform()
 
     # -- the registry ---------------------------------------------------------------------------
@@ -132,8 +136,8 @@ class Fetcher:
     # -- the source chain -------------------------------------------------------------------------
 
     def _from_sources(self, name: str, wanted: str | None) -> Fetched:
-        if wanted is not None and not self.config.from_file:  # upstream: name@version needs a config file
-            raise NotFound(f"artifact {name}@{wanted} not found in registry",
+        if not self.config.from_file and (wanted is not None or not self.default_source):
+            raise NotFound(f"artifact {name}@{wanted or 'latest'} not found in registry",
                            "configure a registry.sources entry in ~/.murmur/config.yaml")
         failures: list[str] = []
         for source in self.config.chain():
@@ -153,6 +157,9 @@ class Fetcher:
                        "run `murmurd doctor` to check your source configuration")
 
     def fetch(self, name: str, wanted: str | None) -> Fetched:
+        check_component("name", name)
+        if is_exact(wanted):  # it goes into store paths and request URLs
+            check_component("version", wanted)  # type: ignore[arg-type]
         if not (self.skip_local_registry and self.mode.local):
             try:
                 return self._from_registry(name, wanted)

@@ -120,7 +120,7 @@ class Store:
     def lookup(self, name: str, version: str, platform: str | None = None) -> StoredArtifact:
         """The platform variant when there is one, else the generic pair; `NotFound` otherwise."""
         platform = platform or host_platform()
-        for candidate in ([platform] if platform != "unknown" else []) + [None]:
+        for candidate in ([platform] if platform in PLATFORMS else []) + [None]:  # never an unknown name
             zip_path, sidecar = self._pair(name, version, candidate)
             if zip_path.is_file() and sidecar.is_file() and not zip_path.is_symlink() and not sidecar.is_symlink():
                 digest = sidecar.read_text(encoding="ascii", errors="replace").strip().lower()
