@@ -153,6 +153,7 @@ class NexusStandIn:
     key: str
     artifacts: dict[tuple[str, str], bytes] = field(default_factory=dict)
     wrong_sha: bool = False
+    omit_sha: bool = False
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
 
@@ -163,7 +164,7 @@ class NexusStandIn:
         if len(parts) == 4 and parts[:2] == ["v1", "artifacts"] and (parts[2], parts[3]) in self.artifacts:
             data = self.artifacts[(parts[2], parts[3])]
             digest = "0" * 64 if self.wrong_sha else sha(data)
-            return 200, "application/octet-stream", data, {"x-murmur-sha256": digest}
+            return 200, "application/octet-stream", data, {} if self.omit_sha else {"x-murmur-sha256": digest}
         return 404, "application/json", json.dumps({"error": "not found"}).encode(), {}
 
 

@@ -195,7 +195,11 @@ async def test_from_a_nexus_registry(tmp_path: Path, env, archives, host) -> Non
         assert tampered.returncode == 1
         assert error_of(tampered).startswith(f"error[E-REG-002]: artifact integrity check failed for {TOOL}@1.2.0")
         assert not (project / ".murmur" / "artifacts").exists()
-        nexus.wrong_sha = False
+        nexus.wrong_sha, nexus.omit_sha = False, True
+        unsigned = murmurd("install", f"{TOOL}@1.2.0", "--registry", url, cwd=project,
+                           env={**env, "NEXUS_API_KEY": KEY})
+        assert error_of(unsigned).startswith("error[E-IO-003]: registry response missing x-murmur-sha256 header")
+        nexus.omit_sha = False
         done = murmurd("install", "--registry", url, cwd=project, env={**env, "NEXUS_API_KEY": KEY})
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"Installed {TOOL}@1.2.0 from {url}" in done.stdout
