@@ -211,15 +211,17 @@ def murmurd_registry(directory: Path, key: str, env: dict[str, str]) -> Iterator
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    log = directory.parent / f"registry-{port}.log"
+    sink = open(log, "w")
     proc = subprocess.Popen([sys.executable, "-m", "murmurd", "registry", "serve", str(directory)],
                             env={**env, "NEXUS_API_KEY": key, "NEXUS_BIND": f"127.0.0.1:{port}"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=sink)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     try:
         while True:
             if proc.poll() is not None:
-                raise AssertionError(f"registry server exited: {proc.stderr.read() if proc.stderr else ''}")
+                raise AssertionError(f"registry server exited: {log.read_text()}")
             try:
                 if httpx.get(f"{url}/v1/artifacts", timeout=5).status_code == 401:
                     break
@@ -236,3 +238,4 @@ def murmurd_registry(directory: Path, key: str, env: dict[str, str]) -> Iterator
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        sink.close()

@@ -195,10 +195,9 @@ def publish_archive(path: Path, registry: str | None, cwd: Path, platform: str |
     from murmurd.registry.stores import Store, check_component, global_root, host_platform
     from murmurd.registry.versions import is_reserved
 
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise RegistryError("E-IO-001", f"artifact {path} not found") from None
+    from murmurd.registry.install import read_archive_file
+
+    data = read_archive_file(path)
     try:
         archive = open_archive(data)
     except RegistryError as exc:
@@ -289,11 +288,10 @@ def pack_built(directory: Path, manifest, built: Path) -> Path:  # type: ignore[
     """`<dir>/<name>-<version>.mur.zip` beside the component `murmurd build` made."""
     from murmurd.registry.archive import archive_name, pack
 
-    data = pack(directory, manifest, built)
+    from murmurd.registry.stores import write_atomic
+
     target = directory / archive_name(manifest.name, manifest.version)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    write_atomic(target, pack(directory, manifest, built))
     return target
 
 

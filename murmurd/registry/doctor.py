@@ -8,7 +8,6 @@ from pathlib import Path
 
 from murmurd import __version__
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
-from murmurd.registry.archive import sha256_hex
 from murmurd.registry.errors import NotFound, RegistryError
 from murmurd.registry.lock import pinned_sha, read_lock
 from murmurd.registry.stores import ARTIFACTS, Store, global_root, host_platform, project_root_or_error
@@ -99,8 +98,7 @@ def run_doctor(cwd: Path) -> Report:
             report.lines.append(f"  ✗  {ref:<{width}}   {platform}   — murmur.lock version mismatch for '{name}': "
                                 f"manifest requested {version}, lock pinned {pin.resolved_version}")
             report.fixes.append(f"{name}: remove the stale murmur.lock entry, then run murmurd install {ref}")
-        elif pin is not None and sha256_hex(stored.archive.read_bytes()) != pinned_sha(pin):
-            actual = sha256_hex(stored.archive.read_bytes())
+        elif pin is not None and (actual := stored.hash_on_disk()) != pinned_sha(pin):
             report.lines += [f"  ✗  {ref:<{width}}   {platform}   — artifact integrity check failed for {ref}",
                              f"        expected sha256 (murmur.lock): {pinned_sha(pin)}",
                              f"        actual sha256 (on disk):       {actual}"]

@@ -189,14 +189,21 @@ def install_one(fetcher: Fetcher, store: Store, lock: LockFile | None, name: str
     return fetched
 
 
-def install_file(path: Path, store: Store, env: Mapping[str, str] = os.environ) -> Fetched:
-    """A local `.mur.zip`: read its manifest only, store it unchanged (no lock, as upstream)."""
+def read_archive_file(path: Path) -> bytes:
+    """An operator's `.mur.zip` (`install FILE`, `publish FILE`): a regular file, read whole."""
     try:
-        data = path.read_bytes()
+        if not path.is_file():
+            raise FileNotFoundError(path)
+        return path.read_bytes()
     except FileNotFoundError:
         raise RegistryError("E-IO-001", f"{path} not found") from None
     except OSError as exc:
         raise RegistryError("E-IO-003", f"cannot read {path}: {exc.strerror}") from None
+
+
+def install_file(path: Path, store: Store, env: Mapping[str, str] = os.environ) -> Fetched:
+    """A local `.mur.zip`: read its manifest only, store it unchanged (no lock, as upstream)."""
+    data = read_archive_file(path)
     try:
         archive = open_archive(data, env)
     except RegistryError as exc:

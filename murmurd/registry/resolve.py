@@ -17,7 +17,7 @@ from murmurd.registry.archive import SKILL_ENTRY, open_archive, role_of
 from murmurd.registry.errors import NotFound, RegistryError
 from murmurd.registry.install import Fetcher, install_one
 from murmurd.registry.lock import read_lock
-from murmurd.registry.stores import ARTIFACTS, Store, StoredArtifact, global_root
+from murmurd.registry.stores import ARTIFACTS, Store, StoredArtifact, global_root, write_atomic
 from murmurd.registry.versions import best, is_exact, satisfies
 from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact
 from murmurd.staging.bundled import find_bundled
@@ -46,10 +46,7 @@ def materialize(stored: StoredArtifact, env: Mapping[str, str] = os.environ) -> 
     folder = cache_dir() / "archives" / archive.sha256
     target = folder / (SKILL_ENTRY if role == "skill" else "component.wasm")
     if not target.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{target.name}.{os.getpid()}.tmp"
-        tmp.write_bytes(payload)
-        os.replace(tmp, target)
+        write_atomic(target, payload)
     return ResolvedArtifact(stored.name, stored.version, role, manifest, target, archive.sha256, False,
                             f"{stored.scope}:{stored.archive}", archived=True)
 

@@ -25,6 +25,14 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 PLATFORMS = ("darwin-aarch64", "darwin-x86_64", "linux-aarch64", "linux-x86_64")
 
 
+def write_atomic(target: Path, data: bytes) -> None:
+    """`data` at `target` by a dot-prefixed temp file and a rename (readers see all or nothing)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
 def host_platform() -> str:
     system = {"Linux": "linux", "Darwin": "darwin"}.get(_platform.system())
     machine = {"x86_64": "x86_64", "AMD64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}.get(_platform.machine())
@@ -74,6 +82,9 @@ class StoredArtifact:
     archive: Path
     sha256: str  # the sidecar's value
     scope: str  # project | global | a directory
+
+    def hash_on_disk(self) -> str:
+        return sha256_hex(self.archive.read_bytes())
 
     def read_verified(self) -> bytes:
         """The archive bytes, checked against the sidecar (`E-REG-002` when they differ)."""
@@ -161,19 +172,13 @@ class Store:
             raise RegistryError("E-REG-003", f"artifact {name}@{version} already exists in registry",
                                 "use a new version string or remove the existing artifact")
         folder = zip_path.parent
-        folder.mkdir(parents=True, exist_ok=True)
         if folder.is_symlink() or folder.parent.is_symlink():
             raise RegistryError("E-IO-003", f"store folder {folder} is a symlink")
         writes = [(zip_path, data), (sidecar, sha256.encode("ascii"))]
         if meta is not None:  # one meta file per version, under the unsuffixed name
             writes.append((folder / f"{name}-{version}.meta.json", json.dumps({"meta": meta}, indent=2).encode()))
-        temps = []
-        for target, content in writes:
-            tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(content)
-            temps.append((tmp, target))
-        for tmp, target in temps:
-            os.replace(tmp, target)
+        for target, content in writes:  # the archive first: a sidecar never names bytes not yet there
+            write_atomic(target, content)
         return StoredArtifact(name, version, zip_path, sha256, self.scope)
 
 
