@@ -118,3 +118,39 @@ async def test_a_published_0_5_0_hook_receives_its_events_and_commits(tmp_path: 
     counted = [e["n"] for e in seen if "n" in e and e["event"] != "on-stage"]
     assert counted == list(range(1, len(counted) + 1))
 
+
+
+def test_the_adaptation_maps_each_record_as_documented() -> None:
+    from wasmtime.component import Record, Variant
+
+    from murmurd.host import hook_legacy
+    from murmurd.host.hook_values import (CompactionEvent, HookMessage, ShellEvent, ShellOutcome, StageEvent,
+                                          TaskStartEvent, ToolEvent, ToolOutcome)
+
+    def fields(record: Record) -> dict:
+        return dict(vars(record))
+
+    start = hook_legacy.event_to_wasm(TaskStartEvent("tsk_1", "ctx_1", "a2a", 5, 1000, 900, 10))
+    assert fields(start) == {"task-id": "tsk_1", "context-id": "ctx_1", "source": "a2a", "input-bytes": 5}
+    assert hook_legacy.event_to_wasm(ToolEvent(0, "echo", "{}", 2)) is hook_legacy.SKIP
+    assert hook_legacy.event_to_wasm(ShellEvent(0, "/bin/ls", "-l", ["-l"])) is hook_legacy.SKIP
+    tool = hook_legacy.event_to_wasm(ToolEvent(1, "echo", "{}", 2, ToolOutcome(7, 3, "ok")))
+    assert list(fields(tool)) == ["turn", "tool-name", "input-bytes", "output-bytes", "duration-ms", "status"]
+    shell = hook_legacy.event_to_wasm(ShellEvent(1, "/bin/ls", "-l", ["-l"], None, None,
+                                                 ShellOutcome(0, "out", "", 3, 0, 4)))
+    assert list(fields(shell)) == ["turn", "binary", "command", "exit-code", "stdout", "stderr", "stdout-bytes",
+                                   "stderr-bytes", "duration-ms"]
+    compaction = hook_legacy.event_to_wasm(CompactionEvent([HookMessage("user", "hi", "msg_1", "s")], 10, 1))
+    assert [fields(m) for m in fields(compaction)["messages"]] == [{"role": "user", "content": "hi"}]
+    assert isinstance(fields(compaction)["threshold"], float)
+    assert fields(hook_legacy.event_to_wasm(StageEvent(["ls"]))) == {"shell-allow": ["ls"]}
+
+    kept = Record()
+    kept.role, kept.content = "user", "summary"
+    output = hook_legacy.handler_result_from_wasm(Variant("replace-context", [kept]))
+    (message,) = output.value
+    assert (message.role, message.content, message.source_id) == ("user", "summary", None)
+    assert message.id.startswith("msg_") and len(message.id) == 36  # minted, never the hook's claim
+    assert hook_legacy.handler_result_from_wasm("it failed") == "it failed"
+    with pytest.raises(TypeError):
+        hook_legacy.handler_result_from_wasm(Variant("deny", "no"))
