@@ -389,3 +389,20 @@ def test_build_packs_the_mur_zip_upstream_packs(tmp_path: Path, env, artifacts) 
         assert archive.read("echo.wasm") == (directory / "echo.wasm").read_bytes()
     published = murmurd("publish", cwd=directory, env=env)  # no path: <name>-<version>.mur.zip here
     assert published.returncode == 0 and published.stdout.strip() == "Published echo@0.1.0"
+
+
+def test_all_platforms_fills_the_global_store_per_platform(tmp_path: Path, env, archives) -> None:
+    data = archives[TOOL].read_bytes()
+    github = GitHubStandIn("acme/artifacts", {"1.2.0": [(f"{TOOL}-1.2.0-linux-x86_64.mur.zip", data),
+                                                       (f"{TOOL}-1.2.0.mur.zip", data)]}, latest="1.2.0")
+    _github_config(tmp_path / "home", "acme/artifacts")
+    with serving(github) as url:
+        done = murmurd("install", f"{TOOL}@1.2.0", "--all-platforms", cwd=tmp_path, env={**env, "MUR_GITHUB_API_BASE": url})
+        assert done.returncode == 0, done.stderr
+        refused = murmurd("install", TOOL, "--all-platforms", cwd=tmp_path, env={**env, "MUR_GITHUB_API_BASE": url})
+        assert error_of(refused).startswith("error[E-IO-003]: --all-platforms requires an artifact reference")
+    folder = tmp_path / "home/.murmur/artifacts" / TOOL / "1.2.0"
+    assert {p.name for p in folder.iterdir()} == {f"{TOOL}-1.2.0-{p}.{ext}" for p in ("linux-x86_64", "darwin-aarch64")
+                                                  for ext in ("mur.zip", "sha256")}
+    assert done.stdout.splitlines()[0] == (f"Installed {TOOL}@1.2.0 (linux-x86_64) → ~/.murmur/artifacts/{TOOL}/1.2.0/"
+                                           f"{TOOL}-1.2.0-linux-x86_64.mur.zip")

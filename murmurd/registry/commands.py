@@ -118,11 +118,60 @@ def _install_all(cwd: Path, args: argparse.Namespace) -> int:
     return 1
 
 
+ALL_PLATFORMS = ("linux-x86_64", "darwin-aarch64")  # upstream's two
+
+
+def _install_all_platforms(args: argparse.Namespace) -> int:
+    """`install NAME@VERSION --all-platforms`: each platform's archive from the source chain into
+    the global store (`<name>-<version>-<platform>.mur.zip` + `.sha256`; no meta, no lock)."""
+    from murmurd.registry.archive import open_archive
+    from murmurd.registry.config import load_config
+    from murmurd.registry.install import parse_ref
+    from murmurd.registry.sources.github import GitHubSource, resolve_token
+    from murmurd.registry.stores import Store, global_root
+
+    try:
+        ref = parse_ref(args.ref or "")
+        if ref.kind != "name" or ref.version is None:
+            raise RegistryError("E-IO-003", "--all-platforms requires an artifact reference (name@version)")
+        chain = load_config(Path.cwd()).chain()
+        if not chain:
+            raise RegistryError("E-REG-001", "--all-platforms requires a configured source chain",
+                                "add a registry.sources entry to ~/.murmur/config.yaml")
+        store = Store(global_root(), "global")
+        for platform in ALL_PLATFORMS:
+            reasons = []
+            for source in chain:
+                github = GitHubSource(source.repo, resolve_token(source.token, os.environ))
+                try:
+                    download = github.fetch(ref.name, ref.version, platform)
+                    archive = open_archive(download.data)
+                    if (archive.manifest.name, archive.manifest.version) != (ref.name, ref.version):
+                        raise RegistryError("E-IO-003", f"{download.name} holds "
+                                                        f"{archive.manifest.name}@{archive.manifest.version}")
+                    store.put(ref.name, ref.version, download.data, archive.sha256, None, platform=platform,
+                              overwrite=True)
+                    print(f"Installed {ref.name}@{ref.version} ({platform}) → ~/.murmur/artifacts/{ref.name}/"
+                          f"{ref.version}/{ref.name}-{ref.version}-{platform}.mur.zip")
+                    break
+                except RegistryError as exc:
+                    reasons.append(f"{github.display} — {exc.message}")
+                except Exception as exc:  # transport errors: the next source
+                    reasons.append(f"{github.display} — {exc}")
+            else:
+                _eprint(f"warning: could not install {ref.name}@{ref.version} for {platform}: {'; '.join(reasons)}")
+    except RegistryError as exc:
+        return _fail(exc)
+    return 0
+
+
 def _cmd_install(args: argparse.Namespace) -> int:
     from murmurd.registry.install import (Fetcher, install_file, install_github, install_one, parse_ref,
                                           project_lock, save_project_lock)
     from murmurd.registry.stores import ARTIFACTS, Store, global_root, project_root_or_error
 
+    if args.all_platforms:
+        return _install_all_platforms(args)
     if (args.ref and Path(args.ref).is_dir()) or _is_directory(args.registry):
         if not args.ref or not Path(args.ref).is_dir():
             _eprint("error[E-IO-003]: --registry takes a URL or `local`; a registry directory goes with "
@@ -305,6 +354,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
                                             "a registry directory")
     install.add_argument("-g", "--global", dest="global_store", action="store_true",
                          help="install into the global store (~/.murmur/artifacts), no lock")
+    install.add_argument("--all-platforms", action="store_true",
+                         help="NAME@VERSION for linux-x86_64 and darwin-aarch64 from the sources into the global store")
     install.set_defaults(handler=_cmd_install)
 
     doctor = commands.add_parser("doctor", help="check every declared artifact is installed and matches murmur.lock")
