@@ -278,7 +278,7 @@ async def test_a_tampered_store_archive_is_refused_against_the_lock(tmp_path: Pa
         stage_capsule(project, host=host)
 
 
-def test_a_lock_pin_that_conflicts_is_e_reg_005_and_writes_nothing(tmp_path: Path, env, archives) -> None:
+def test_a_lock_pin_that_conflicts_is_e_reg_005_and_writes_nothing(tmp_path: Path, env, archives, host) -> None:
     project = capsule(tmp_path, EXAMPLES)
     (project / "murmur.lock").write_text(yaml.safe_dump({"lock_version": 1, "artifacts": [
         {"name": TOOL, "resolved_version": "1.2.0", "sha256": {"wasm": "ab" * 32}}]}))
@@ -291,6 +291,11 @@ def test_a_lock_pin_that_conflicts_is_e_reg_005_and_writes_nothing(tmp_path: Pat
                                   f"(sha256 {sha(archives[TOOL].read_bytes())})")
     assert "hint: if this is an intentional upgrade, remove the stale entry from murmur.lock" in done.stderr
     assert (project / "murmur.lock").read_text() == before and not (project / ".murmur").exists()
+    with pytest.raises(StagingError) as caught:  # and a launch refuses the pin and the missing entry
+        stage_capsule(project, host=host)
+    assert f"error[E-REG-002]: artifact integrity check failed for {TOOL}@1.2.0" in caught.value.problems[0]
+    assert caught.value.problems[1].startswith(f"error[E-RUN-003]: murmur.lock missing artifact entry for '{SKILL}'")
+    assert (project / "murmur.lock").read_text() == before and not (project / "workdir").exists()
 
 
 def test_unsafe_entries_and_a_bomb_in_a_store_are_refused_at_staging(tmp_path: Path, env, host, monkeypatch) -> None:

@@ -112,7 +112,8 @@ def resolve_artifact(
         return artifact
     pin = lock.pin(ref.name) if lock is not None else None
     if lock is not None and pin is None:
-        raise LockError(f"artifact {ref.name}: not pinned in murmur.lock; run `murmurd install` to add it")
+        raise LockError(f"error[E-RUN-003]: murmur.lock missing artifact entry for '{ref.name}'\n"
+                        "  hint: run `murmurd install` to pin it")
     artifact = resolve_named(registry, ref.name, ref.version, pin.resolved_version if pin else None, progress)
     _check_declared(ref, artifact)
     if pin is not None:
