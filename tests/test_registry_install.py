@@ -411,3 +411,23 @@ def test_all_platforms_fills_the_global_store_per_platform(tmp_path: Path, env, 
                                                   for ext in ("mur.zip", "sha256")}
     assert done.stdout.splitlines()[0] == (f"Installed {TOOL}@1.2.0 (linux-x86_64) → ~/.murmur/artifacts/{TOOL}/1.2.0/"
                                            f"{TOOL}-1.2.0-linux-x86_64.mur.zip")
+
+
+async def test_staging_installs_from_the_registry_the_manifest_names(tmp_path: Path, env, archives, host,
+                                                                     monkeypatch) -> None:
+    """`registry.remote_url` in murmur.yaml: a launch fetches what is missing from that Nexus
+    registry (murmurd's own server here) into the project store, then pins it."""
+    key_env = {**env, "NEXUS_API_KEY": KEY}
+    with murmurd_registry(tmp_path / "served", KEY, env) as url:
+        for path in archives.values():
+            assert murmurd("publish", str(path), "--registry", url, cwd=tmp_path, env=key_env).returncode == 0
+        project = capsule(tmp_path, EXAMPLES, registry={"remote_url": url + "/"})
+        monkeypatch.setenv("NEXUS_API_KEY", KEY)
+        progress: list[str] = []
+        await _stage_and_run(project, host, progress)
+    assert any(line.startswith(f"installed {SKILL}@0.3.0 from {url}") for line in progress), progress
+    _assert_locked(project, archives)
+    assert (project / ".murmur/artifacts" / TOOL / "1.2.0" / f"{TOOL}-1.2.0.mur.zip").read_bytes() == \
+        archives[TOOL].read_bytes()
+    validated = murmurd("validate", str(project), cwd=tmp_path, env=env)
+    assert validated.returncode == 0 and "registry" not in validated.stdout + validated.stderr  # a known key
