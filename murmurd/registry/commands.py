@@ -56,7 +56,7 @@ def _install_directory_form(args: argparse.Namespace) -> int:
     return 0
 
 
-def _bundled_pin(project: Path, lock, name: str, version: str | None) -> bool:  # type: ignore[no-untyped-def]
+def _bundled_pin(lock, name: str, version: str | None) -> bool:  # type: ignore[no-untyped-def]
     """murmurd's addition: a declared name no registry or source holds, met by the bundled set."""
     from murmurd.registry.versions import is_exact, satisfies
     from murmurd.staging.bundled import find_bundled, resolve_bundled
@@ -97,7 +97,7 @@ def _install_all(cwd: Path, args: argparse.Namespace) -> int:
             print(f"Installed {ref.name}@{fetched.version} from {fetched.origin}")
         except NotFound as exc:
             try:
-                if lock is not None and _bundled_pin(project, lock, ref.name, ref.version):
+                if lock is not None and _bundled_pin(lock, ref.name, ref.version):
                     continue
             except ResolveError as bundled_exc:
                 failures.append((f"{ref.name}@{ref.version or ''}", f"error[E-IO-003]: {bundled_exc}"))
@@ -239,7 +239,7 @@ def publish_archive(path: Path, registry: str | None, cwd: Path, platform: str |
     """Publish a `.mur.zip` into the global store (local mode) or a Nexus registry; `name@version`."""
     from murmurd.registry.archive import open_archive, registry_runtime
     from murmurd.registry.config import nexus_key, registry_mode
-    from murmurd.registry.install import _own_meta
+    from murmurd.registry.install import own_meta
     from murmurd.registry.sources.nexus import NexusClient
     from murmurd.registry.stores import Store, check_component, global_root, host_platform
     from murmurd.registry.versions import is_reserved
@@ -267,7 +267,7 @@ def publish_archive(path: Path, registry: str | None, cwd: Path, platform: str |
         raise RegistryError("E-IO-003", f"invalid platform '{platform}' (expected os-arch)")
     mode = registry_mode(registry, cwd)
     if mode.local:
-        meta = _own_meta(archive)
+        meta = own_meta(archive)
         meta["runtime"] = runtime
         meta["platforms"] = [platform.split("-", 1)] if platform else []
         Store(global_root(), "global").put(own.name, own.version, data, archive.sha256, meta, platform=platform,

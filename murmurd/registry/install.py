@@ -66,7 +66,7 @@ class Fetched:
         return self.archive.manifest.version
 
 
-def _own_meta(archive: Archive) -> dict:
+def own_meta(archive: Archive) -> dict:
     manifest = archive.manifest
     return meta_for(registry_runtime(manifest), role_of(manifest), manifest.name, manifest.version)
 
@@ -146,8 +146,8 @@ class Fetcher:
             try:
                 self.progress(f"fetching {name}@{ask or 'latest'} from {github.display}")
                 download = github.fetch(name, ask, self.platform)
-                return Fetched(_checked(download.data, name, wanted, download.origin, self.env), download.origin,
-                               False, _own_meta(open_archive(download.data, self.env)))
+                archive = _checked(download.data, name, wanted, download.origin, self.env)
+                return Fetched(archive, download.origin, False, own_meta(archive))
             except RegistryError as exc:
                 failures.append(f"  {github.display} — {exc.message}")
             except Exception as exc:  # httpx transport errors: the next source is tried
@@ -212,7 +212,7 @@ def install_file(path: Path, store: Store, env: Mapping[str, str] = os.environ) 
         check_component(kind, value)
     if is_reserved(archive.manifest.version):
         raise RegistryError("E-REG-004", f"version '{archive.manifest.version}' is reserved and cannot be installed")
-    fetched = Fetched(archive, str(path), False, _own_meta(archive))
+    fetched = Fetched(archive, str(path), False, own_meta(archive))
     store_fetched(store, fetched)
     return fetched
 
@@ -235,7 +235,7 @@ def install_github(ref: Ref, store: Store, lock: LockFile | None, cwd: Path,
         if not stem.startswith(f"{name}-"):
             raise RegistryError("E-IO-003", f"asset {download.name} holds artifact '{name}'")
         fetched = Fetched(_checked(download.data, name, archive.manifest.version, download.origin, env),
-                          download.origin, False, _own_meta(archive))
+                          download.origin, False, own_meta(archive))
         check_conflict(lock, name, fetched.version, fetched.archive.sha256)
         installed.append(fetched)
     for fetched in installed:
