@@ -431,3 +431,19 @@ async def test_staging_installs_from_the_registry_the_manifest_names(tmp_path: P
         archives[TOOL].read_bytes()
     validated = murmurd("validate", str(project), cwd=tmp_path, env=env)
     assert validated.returncode == 0 and "registry" not in validated.stdout + validated.stderr  # a known key
+
+
+def test_serve_installs_what_is_missing_then_answers(tmp_path: Path, env, archives) -> None:
+    import a2akit
+
+    github = GitHubStandIn("acme/artifacts", {"v1": [(p.name, p.read_bytes()) for p in archives.values()]},
+                           latest="v1")
+    _github_config(tmp_path / "home", "acme/artifacts")
+    project = capsule(tmp_path, EXAMPLES)
+    with serving(github) as url:
+        with a2akit.serving(project, tmp_path / "state", env={**env, "MUR_GITHUB_API_BASE": url}) as served:
+            task = served.send("tidy up")
+            done = served.wait_state(task["id"], "completed", "failed", timeout=120)
+            assert done["status"]["state"] == "completed", done
+            assert any(f"installed {TOOL}@1.2.0 from github:acme/artifacts@v1" in line for line in served.stderr)
+    _assert_locked(project, archives)
