@@ -23,6 +23,8 @@ def _eprint(message: str) -> None:
 def _cmd_build(args: argparse.Namespace) -> int:
     from murmurd.authoring.build import BuildError, build_artifact
     from murmurd.manifest.artifact import ArtifactManifestError
+    from murmurd.registry.commands import pack_built
+    from murmurd.registry.errors import RegistryError
 
     status = 0
     for directory in args.artifact_dirs:
@@ -33,6 +35,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
             status = 1
             continue
         print(result.output)
+        try:  # and the .mur.zip upstream's `mur build` packs (murmur.yaml + requires_files)
+            print(pack_built(Path(directory), result.manifest, result.output))
+        except RegistryError as exc:
+            _eprint(f"murmurd build: {exc}")
+            status = 1
     return status
 
 
@@ -138,40 +145,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"    {key}: {value}")
     for warning in grants.warnings:
         print(f"warning: {warning}")
-    return 0
-
-
-def _registry(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from murmurd.staging.registry import FileRegistry, default_registry_root
-
-    return FileRegistry(Path(args.registry) if args.registry else default_registry_root())
-
-
-def _cmd_publish(args: argparse.Namespace) -> int:
-    from murmurd.staging.artifacts import ResolveError
-
-    try:
-        artifact = _registry(args).publish(Path(args.artifact_dir))
-    except ResolveError as exc:
-        _eprint(f"murmurd publish: {exc}")
-        return 1
-    print(f"published {artifact.name} {artifact.version} sha256:{artifact.sha256}")
-    return 0
-
-
-def _cmd_install(args: argparse.Namespace) -> int:
-    from murmurd.staging.artifacts import ResolveError
-    from murmurd.staging.install import install_pins
-    from murmurd.staging.lock import LockError
-    from murmurd.staging.stage import StagingError
-
-    try:
-        lock = install_pins(Path(args.capsule_dir), _registry(args), progress=_eprint)
-    except (ResolveError, LockError, StagingError) as exc:
-        _eprint(f"murmurd install: {exc}")
-        return 1
-    for pin in lock.artifacts:
-        print(f"{pin.name} {pin.resolved_version}")
     return 0
 
 
@@ -735,22 +708,15 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--json", action="store_true", help="machine-readable output")
     explain.set_defaults(handler=_cmd_explain)
 
-    publish = commands.add_parser("publish", help="add a built artifact to the file registry")
-    publish.add_argument("artifact_dir", metavar="artifact-dir")
-    publish.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
-    publish.set_defaults(handler=_cmd_publish)
-
-    install = commands.add_parser("install", help="resolve registry artifacts and pin them in murmur.lock")
-    install.add_argument("capsule_dir", metavar="capsule-dir")
-    install.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
-    install.set_defaults(handler=_cmd_install)
-
     listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.set_defaults(handler=_cmd_list)
 
     _add_trace(commands)
     _add_eval(commands)
+    from murmurd.registry.commands import add_commands  # install, doctor, publish, registry serve
+
+    add_commands(commands)
     return parser
 
 

@@ -44,6 +44,9 @@ CHECKED_DESCRIPTOR = re.compile(r"(?:preopen_dir\(|_file\s*=\s*)workdir_fs\.fd_p
 # "file: the matching line, stripped" -> why it is not a path beneath a workdir.
 _CGROUP = "the cgroup filesystem (a per-command pids cgroup), never a workdir"
 _HELPER = "the confinement helper, before exec: /proc, the cgroup, ancestors of the workdir root (never below it)"
+_STORES = ("the artifact stores (project/global .murmur/artifacts, a served registry directory), the payload "
+           "cache and a built .mur.zip: names checked as single components, never a workdir")
+_REGISTRY = "the directory `murmurd registry serve` keeps, named by the operator"
 ALLOWED: dict[str, str] = {
     'containment/cgroup.py: lines = Path("/proc/self/mountinfo").read_text().splitlines()': _CGROUP,
     'containment/cgroup.py: memberships = Path("/proc/self/cgroup").read_text().splitlines()': _CGROUP,
@@ -114,6 +117,18 @@ ALLOWED: dict[str, str] = {
     "staging/registry.py: tmp.write_text(json.dumps(index, indent=2, sort_keys=True), encoding=\"utf-8\")":
         "the file registry",
     "staging/registry.py: os.replace(tmp, self.root / INDEX)": "the file registry",
+    "registry/commands.py: directory.mkdir(parents=True, exist_ok=True)": _REGISTRY,
+    "registry/install.py: return path.read_bytes()": "the operator's .mur.zip (`install FILE`, `publish FILE`)",
+    "registry/stores.py: target.parent.mkdir(parents=True, exist_ok=True)": _STORES,
+    "registry/stores.py: tmp.write_bytes(data)": _STORES,
+    "registry/stores.py: os.replace(tmp, target)": _STORES,
+    "registry/stores.py: return sha256_hex(self.archive.read_bytes())": _STORES,
+    "registry/stores.py: data = self.archive.read_bytes()": _STORES,
+    "registry/stores.py: found = [v.name for v in folder.iterdir() if NAME.fullmatch(v.name) and self._present(name, v.name, None)]":
+        _STORES,
+    'registry/stores.py: digest = sidecar.read_text(encoding="ascii", errors="replace").strip().lower()': _STORES,
+    'registry/stores.py: data = json.loads(path.read_text(encoding="utf-8"))["meta"]': _STORES,
+    "registry/stores.py: for folder in sorted(self.root.iterdir()):": _STORES,
     "traceview/sessions.py: with os.scandir(directory) as entries:":
         "listing the ses_* names of the operator's `--workdir` (entries are lstat'ed, symlinks skipped)",
 }

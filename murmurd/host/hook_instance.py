@@ -27,6 +27,7 @@ from murmurd.contract import ROLE_EXPORTS, Role, versioned
 from murmurd.host.context import CallContext, SessionContext
 from murmurd.host.errors import CallCancelled, ContractError, HookError, InstantiationError
 from murmurd.host.failures import classify
+from murmurd.host import hook_legacy
 from murmurd.host.hook_values import HANDLER_EVENT, HookOutput, handler_result_from_wasm, to_wasm
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
@@ -66,6 +67,8 @@ class HookInstance:
         self.session = session
         self.name = name
         self.handlers: frozenset[str] = loaded.handlers
+        # The lifecycle it exports: the seed's, or the published hook@0.5.0 one (adapted in hook_legacy).
+        self.lifecycle = hook_legacy.LIFECYCLE_EXPORT if loaded.legacy_hook else LIFECYCLE
         self._live: _Live | None = None
         self._guard: CallGuard | None = None  # the running call's guard
         self._lock = threading.Lock()  # one call at a time, whatever thread it comes from
@@ -121,7 +124,7 @@ class HookInstance:
         if not isinstance(argument, expected):
             raise TypeError(f"{handler} takes a {expected.__name__}, not {type(argument).__name__}")
         if handler not in self.handlers:
-            raise ContractError(self.name, f"does not export {LIFECYCLE}#{handler}")
+            raise ContractError(self.name, f"does not export {self.lifecycle}#{handler}")
 
     def _run(self, handler: str, argument: Any, guard: CallGuard) -> HookOutput:
         with self._lock:
@@ -136,6 +139,10 @@ class HookInstance:
                 self._guard = None
 
     def _call_locked(self, handler: str, argument: Any, guard: CallGuard) -> HookOutput:
+        legacy = self.loaded.legacy_hook
+        value = hook_legacy.event_to_wasm(argument) if legacy else to_wasm(argument)
+        if value is hook_legacy.SKIP:  # a dispatch the hook@0.5.0 layout does not have
+            return HookOutput("none")
         live = self._live
         try:
             if live is None:
@@ -145,7 +152,7 @@ class HookInstance:
             guard.install(live.store)
             func = live.funcs[handler]
             with self.host.ticker.active():
-                raw = func(live.store, to_wasm(argument))
+                raw = func(live.store, value)
                 func.post_return(live.store)
         except WasmtimeError as exc:
             failed = live or self._live
@@ -160,7 +167,7 @@ class HookInstance:
             error = InstantiationError(self.name, f"its output was not logged: {live.output.log_refused}")
             self._drop()
             raise error
-        result = handler_result_from_wasm(raw)
+        result = hook_legacy.handler_result_from_wasm(raw) if legacy else handler_result_from_wasm(raw)
         if isinstance(result, str):
             raise HookError(self.name, result, handler)
         return result
@@ -190,13 +197,13 @@ class HookInstance:
         except OSError as exc:  # the preopen was refused (a symlink on its way)
             self._drop()
             raise InstantiationError(self.name, f"its filesystem grant is refused: {exc}") from None
-        interface = instance.get_export_index(store, LIFECYCLE)
+        interface = instance.get_export_index(store, self.lifecycle)
         for handler in self.handlers:
             index = instance.get_export_index(store, handler, interface) if interface else None
             func = instance.get_func(store, index) if index else None
             if func is None:
                 self._drop()
-                raise ContractError(self.name, f"does not export {LIFECYCLE}#{handler}")
+                raise ContractError(self.name, f"does not export {self.lifecycle}#{handler}")
             live.funcs[handler] = func
         self.instantiations += 1
         return live

@@ -31,7 +31,8 @@ from murmurd.host.http_forwarder import ForwarderSource
 from murmurd.host.http_policy import OUTGOING_HANDLER, HttpEgress, define_http_filter
 from murmurd.host.imports import define
 from murmurd.host.interrupt import CallGuard, EpochTicker
-from murmurd.host.murmur_imports import interfaces_for
+from murmurd.host import hook_legacy
+from murmurd.host.murmur_imports import interfaces_for, legacy_hook_interfaces
 from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers, parse_interface
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
@@ -55,6 +56,11 @@ class LoadedComponent:
     exports: tuple[str, ...]
     # A hook's exported lifecycle handlers, read from the component type (empty for other roles).
     handlers: frozenset[str] = frozenset()
+
+    @property
+    def legacy_hook(self) -> bool:
+        """A hook built against the published `hook@0.5.0` layout (adapted in `hook_legacy`)."""
+        return self.role is Role.HOOK and hook_legacy.is_legacy(self.exports)
 
     @property
     def http_versions(self) -> tuple[str, ...]:
@@ -134,7 +140,8 @@ class ComponentHost:
 
     def _lifecycle_names(self, component: Component) -> list[str]:
         """The function names in the component's `murmur:hook/lifecycle` export (types left out)."""
-        export = component.type.exports(self.engine).get(versioned(ROLE_EXPORTS[Role.HOOK]))
+        exports = component.type.exports(self.engine)
+        export = exports.get(versioned(ROLE_EXPORTS[Role.HOOK])) or exports.get(hook_legacy.LIFECYCLE_EXPORT)
         if export is None:
             return []
         return [name for name, item in export.ty.exports(self.engine).items() if isinstance(item.ty, FuncType)]
@@ -241,7 +248,7 @@ class ComponentHost:
         A component importing wasi:http gets wasmtime's, with `outgoing-handler#handle`
         shadowed by the egress filter; what each call may reach is its store's `HttpEgress`."""
         versions = loaded.http_versions
-        key = (loaded.role, versions)
+        key = (loaded.role, versions, loaded.legacy_hook)
         with self._linkers_lock:
             linker = self._linkers.get(key)
             if linker is None:
@@ -251,7 +258,7 @@ class ComponentHost:
                     linker.add_wasi_http()
                     for version in versions:
                         define_http_filter(linker, version)
-                define(linker, interfaces_for(loaded.role))
+                define(linker, legacy_hook_interfaces() if loaded.legacy_hook else interfaces_for(loaded.role))
                 self._linkers[key] = linker
             return linker
 

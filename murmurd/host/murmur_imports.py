@@ -12,6 +12,7 @@ from wasmtime.component import Variant
 
 from murmurd.contract import ROLE_IMPORTS, Role, versioned
 from murmurd.host.context import ArtifactInfo, ArtifactSummary, CallContext, ImportFailed
+from murmurd.host import hook_legacy
 from murmurd.host.hook_values import HANDLERS, inference_request_from_wasm, to_wasm
 from murmurd.host.imports import HostInterface
 from murmurd.host.values import (
@@ -205,6 +206,21 @@ _TABLE: dict[str, dict[str, Any]] = {
     "murmur:task-io/read": {"task-input": _task_input, "task-result": _task_result},
     "murmur:conversation/read": {"history": _err_on_failure(_history)},
 }
+
+
+def _run_inference_v02(call: CallContext, request: Any) -> Any:
+    with call.guard.suspended():
+        response = call.session.run_inference(hook_legacy.inference_request_from_wasm(request))
+    return to_wasm(response)  # inference-response has the same fields in both layouts
+
+
+def legacy_hook_interfaces() -> list[HostInterface]:
+    """What a `hook@0.5.0` component is linked against (`murmurd.host.hook_legacy`)."""
+    return [
+        HostInterface(hook_legacy.LIFECYCLE_EXPORT, {name: _lifecycle_handler(name) for name in HANDLERS}),
+        HostInterface(f"{hook_legacy.INFERENCE}@{hook_legacy.VERSIONS[hook_legacy.INFERENCE]}",
+                      {"run-inference": _err_on_failure(_run_inference_v02)}),
+    ]
 
 
 def interfaces_for(role: Role) -> list[HostInterface]:

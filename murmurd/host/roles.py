@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from murmurd.contract import RETIRED, ROLE_EXPORTS, ROLE_IMPORTS, SERVED, Role, versioned
+from murmurd.host import hook_legacy
 from murmurd.host.hook_values import HANDLERS, REQUIRED_HANDLERS
 
 _NAME = re.compile(r"^(?P<ns>[a-z][a-z0-9-]*):(?P<pkg>[a-z][a-z0-9-]*)/(?P<iface>[a-z][a-z0-9-]*)(?:@(?P<ver>[^\s]+))?$")
@@ -52,7 +53,7 @@ def _check_murmur_version(kind: str, iface: InterfaceName) -> None:
         )
     if served is None:
         raise ContractViolation(f"{kind} {iface}: this host serves no interface {iface.unversioned}")
-    if iface.version != served:
+    if iface.version != served and iface.version != hook_legacy.VERSIONS.get(iface.unversioned):
         raise ContractViolation(
             f"{kind} {iface}: found version {iface.version or '(none)'}, "
             f"this host serves {iface.unversioned}@{served}"
@@ -95,6 +96,13 @@ def check_contract(imports: Iterable[str], exports: Iterable[str], expected: Rol
         role = expected
 
     allowed = ROLE_IMPORTS[role]
+    if role is Role.HOOK:  # the seed's layout, or the published hook@0.5.0 one, never a mix
+        mixed = hook_legacy.check_layout(imports, exports)
+        if mixed is not None:
+            raise ContractViolation(mixed)
+    elif any(hook_legacy.VERSIONS.get(i.unversioned) == i.version
+             for i in map(parse_interface, [*imports, *exports]) if i is not None):
+        raise ContractViolation("the hook@0.5.0 interfaces are served to hooks only")
     for name in imports:
         iface = parse_interface(name)
         if iface is None:

@@ -284,6 +284,14 @@ class Trace(_Model):
     include_tool_output: bool = False
 
 
+class RegistrySelection(_Model):
+    """`registry:` in the cwd's `murmur.yaml`: which registry `install` and `publish` use
+    (read by `murmurd.registry.config`, as upstream reads it)."""
+
+    default: str | None = None  # local | remote
+    remote_url: str | None = None
+
+
 class CapsuleManifest(_Model):
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
@@ -297,6 +305,7 @@ class CapsuleManifest(_Model):
     lifecycle: Lifecycle = Field(default_factory=Lifecycle)
     observability: Observability = Field(default_factory=Observability)
     trace: Trace = Field(default_factory=Trace)
+    registry: RegistrySelection | None = None
 
     @property
     def max_task_reopens(self) -> int:

@@ -26,15 +26,17 @@ class ResolvedArtifact:
     kind: str  # tool | driver | hook | skill
     manifest: ArtifactManifest
     payload: Path  # the .wasm component, or the skill's markdown
-    sha256: str  # of the payload bytes
+    sha256: str  # of the payload bytes; of the whole `.mur.zip` when `archived`
     local: bool
     origin: str
     bare: bool = False  # a .wasm with no manifest of its own: `manifest` is synthetic (W-HOOK-002 for a hook)
+    archived: bool = False  # from a `.mur.zip` in a store (murmurd.registry)
 
     @property
     def payload_kind(self) -> str:
-        """The key of this payload's hash in `murmur.lock` (`wasm` or `skill`)."""
-        return "skill" if self.kind == "skill" else "wasm"
+        """The key of this payload's hash in `murmur.lock`: `wasm` (upstream's one key, the
+        archive's hash, for every role of a `.mur.zip`), or `skill` for a bare skill file."""
+        return "skill" if self.kind == "skill" and not self.archived else "wasm"
 
     @property
     def installed_name(self) -> str:

@@ -66,6 +66,9 @@ def check_pin(pin: Pin, artifact: ResolvedArtifact) -> None:
             f"{pin.resolved_version}"
         )
     pinned = pin.sha256.get(artifact.payload_kind)
+    if pinned is not None and pinned != artifact.sha256 and artifact.archived:  # upstream's words and code
+        raise LockError(f"error[E-REG-002]: artifact integrity check failed for {artifact.name}@{artifact.version}\n"
+                        "  hint: artifact on disk does not match murmur.lock — re-publish or delete the lock")
     if pinned is not None and pinned != artifact.sha256:
         raise LockError(
             f"artifact {artifact.name} {artifact.version}: sha256 {artifact.sha256[:16]}… disagrees with the "

@@ -96,6 +96,12 @@ class FileRegistry:
             payload_name = f"{manifest.name}.wasm"
         if source is None or not source.is_file():
             raise ResolveError(f"{artifact_dir}: no payload to publish (expected {payload_name}; run `murmurd build` first)")
+        if manifest.version.strip().lower() in ("latest", "stable", "edge"):  # upstream's E-REG-004
+            raise ResolveError(f"error[E-REG-004]: version '{manifest.version}' is reserved and cannot be published\n"
+                               "  hint: reserved strings: latest, stable, edge — use an explicit semver version")
+        if manifest.version in self._index().get("artifacts", {}).get(manifest.name, {}):  # versions are immutable
+            raise ResolveError(f"error[E-REG-003]: artifact {manifest.name}@{manifest.version} already exists in "
+                               "registry\n  hint: use a new version string or remove the existing artifact")
         folder = self.root / manifest.name / manifest.version
         folder.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(artifact_dir / "murmur.yaml", folder / "murmur.yaml")

@@ -13,6 +13,7 @@ from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedAr
 from murmurd.staging.bundled import find_bundled, resolve_bundled
 from murmurd.staging.lock import LockError, LockFile, check_pin
 from murmurd.staging.registry import Registry
+from murmurd.registry.versions import is_exact, satisfies
 
 Progress = Callable[[str], None]
 
@@ -93,7 +94,7 @@ def _check_declared(ref: ArtifactRef, artifact: ResolvedArtifact) -> None:
         raise ResolveError(
             f"artifact {ref.name}: declared as runtime {ref.kind!r} but its own manifest says {artifact.kind!r}"
         )
-    if ref.version is not None and not artifact.local and ref.version != artifact.version:
+    if ref.version is not None and not artifact.local and not satisfies(ref.version, artifact.version):
         raise ResolveError(f"artifact {ref.name}: declared version {ref.version}, resolved {artifact.version}")
 
 
@@ -104,13 +105,17 @@ def resolve_named(registry: Registry, name: str, declared: str | None, pinned: s
     The registry is asked for the declared version, else the pinned one; a bundled artifact has
     one version, checked against the declared one here and against the pin by `check_pin`.
     """
+    if pinned is not None and not is_exact(declared) and satisfies(declared, pinned):
+        declared_or_pinned = pinned  # a requirement or channel alias stages what the lock pinned
+    else:
+        declared_or_pinned = declared or pinned
     try:
-        return registry.resolve(name, declared or pinned)
+        return registry.resolve(name, declared_or_pinned)
     except ArtifactNotFound as exc:
         bundled = find_bundled(name)
         if bundled is None:
             raise ResolveError(f"{exc}, and murmurd bundles no artifact of that name (see `murmurd list`)") from None
-        return resolve_bundled(bundled, declared, progress)
+        return resolve_bundled(bundled, declared if is_exact(declared) else None, progress)
 
 
 def resolve_artifact(
@@ -127,7 +132,8 @@ def resolve_artifact(
         return artifact
     pin = lock.pin(ref.name) if lock is not None else None
     if lock is not None and pin is None:
-        raise LockError(f"artifact {ref.name}: not pinned in murmur.lock; run `murmurd install` to add it")
+        raise LockError(f"error[E-RUN-003]: murmur.lock missing artifact entry for '{ref.name}'\n"
+                        "  hint: run `murmurd install` to pin it")
     artifact = resolve_named(registry, ref.name, ref.version, pin.resolved_version if pin else None, progress)
     _check_declared(ref, artifact)
     if pin is not None:

@@ -29,7 +29,7 @@ from murmurd.staging.hook_contracts import bare_hook_warning
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
-from murmurd.staging.registry import FileRegistry, Registry, default_registry_root
+from murmurd.staging.registry import Registry
 from murmurd.staging.resolve import resolve_artifact
 from murmurd.staging.workdir import (
     INVENTORY,
@@ -243,7 +243,10 @@ def stage_capsule(
     preflight = process_preflight(manifest, env)
     if preflight is not None:  # upstream's pre-flight: before the lock, staging or any workdir
         raise StagingError([preflight], report)
-    registry = registry or FileRegistry(default_registry_root())
+    if registry is None:  # the stores, the directory registry, installs from the sources (murmurd.registry)
+        from murmurd.registry.resolve import default_registry
+
+        registry = default_registry(capsule_dir, env, report_progress)
 
     try:
         lock = load_lock(capsule_dir)
