@@ -46,6 +46,8 @@ _CGROUP = "the cgroup filesystem (a per-command pids cgroup), never a workdir"
 _HELPER = "the confinement helper, before exec: /proc, the cgroup, ancestors of the workdir root (never below it)"
 _STORES = ("the artifact stores (project/global .murmur/artifacts, a served registry directory), the payload "
            "cache and a built .mur.zip: names checked as single components, never a workdir")
+_SIZE_WALK = ("the workdir size walk: directories opened O_DIRECTORY|O_NOFOLLOW beneath their "
+              "parent's descriptor, sizes read with lstat, no file opened")
 _REGISTRY = "the directory `murmurd registry serve` keeps, named by the operator"
 ALLOWED: dict[str, str] = {
     'containment/cgroup.py: lines = Path("/proc/self/mountinfo").read_text().splitlines()': _CGROUP,
@@ -58,6 +60,18 @@ ALLOWED: dict[str, str] = {
     'containment/cgroup.py: for line in (self.path / "pids.events").read_text().splitlines():': _CGROUP,
     'containment/cgroup.py: pids = [int(p) for p in (self.path / "cgroup.procs").read_text().split()]': _CGROUP,
     "containment/cgroup.py: self.path.rmdir()": _CGROUP,
+    'containment/resources.py: lines = Path("/proc/self/cgroup").read_text().splitlines()': _CGROUP,
+    'containment/resources.py: enabled = (directory / "cgroup.subtree_control").read_text().split()': _CGROUP,
+    "containment/resources.py: trial.mkdir()": _CGROUP,
+    "containment/resources.py: trial.rmdir()": _CGROUP,
+    'containment/resources.py: with open(path, "w") as sink:': _CGROUP + " (memory.max, cpu.max, io.max)",
+    'containment/resources.py: return (node.resolve().parent / "dev").read_text().strip()':
+        "sysfs: the block device under the workdir's mount, for io.max, never a workdir file",
+    "containment/resources.py: directory.mkdir()": _CGROUP,
+    "containment/resources.py: for line in (directory / name).read_text().splitlines():": _CGROUP,
+    "session/workdir_guard.py: entries = list(os.scandir(fd))": _SIZE_WALK,
+    "session/workdir_guard.py: pending = [os.open(root, _DIRECTORY_FLAGS)]": _SIZE_WALK,
+    "session/workdir_guard.py: pending.append(os.open(entry.name, _DIRECTORY_FLAGS, dir_fd=fd))": _SIZE_WALK,
     'session/shell_watchdog.py: pids = [int(p) for p in open(procs, "rb").read().split()]': _CGROUP,
     'containment/child.py: with open(procs_file, "w") as sink:': _HELPER,
     'containment/child.py: with open(path, "w") as sink:': _HELPER + " (/proc/self/uid_map and friends)",

@@ -32,29 +32,55 @@ class Flag(Protocol):
 
 
 def disk_use_past(root: Path, bound: int) -> int:
-    """The workdir's disk use, counted until it exceeds `bound` (then the count so far)."""
+    """The workdir's disk use, counted until it exceeds `bound` (then the count so far).
+
+    Directories are opened by descriptor relative to their parent with `O_NOFOLLOW`, so a guest
+    that swaps a directory for a symlink mid-walk never leads the walk outside the workdir."""
     total = 0
     seen: set[tuple[int, int]] = set()
-    pending = [str(root)]
-    while pending:
+    try:
+        pending = [os.open(root, _DIRECTORY_FLAGS)]
+    except OSError:
+        return 0
+    try:
+        while pending:
+            fd = pending.pop()
+            try:
+                total = _count_directory(fd, total, bound, seen, pending)
+            finally:
+                os.close(fd)
+            if total > bound:
+                return total
+        return total
+    finally:
+        for fd in pending:
+            os.close(fd)
+
+
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _count_directory(fd: int, total: int, bound: int, seen: set[tuple[int, int]], pending: list[int]) -> int:
+    try:
+        entries = list(os.scandir(fd))
+    except OSError:
+        return total  # vanished, or a directory the walk may not read
+    for entry in entries:
         try:
-            entries = os.scandir(pending.pop())
+            info = os.stat(entry.name, dir_fd=fd, follow_symlinks=False)
         except OSError:
-            continue  # vanished, or a directory the walk may not read
-        with entries:
-            for entry in entries:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if (info.st_dev, info.st_ino) in seen:
-                    continue
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_blocks * 512
-                if total > bound:
-                    return total
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        total += info.st_blocks * 512
+        if total > bound:
+            return total
+        if entry.is_dir(follow_symlinks=False):
+            try:
+                pending.append(os.open(entry.name, _DIRECTORY_FLAGS, dir_fd=fd))
+            except OSError:
+                continue  # replaced by a symlink or removed since it was listed
     return total
 
 
