@@ -116,9 +116,10 @@ class SessionPool:
         """Close the context sessions idle for `idle_secs`; how many were closed."""
         now = self._clock()
         expired = [c for c, s in self._slots.items() if s.busy == 0 and now - s.idle_since >= self.idle_secs]
-        for context_id in expired:
-            await self._close(self._slots.pop(context_id))
-        return len(expired)
+        taken = [self._slots.pop(context_id) for context_id in expired]  # all at once: closing awaits
+        for slot in taken:
+            await self._close(slot)
+        return len(taken)
 
     async def close_all(self) -> None:
         """Every context session, then the shared one (shutdown: no task runs any more)."""
