@@ -43,6 +43,7 @@ from murmurd.a2a.store import TaskStore
 from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN, StoreUnreachable
 from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.task_events import StreamEvents
+from murmurd.a2a.tenancy import CONTEXT_REFUSED, hidden_from, same_task
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -331,10 +332,10 @@ class CapsuleDaemon:
         if submission.task_id is not None:
             # readability before anything else is said about a named task (its state included)
             named = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
-            if named is None or _hidden(named, submission):
+            if named is None or hidden_from(named, submission):
                 raise TaskNotFound(submission.task_id)
         waiters = [Waiter(r.record.id, r.record.context_id) for r in self._running.values()
-                   if r.waiting and not _hidden(r.record, submission)]  # another's task is no one's to answer here
+                   if r.waiting and not hidden_from(r.record, submission)]  # another's task is no one's to answer here
         route = route_message(submission.task_id, submission.context_id, waiters, self.policy.bound)
         if isinstance(route, Ambiguous):
             raise AmbiguousReply(f"ambiguous reply: {route.reason}")
@@ -391,7 +392,7 @@ class CapsuleDaemon:
         `creator` (its members: recorded with the context, so pruning its tasks opens it to no
         one; a context no one has used is anyone's). `create` checks it again atomically."""
         if await self.store.context_members(context_id) - {creator}:
-            raise ContextRefused(_CONTEXT_REFUSED.format(context_id))
+            raise ContextRefused(CONTEXT_REFUSED.format(context_id))
 
     async def _check_open_contexts(self, submission: Submission) -> None:
         """TooManyOpenContexts when a peer's new task would open one context more than
@@ -441,7 +442,7 @@ class CapsuleDaemon:
                 raise AmbiguousReply(f"ambiguous reply: {len(waiting)} tasks of context {submission.context_id} "
                                      "wait for input; name the task (taskId) the reply is for")
             target = waiting[0] if waiting else None
-        if target is None or _hidden(target, submission):
+        if target is None or hidden_from(target, submission):
             return None  # another's waiting task: not this caller's to answer (a named one was refused before)
         if submission.may_reply is not None and not submission.may_reply(target.principal):
             raise ReplyRefused(f"task {target.id} was created by a more trusted credential; "
@@ -469,7 +470,7 @@ class CapsuleDaemon:
             local = self._records.get(claimed.id)
             # this very object only when it is the stored task: a send that lost the race for a
             # client-chosen id holds a record of that id until its insert is refused
-            record = local if local is not None and _same_task(local, claimed) else claimed
+            record = local if local is not None and same_task(local, claimed) else claimed
             self._records[record.id] = record
             self._queue.append(record)
         self._schedule()
@@ -899,7 +900,7 @@ class CapsuleDaemon:
             if refusal == ID_TAKEN:
                 raise TaskIdTaken(record.id)
             if refusal == CONTEXT_FOREIGN:
-                raise ContextRefused(_CONTEXT_REFUSED.format(record.context_id))
+                raise ContextRefused(CONTEXT_REFUSED.format(record.context_id))
         elif await self.store.put(record) is False:
             return False
         await self._announce(record, final=final)
@@ -956,24 +957,6 @@ class CapsuleDaemon:
         except OSError as exc:
             return f"cannot record the conversation: {exc}"
         return None
-
-
-_CONTEXT_REFUSED = ("context {} holds tasks of another credential; "
-                    "start a new context (omit contextId) or use one of your own")
-
-
-def _hidden(record: TaskRecord, submission: Submission) -> bool:
-    """Is `record` a task the submission's sender may not read (auth/visibility.may_read: a peer
-    reads only the tasks it created)?"""
-    return submission.confined_to is not None and record.principal != submission.confined_to
-
-
-def _same_task(local: TaskRecord, stored: TaskRecord) -> bool:
-    """Is the stored record the task `local` was created as (not another send's of the same id)?"""
-    first = (local.history[0].message_id if local.history else None,
-             stored.history[0].message_id if stored.history else None)
-    return (local.principal, local.context_id, local.created_at, first[0]) == (
-        stored.principal, stored.context_id, stored.created_at, first[1])
 
 
 async def _settling(sub: Subscription, settled: tuple[TaskState, ...]) -> None:
