@@ -34,7 +34,7 @@ INDEX_DIR = "context-sessions"
 SWEEP_INTERVAL_SECS = 60.0  # a sweep at least this often (and whenever a task ends or a session closes)
 ORPHANS_PER_SWEEP = 500
 _SESSION_ID = re.compile(r"ses_[0-9a-f]{32}")
-_MAX_CONTEXT_ID_BYTES = 4096
+_MAX_CONTEXT_ID_BYTES = 16 * 1024 * 1024  # an id is bounded by the request body, never by this
 
 
 @dataclass(frozen=True)
