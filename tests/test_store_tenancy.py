@@ -13,6 +13,7 @@ import asyncpg
 import pytest
 
 from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN, Retention, TaskStore
+from murmurd.a2a.stores.memory import MemoryTaskStore
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.stores.postgres import PostgresTaskStore
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
@@ -130,5 +131,24 @@ async def test_a_postgres_schema_before_issue_21_is_backfilled(postgres_dsn: str
         assert [r.id for r in await store.list(principal="peer-a")] == ["with-nul"]
         assert await store.context_members("ctx-nul") == {"peer-a"}
         assert await store.context_members("ctx-plain") == {"ops"}
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "postgres"])
+async def test_a_flood_of_rejected_creates_is_pruned_as_it_is_written(kind: str, tmp_path: Path,
+                                                                        request: pytest.FixtureRequest) -> None:
+    retention = Retention(max_age_secs=None, max_count=3)
+    store: TaskStore
+    if kind == "postgres":
+        store = await PostgresTaskStore.open(request.getfixturevalue("postgres_dsn"), "r1", retention)
+    elif kind == "sqlite":
+        store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", retention)
+    else:
+        store = MemoryTaskStore(retention)
+    try:
+        for i in range(20):
+            assert await store.create(record(f"rej-{i}", f"c-{i}", "peer-a", state=TaskState.REJECTED)) is None
+        assert await store.count(state=TaskState.REJECTED) <= 3 + retention.slack
     finally:
         await store.close()

@@ -173,11 +173,15 @@ class PostgresTaskStore:
             log.warning("task %s belongs to another replica now (this one was declared dead); "
                         "its %s state is not stored", record.id, record.state.value)
             return False
+        await self._count_terminal(record)
+        return True
+
+    async def _count_terminal(self, record: TaskRecord) -> None:
+        """One more terminal write; past the slack, a count prune (a flood of rejections too)."""
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
-        return True
 
     async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
         try:
@@ -188,7 +192,10 @@ class PostgresTaskStore:
             raise StoreUnreachable(f"task {record.id}: the database is unreachable ({type(exc).__name__})") from exc
         if row["foreign_member"]:
             return CONTEXT_FOREIGN
-        return None if row["inserted"] else ID_TAKEN
+        if not row["inserted"]:
+            return ID_TAKEN
+        await self._count_terminal(record)
+        return None
 
     async def context_members(self, context_id: str) -> set[str]:
         rows = await self.pool.fetch("SELECT principal FROM context_members WHERE context_id = $1", context_id)

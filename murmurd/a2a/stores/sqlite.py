@@ -170,13 +170,17 @@ class SqliteTaskStore:
         def upsert(db: sqlite3.Connection) -> None:
             db.execute(f"PRAGMA synchronous={level}")
             db.execute(_UPSERT, row)
-            if terminal and self.retention.max_count is not None:
-                self._terminal_puts += 1
-                if self._terminal_puts >= self.retention.slack:
-                    self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
+            self._count_terminal(db, terminal)
 
         await self._call(upsert)
         return True
+
+    def _count_terminal(self, db: sqlite3.Connection, terminal: bool) -> None:
+        """On the store thread: one more terminal write; past the slack, a count prune."""
+        if terminal and self.retention.max_count is not None:
+            self._terminal_puts += 1
+            if self._terminal_puts >= self.retention.slack:
+                self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
 
     async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
         row = _row(record)
@@ -201,6 +205,8 @@ class SqliteTaskStore:
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
+            if refusal is None:
+                self._count_terminal(db, terminal)
             return refusal
 
         return await self._call(insert)
