@@ -93,3 +93,16 @@ def test_a_threaded_contexts_history_goes_with_its_last_task(tmp_path: Path) -> 
         histories = served.workdir / "contexts"
         wait_for(lambda: len(list(histories.glob("*/history.json"))) <= 3, 120, "at most 3 histories kept")
         wait_for(lambda: len(_sessions(served)) <= 1 + 3, 120, "at most 3 context workdirs kept")
+
+
+def test_a_restarted_daemon_removes_what_the_one_before_left(tmp_path: Path) -> None:
+    capsule = tenant_capsule(tmp_path, max_concurrent_tasks=BOUND)
+    with serving(capsule, tmp_path / "state", "--session-idle", "0.5") as first:
+        _send_each(first, [f"task {i}" for i in range(6)])
+        assert first.stop() == 0
+    left = [s for s in _sessions(first) if s.name != first.session_id]
+    assert len(left) == 6  # kept: their tasks are still in the store and under the keep bound
+    with serving(capsule, tmp_path / "state", "--keep-context-sessions", "0") as second:
+        wait_for(lambda: not any(s.exists() for s in left), 120, "the earlier daemon's context workdirs to go")
+        assert (second.capsule / "workdir" / second.session_id).is_dir()
+        assert (first.capsule / "workdir" / first.session_id).is_dir()  # a daemon's own workdir is not a context's

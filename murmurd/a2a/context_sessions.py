@@ -119,7 +119,9 @@ class WorkdirRetention:
         self._wanted.set()
 
     async def run(self) -> None:
-        """Sweep whenever woken (coalesced) and every `interval` seconds, until cancelled."""
+        """Sweep at once (what an earlier daemon left), then whenever woken (coalesced) and
+        every `interval` seconds, until cancelled."""
+        self._wanted.set()
         while True:
             try:
                 async with asyncio.timeout(self.interval):
