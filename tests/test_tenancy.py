@@ -104,6 +104,8 @@ def test_one_daemon_never_hands_one_client_chosen_id_to_two_credentials(tmp_path
     with serving(tenant_capsule(tmp_path), tmp_path / "state", "--credentials", str(credentials(tmp_path))) as served:
         outcomes = asyncio.run(_race(served.url, served.url, "job"))
         _check_never_crossed(outcomes, served.url, served.url)
+        received = [e["task_id"] for e in served.trace() if e["event_type"] == "a2a_task_received"]
+        assert sorted(received) == sorted(task_id for task_id, _, _ in outcomes)  # a refused send traced nothing
 
 
 # -- items 2 and 9: cancel and reply answer only with what GetTask would ---------------------------

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -368,18 +368,23 @@ class CapsuleDaemon:
             trust=submission.trust,
             principal=submission.principal,
         )
-        self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
-                                 message_id=submission.message.message_id, principal=submission.principal,
-                                 traceparent_from_caller=submission.traceparent)
+
+        def received() -> None:  # traced once the task exists: a send refused its id records nothing
+            self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
+                                     message_id=submission.message.message_id, principal=submission.principal,
+                                     traceparent_from_caller=submission.traceparent)
+
         exclusive = submission.confined_to is not None
         reason = self._refusal(record.context_id)
         if reason is not None:
             record.state, record.status_message = TaskState.REJECTED, reason
             await self._save(record, final=True, new=True, exclusive=exclusive)
+            received()
             return record
         if self.replicas is not None:
-            return await self._queue_shared(record, submission.traceparent, exclusive)
+            return await self._queue_shared(record, submission.traceparent, exclusive, received)
         await self._save(record, final=False, new=True, exclusive=exclusive)
+        received()
         # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
         self._traceparents[record.id] = submission.traceparent
@@ -402,7 +407,8 @@ class CapsuleDaemon:
         if not among and held >= self.max_open_contexts:
             raise TooManyOpenContexts(self.max_open_contexts)
 
-    async def _queue_shared(self, record: TaskRecord, traceparent: str | None, exclusive: bool) -> TaskRecord:
+    async def _queue_shared(self, record: TaskRecord, traceparent: str | None, exclusive: bool,
+                            received: Callable[[], None]) -> TaskRecord:
         """Replicas: the task waits in the database; this replica claims it if it may (its
         context is free or held here), else the context's holder or a replica with room does."""
         assert self.replicas is not None
@@ -415,6 +421,7 @@ class CapsuleDaemon:
                 self._records.pop(record.id, None)
                 self._traceparents.pop(record.id, None)
             raise
+        received()
         claimed = await self.replicas.claim()
         if all(r.id != record.id for r in claimed):
             if self._records.get(record.id) is record and record not in self._queue:
