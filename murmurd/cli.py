@@ -412,6 +412,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         auth=auth, load_auth=load_auth, tls=tls, insecure=args.insecure,
         cors_origins=tuple(args.cors_origins), public_url=args.public_url,
         stream_ticket_ttl=args.stream_ticket_ttl,
+        max_open_contexts=args.max_open_contexts or None, keep_context_sessions=args.keep_context_sessions,
     )
     host = ComponentHost()
     try:
@@ -665,6 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
     serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
                        help="keep at most this many finished tasks; 0 = no limit (default 10000)")
+    serve.add_argument("--max-open-contexts", type=_non_negative_int, default=64,
+                       help="contexts one peer credential may hold open (an unfinished task in each); "
+                            "0 = no limit (default 64)")
+    serve.add_argument("--keep-context-sessions", type=_non_negative_int, default=256,
+                       help="closed context session workdirs kept at most, the least recently closed removed "
+                            "first (each also goes when its context's last task leaves the store; default 256)")
     serve.add_argument("--credentials", help="credentials file (YAML; docs/security.md); default $MURMUR_CREDENTIALS_FILE")
     serve.add_argument("--token-file", help="a file holding one operator bearer token "
                                             "(default $MURMUR_TOKEN_FILE, or the token in $MURMUR_TOKEN)")

@@ -310,6 +310,18 @@ def unlink(root: Path, rel: RelPath) -> None:
         pass
 
 
+def remove_tree(root: Path, rel: RelPath) -> None:
+    """Remove the directory `rel` and everything beneath it, if present. No symlink is followed:
+    not on the way to it (refused), not inside it (removed as links), not at `rel` itself (a
+    symlink there is refused by `shutil.rmtree`)."""
+    parts = split_relative(rel)
+    try:
+        with _parent(root, parts, create=False) as parent:
+            shutil.rmtree(parts[-1], dir_fd=parent)
+    except FileNotFoundError:
+        pass
+
+
 def open_directory(root: Path, rel: RelPath) -> int:
     """A descriptor of the directory `rel` (created with its parents; `.` is `root` itself).
     The caller closes it."""

@@ -117,9 +117,10 @@ def test_probes_and_metrics_follow_real_tasks(tmp_path: Path) -> None:
         assert sample(after, "murmurd_task_duration_seconds_count", state="completed") == 1
         assert sample(after, "murmurd_task_duration_seconds_count", state="failed") == 1
         assert 0 < sample(after, "murmurd_task_duration_seconds_sum", state="completed") < 60
-        # submitted, working and the terminal state of each task, each one put
-        assert sample(after, "murmurd_store_operation_seconds_count", operation="put") == 6
-        assert sample(after, "murmurd_store_operation_seconds_bucket", operation="put", le="+Inf") == 6
+        # each task created (submitted, one atomic insert), then its working and terminal states put
+        assert sample(after, "murmurd_store_operation_seconds_count", operation="create") == 2
+        assert sample(after, "murmurd_store_operation_seconds_count", operation="put") == 4
+        assert sample(after, "murmurd_store_operation_seconds_bucket", operation="put", le="+Inf") == 4
         assert sample(after, "murmurd_store_operation_seconds_count", operation="get") >= 1  # tasks/get of a finished task
         assert sample(after, "murmurd_tasks_running") == 0 and sample(after, "murmurd_tasks_queued") == 0
         assert sample(after, "murmurd_tasks", state="working") == 0

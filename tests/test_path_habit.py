@@ -110,6 +110,10 @@ ALLOWED: dict[str, str] = {
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
+    "a2a/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":
+        "the state directory (the context session index, murmurd's own; no guest reaches it)",
+    "a2a/context_sessions.py: names = sorted(os.listdir(self.index_dir))":
+        "the state directory (the context session index, murmurd's own; no guest reaches it)",
     "host/wasi.py: self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`":
         "the operator's `murmurd call --log` path",
     "host/host.py: wasm = path.read_bytes()": "a component file being compiled",

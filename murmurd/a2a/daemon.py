@@ -12,34 +12,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import sys
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from murmurd import workdir_fs
 from murmurd.a2a.admission import Ambiguous, Reply, Waiter, refusal, route_message, runnable
 from murmurd.a2a.auth.outbound import PeerHeaders
+from murmurd.a2a.context_sessions import DEFAULT_KEEP, SessionIndex, WorkdirRetention, recorder
 from murmurd.a2a.intake import (
     AmbiguousReply,
     ContextRefused,
     NotAReply,
     ReplyRefused,
     Submission,
+    TaskIdTaken,
     TaskNotCancelable,
     TaskNotFound,
+    TooManyOpenContexts,
 )
 from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.metrics import DaemonMetrics
 from murmurd.a2a.peer import PeerClient
 from murmurd.a2a.pool import SessionPool, Slot
 from murmurd.a2a.store import TaskStore
-from murmurd.a2a.stores.base import StoreUnreachable
+from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN, StoreUnreachable
 from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.task_events import StreamEvents
+from murmurd.a2a.tenancy import CONTEXT_REFUSED, hidden_from, same_task
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -73,6 +77,7 @@ DIALECT_MEMORY = 10_000
 CANCEL_WAIT_SECS = 5.0  # how long `tasks/cancel` waits for the running task to end
 START_RETRY_SECS = 1.0  # replicas: a start that met an unreachable database is tried again after this
 MAX_UNRECORDED = 10_000  # replicas: task ends kept for storing after the database refused them
+MAX_OPEN_CONTEXTS = 64  # contexts one peer credential may hold open (an unfinished task in each)
 
 
 class HistoryUnreadable(RuntimeError):
@@ -107,8 +112,15 @@ class CapsuleDaemon:
         log: EventLog | None = None,
         replicas: ReplicaCoordinator | None = None,
         peer_tokens: PeerHeaders | None = None,
+        max_open_contexts: int | None = MAX_OPEN_CONTEXTS,
+        session_index: Path | None = None,
+        keep_context_sessions: int | None = DEFAULT_KEEP,
     ) -> None:
-        """`peer_tokens`: the bearer token outbound `message/send` presents to each peer."""
+        """`peer_tokens`: the bearer token outbound `message/send` presents to each peer;
+        `max_open_contexts`: contexts one peer credential may hold open (None: no bound);
+        `session_index`: where context sessions are recorded (murmurd.a2a.context_sessions;
+        None: their workdirs are never removed), at most `keep_context_sessions` closed ones kept."""
+        self.max_open_contexts = max_open_contexts
         self.staged = staged
         self.host = host
         self.metrics = DaemonMetrics()  # this daemon's own registry (GET /metrics)
@@ -122,8 +134,21 @@ class CapsuleDaemon:
         self.session = Session(staged, host) if shared else Session(staged, host, dispatcher=LifecycleDispatcher())
         self.peers = PeerClient(self.session.trace, tokens=peer_tokens)
         self._own = Slot(self.session, self.peers)
+        index = (SessionIndex(session_index, staged.workdir.root.parent)
+                 if session_index is not None and not shared else None)
+        opened, closed = recorder(index)
+
+        async def session_closed(session_id: str) -> None:
+            await closed(session_id)
+            self.retention.wake()
+
         self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
-                                idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot)
+                                idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot,
+                                on_open=opened, on_close=session_closed)
+        self.retention = WorkdirRetention(
+            self.store, index, keep=keep_context_sessions, live_sessions=self.pool.live_sessions,
+            busy_contexts=lambda: self.busy_contexts() | {r.context_id for r in self._records.values()},
+            forget_history_file=self._forget_history_file)
         self.stopped = asyncio.Event()  # the lifecycle (or a signal) says: stop serving
         self.accepting = True
         self._queue: deque[TaskRecord] = deque()  # accepted, not started, in arrival order
@@ -164,6 +189,7 @@ class CapsuleDaemon:
         await self.session.open()
         self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
+        self._start_background(self.retention.run(), "murmurd-workdir-retention")
         if self.replicas is not None:
             await self.replicas.start(self)
         if self.pool.shared is None:
@@ -185,7 +211,7 @@ class CapsuleDaemon:
                             history=[TaskMessage(new_message_id(), "user", [{"text": text}])])
         self._task_md.add(record.id)
         self._records[record.id] = record
-        await self._save(record, final=False)
+        await self._save(record, final=False, new=True)
         if self.replicas is not None and not await self.replicas.claim_own(record.id, record.context_id):
             # a claiming pass was first: this replica's own (then it is queued here already) or another's
             if record not in self._queue and record.id not in self._running:
@@ -300,10 +326,16 @@ class CapsuleDaemon:
 
     async def _submit_locked(self, submission: Submission) -> TaskRecord:
         if submission.requested_id is not None and await self._known(submission.requested_id):
-            # the id a client chose is taken (a concurrent send won the race): answer as a
-            # message to that task, as a sequential send naming it would be
-            submission = dataclasses.replace(submission, task_id=submission.requested_id, requested_id=None)
-        waiters = [Waiter(r.record.id, r.record.context_id) for r in self._running.values() if r.waiting]
+            # the id a client chose is taken (a concurrent send won the race): refused, never
+            # delivered to that task nor answered with it (it may be another credential's)
+            raise TaskIdTaken(submission.requested_id)
+        if submission.task_id is not None:
+            # readability before anything else is said about a named task (its state included)
+            named = self._records.get(submission.task_id) or await self.store.get(submission.task_id)
+            if named is None or hidden_from(named, submission):
+                raise TaskNotFound(submission.task_id)
+        waiters = [Waiter(r.record.id, r.record.context_id) for r in self._running.values()
+                   if r.waiting and not hidden_from(r.record, submission)]  # another's task is no one's to answer here
         route = route_message(submission.task_id, submission.context_id, waiters, self.policy.bound)
         if isinstance(route, Ambiguous):
             raise AmbiguousReply(f"ambiguous reply: {route.reason}")
@@ -325,6 +357,8 @@ class CapsuleDaemon:
                             finished=known.state.terminal)
         if submission.confined_to is not None and submission.context_id is not None:
             await self._check_joinable(submission.context_id, submission.confined_to)
+        if submission.confined_to is not None and self.max_open_contexts is not None:
+            await self._check_open_contexts(submission)
         self._seen_task = True
         record = TaskRecord(
             id=submission.requested_id or new_task_id(),
@@ -334,16 +368,23 @@ class CapsuleDaemon:
             trust=submission.trust,
             principal=submission.principal,
         )
-        self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
-                                 message_id=submission.message.message_id, principal=submission.principal,
-                                 traceparent_from_caller=submission.traceparent)
+
+        def received() -> None:  # traced once the task exists: a send refused its id records nothing
+            self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
+                                     message_id=submission.message.message_id, principal=submission.principal,
+                                     traceparent_from_caller=submission.traceparent)
+
+        exclusive = submission.confined_to is not None
         reason = self._refusal(record.context_id)
         if reason is not None:
-            await self._finish(record, TaskState.REJECTED, reason)
+            record.state, record.status_message = TaskState.REJECTED, reason
+            await self._save(record, final=True, new=True, exclusive=exclusive)
+            received()
             return record
         if self.replicas is not None:
-            return await self._queue_shared(record, submission.traceparent)
-        await self._save(record, final=False)
+            return await self._queue_shared(record, submission.traceparent, exclusive, received)
+        await self._save(record, final=False, new=True, exclusive=exclusive)
+        received()
         # recorded, then live and queued in one step: `cancel` never finds it in between
         self._records[record.id] = record
         self._traceparents[record.id] = submission.traceparent
@@ -352,19 +393,35 @@ class CapsuleDaemon:
         return record
 
     async def _check_joinable(self, context_id: str, creator: str) -> None:
-        """ContextRefused unless every task of `context_id` was created by `creator` (a context
-        with no task yet is anyone's)."""
-        if await self.store.count(context_id) != await self.store.count(context_id, principal=creator):
-            raise ContextRefused(f"context {context_id} holds tasks of another credential; "
-                                 "start a new context (omit contextId) or use one of your own")
+        """ContextRefused unless every credential that created a task in `context_id` is
+        `creator` (its members: recorded with the context, so pruning its tasks opens it to no
+        one; a context no one has used is anyone's). `create` checks it again atomically."""
+        if await self.store.context_members(context_id) - {creator}:
+            raise ContextRefused(CONTEXT_REFUSED.format(context_id))
 
-    async def _queue_shared(self, record: TaskRecord, traceparent: str | None) -> TaskRecord:
+    async def _check_open_contexts(self, submission: Submission) -> None:
+        """TooManyOpenContexts when a peer's new task would open one context more than
+        `max_open_contexts` (a context it already has an unfinished task in is open already)."""
+        assert self.max_open_contexts is not None
+        held, among = await self.store.open_contexts(submission.principal, submission.context_id)
+        if not among and held >= self.max_open_contexts:
+            raise TooManyOpenContexts(self.max_open_contexts)
+
+    async def _queue_shared(self, record: TaskRecord, traceparent: str | None, exclusive: bool,
+                            received: Callable[[], None]) -> TaskRecord:
         """Replicas: the task waits in the database; this replica claims it if it may (its
         context is free or held here), else the context's holder or a replica with room does."""
         assert self.replicas is not None
-        self._records[record.id] = record  # so a claim here queues this very object
+        self._records[record.id] = record  # so a claim here queues this very object (`take_claimed`)
         self._traceparents[record.id] = traceparent
-        await self._save(record, final=False)
+        try:
+            await self._save(record, final=False, new=True, exclusive=exclusive)
+        except BaseException:
+            if self._records.get(record.id) is record:
+                self._records.pop(record.id, None)
+                self._traceparents.pop(record.id, None)
+            raise
+        received()
         claimed = await self.replicas.claim()
         if all(r.id != record.id for r in claimed):
             if self._records.get(record.id) is record and record not in self._queue:
@@ -392,8 +449,8 @@ class CapsuleDaemon:
                 raise AmbiguousReply(f"ambiguous reply: {len(waiting)} tasks of context {submission.context_id} "
                                      "wait for input; name the task (taskId) the reply is for")
             target = waiting[0] if waiting else None
-        if target is None:
-            return None
+        if target is None or hidden_from(target, submission):
+            return None  # another's waiting task: not this caller's to answer (a named one was refused before)
         if submission.may_reply is not None and not submission.may_reply(target.principal):
             raise ReplyRefused(f"task {target.id} was created by a more trusted credential; "
                                "only it, an equally trusted credential or an operator may answer it")
@@ -417,7 +474,10 @@ class CapsuleDaemon:
         for claimed in records:
             if claimed.id in queued or claimed.id in self._running:
                 continue  # already here (claimed again after this replica was swept): never twice
-            record = self._records.get(claimed.id) or claimed
+            local = self._records.get(claimed.id)
+            # this very object only when it is the stored task: a send that lost the race for a
+            # client-chosen id holds a record of that id until its insert is refused
+            record = local if local is not None and same_task(local, claimed) else claimed
             self._records[record.id] = record
             self._queue.append(record)
         self._schedule()
@@ -836,11 +896,19 @@ class CapsuleDaemon:
         await self._save(record, final=True)
         self._records.pop(record.id, None)
 
-    async def _save(self, record: TaskRecord, *, final: bool) -> bool:
+    async def _save(self, record: TaskRecord, *, final: bool, new: bool = False, exclusive: bool = False) -> bool:
         """Store, count and publish the record's state; False (nothing published) when the store
-        refused it as another replica's."""
+        refused it as another replica's. `new`: the task's first write, one atomic insert that
+        raises TaskIdTaken when its id exists (and with `exclusive`, ContextRefused when its
+        context has another credential's tasks), leaving whatever is stored untouched."""
         record.updated_at = now_ms()
-        if await self.store.put(record) is False:
+        if new:
+            refusal = await self.store.create(record, exclusive_context=exclusive)
+            if refusal == ID_TAKEN:
+                raise TaskIdTaken(record.id)
+            if refusal == CONTEXT_FOREIGN:
+                raise ContextRefused(CONTEXT_REFUSED.format(record.context_id))
+        elif await self.store.put(record) is False:
             return False
         await self._announce(record, final=final)
         return True
@@ -849,8 +917,15 @@ class CapsuleDaemon:
         """Count and publish a state the store holds now; wake whoever waits on it."""
         self.metrics.task_changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
+        if final:
+            self.retention.wake()  # retention may have pruned a context's last task
         async with self._changed:
             self._changed.notify_all()
+
+    def _forget_history_file(self, context_id: str) -> None:
+        """Remove `contexts/<context>/` (its history, off the loop) from the daemon's workdir."""
+        home = self.staged.history_workdir
+        workdir_fs.remove_tree(home.root, home.book(history_file(context_id).rsplit("/", 1)[0]))
 
     async def _history(self, context_id: str) -> list[Message]:
         """The context's history: from the store where it keeps them (replicas: whichever

@@ -18,6 +18,10 @@ from murmurd.a2a.jsonrpc import JsonRpcError, encodable
 MAX_DEPTH = 64
 """Levels of containers allowed, `params` itself being the first (a2a-sdk's own shapes need ~8)."""
 MAX_FIELD_CHARS = 200
+# Fields that become task or context ids: stored in indexed text columns, which PostgreSQL's
+# `text` cannot hold U+0000 in. Refused on every store alike (message text keeps U+0000: it is
+# stored inside the record's JSON, escaped).
+ID_FIELDS = frozenset({"id", "taskId", "contextId", "task_id", "context_id", "referenceTaskIds"})
 
 
 def _field(path: str, key: str | int) -> str:
@@ -35,12 +39,14 @@ def _refuse(path: str, problem: str, **data: Any) -> JsonRpcError:
 def check_params(params: Any, max_depth: int = MAX_DEPTH) -> None:
     """JsonRpcError(-32602) naming a field that nests past `max_depth` or holds (or is
     keyed by) text that is not valid Unicode; None when the params are safe to record."""
-    stack: list[tuple[str, Any, int]] = [("params", params, 0)]
+    stack: list[tuple[str, Any, int, bool]] = [("params", params, 0, False)]
     while stack:
-        path, value, depth = stack.pop()
+        path, value, depth, is_id = stack.pop()
         if isinstance(value, str):
             if not encodable(value):
                 raise _refuse(path, "text is not valid Unicode (a lone surrogate)")
+            if is_id and "\x00" in value:
+                raise _refuse(path, "an id may not hold U+0000")
             continue
         if not isinstance(value, dict | list):
             continue
@@ -51,4 +57,4 @@ def check_params(params: Any, max_depth: int = MAX_DEPTH) -> None:
             child = _field(path, key)
             if isinstance(key, str) and not encodable(key):
                 raise _refuse(child, "member name is not valid Unicode (a lone surrogate)")
-            stack.append((child, item, depth + 1))
+            stack.append((child, item, depth + 1, key in ID_FIELDS or (is_id and isinstance(key, int))))

@@ -55,3 +55,22 @@ class ContextRefused(PermissionError):
 class AmbiguousReply(NotAReply):
     """A reply that could answer more than one waiting task, or names a task and a context that
     disagree: refused (-32602) rather than guessed."""
+
+
+class TaskIdTaken(ValueError):
+    """A new task's client-chosen id is already a task's (a send that raced for it lost, or the
+    task is one the sender may not read): nothing is recorded, the existing task is untouched."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task id {task_id!r} is taken; send with another id (or none: the agent picks one)")
+        self.task_id = task_id
+
+
+class TooManyOpenContexts(RuntimeError):
+    """A peer credential's new task would open one more context than it may hold open (contexts
+    with an unfinished task of its own)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"this credential has unfinished tasks in {limit} contexts, as many as it may hold open; "
+                         "wait for one to finish, cancel one, or send into a context already open")
+        self.limit = limit

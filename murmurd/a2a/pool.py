@@ -7,7 +7,8 @@ instances: it is opened when the context's first task starts, kept while the con
 and `idle_secs` after its last one (a threaded conversation keeps its hooks and continuation),
 then closed (`on-session-end`, hook instances freed, trace closed; no line of its own is
 written, as each attempt of a task wrote its own `session_start` / `session_end`). When the
-pool is full, the least recently used idle session is closed first. A closed session's workdir stays on disk, like every workdir.
+pool is full, the least recently used idle session is closed first. `on_open` / `on_close` hear of
+each context session (murmurd.a2a.context_sessions removes a closed one's workdir in time).
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ class Slot:
 
 
 OpenSlot = Callable[[], Awaitable[Slot]]
+SessionOpened = Callable[[str, str], Awaitable[None]]  # (session id, context id)
+SessionClosed = Callable[[str], Awaitable[None]]  # (session id)
 
 
 class SessionPool:
     def __init__(self, shared: Slot | None, *, capacity: int, idle_secs: float, open_slot: OpenSlot,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, on_open: SessionOpened | None = None,
+                 on_close: SessionClosed | None = None) -> None:
         """`shared`: the one session every task runs in (a bound of 1), or None for a session
         per context, at most `capacity` of them open."""
         self.shared = shared
@@ -55,7 +59,13 @@ class SessionPool:
         self.idle_secs = idle_secs
         self._open_slot = open_slot
         self._clock = clock
+        self._on_open = on_open
+        self._on_close = on_close
         self._slots: OrderedDict[str, Slot] = OrderedDict()  # context id -> its session, LRU first
+
+    def live_sessions(self) -> set[str]:
+        """The session ids of the context sessions open now."""
+        return {slot.session.staged.session_id for slot in self._slots.values()}
 
     @property
     def live(self) -> int:
@@ -74,6 +84,7 @@ class SessionPool:
                 await self._close(victim)
             slot = await self._open_slot()
             self._slots[context_id] = slot
+            await self._heard(self._on_open, slot.session.staged.session_id, context_id)
         if self.shared is None:
             self._slots.move_to_end(context_id)
         slot.busy += 1
@@ -105,9 +116,10 @@ class SessionPool:
         """Close the context sessions idle for `idle_secs`; how many were closed."""
         now = self._clock()
         expired = [c for c, s in self._slots.items() if s.busy == 0 and now - s.idle_since >= self.idle_secs]
-        for context_id in expired:
-            await self._close(self._slots.pop(context_id))
-        return len(expired)
+        taken = [self._slots.pop(context_id) for context_id in expired]  # all at once: closing awaits
+        for slot in taken:
+            await self._close(slot)
+        return len(taken)
 
     async def close_all(self) -> None:
         """Every context session, then the shared one (shutdown: no task runs any more)."""
@@ -123,6 +135,17 @@ class SessionPool:
             await slot.close()
         except Exception:
             logger.exception("session %s did not close cleanly", slot.session.staged.session_id)
+        if slot is not self.shared:
+            await self._heard(self._on_close, slot.session.staged.session_id)
+
+    async def _heard(self, callback: Callable[..., Awaitable[None]] | None, *args: str) -> None:
+        """Tell `callback`; its failure is logged, never the task's or the close's."""
+        if callback is None:
+            return
+        try:
+            await callback(*args)
+        except Exception:
+            logger.exception("recording context session %s failed", args[0])
 
     async def reap_periodically(self) -> None:
         """Close idle context sessions as they expire (a background task of the daemon)."""

@@ -36,6 +36,7 @@ from murmurd.a2a.replicas.ticket_key import shared_ticket_key
 from murmurd.a2a.server import ServerConfig, create_app
 from murmurd.a2a.state_dir import StateDirLock
 from murmurd.a2a.stores import is_postgres, open_store
+from murmurd.a2a.context_sessions import INDEX_DIR as CONTEXT_SESSIONS
 from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.stream import EventLog
 from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS
@@ -125,6 +126,8 @@ class ServeOptions:
     retain_finished_secs: float | None = 7 * 24 * 3600.0  # None: keep finished tasks forever
     retain_finished_count: int | None = 10_000  # None: no count limit
     prune_interval_secs: float = 60.0
+    max_open_contexts: int | None = 64  # contexts one peer credential may hold open (None: no limit)
+    keep_context_sessions: int | None = 256  # closed context session workdirs kept at most (None: no limit)
     auth: AuthConfig = field(default_factory=AuthConfig)  # the credentials accepted (none: open)
     load_auth: Callable[[], AuthConfig] | None = None  # reads them again on SIGHUP (None: no reload)
     tls: TlsFiles | None = None  # murmurd terminates TLS itself
@@ -221,7 +224,9 @@ async def _serve_locked(
     log, replicas = _event_log(store, options, replica_id, url)
     card_url = check_public_url(options.public_url) if options.public_url is not None else url
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, replicas=replicas,
-                           peer_tokens=auth)
+                           peer_tokens=auth, max_open_contexts=options.max_open_contexts,
+                           session_index=lock.state_dir / CONTEXT_SESSIONS,
+                           keep_context_sessions=options.keep_context_sessions)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
     ticket_key = await shared_ticket_key(replicas.pool) if replicas is not None else None

@@ -30,7 +30,16 @@ from murmurd.a2a.auth.principal import Principal, at_least_as_trusted
 from murmurd.a2a.auth.visibility import creator_filter, may_read
 from murmurd.a2a.card import agent_card
 from murmurd.a2a.daemon import CapsuleDaemon
-from murmurd.a2a.intake import ContextRefused, NotAReply, ReplyRefused, Submission, TaskNotCancelable, TaskNotFound
+from murmurd.a2a.intake import (
+    ContextRefused,
+    NotAReply,
+    ReplyRefused,
+    Submission,
+    TaskIdTaken,
+    TaskNotCancelable,
+    TaskNotFound,
+    TooManyOpenContexts,
+)
 from murmurd.a2a.health import add_operational_routes
 from murmurd.a2a.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
 from murmurd.a2a.tasks import TaskRecord, TaskState
@@ -298,7 +307,8 @@ class Router:
             return wire.render_task(dialect, await self._readable(request, query.task_id), query.history_length)
         if operation is Operation.CANCEL:
             query = wire.parse_task_query(dialect, entry.params)
-            self._may_act_on(request, await self._get(query.task_id))
+            # readable first (a task it may not read is unknown to it), then the trust rule
+            self._may_act_on(request, await self._readable(request, query.task_id))
             try:
                 record = await self.daemon.cancel(query.task_id)
             except TaskNotFound:
@@ -365,6 +375,10 @@ class Router:
             raise forbidden(str(exc)) from None
         except TaskNotFound as exc:
             raise jsonrpc.JsonRpcError.task_not_found(str(exc)) from None
+        except TaskIdTaken as exc:
+            raise jsonrpc.JsonRpcError.invalid_params(str(exc), {"taskId": exc.task_id}) from None
+        except TooManyOpenContexts as exc:
+            raise jsonrpc.JsonRpcError.server_limit(str(exc), {"limit_open_contexts": exc.limit}) from None
         except NotAReply as exc:
             if exc.finished and dialect in SPEC_DIALECTS:  # a finished task takes no more messages
                 raise jsonrpc.JsonRpcError.unsupported_operation(str(exc)) from None

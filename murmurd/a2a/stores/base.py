@@ -16,7 +16,7 @@ import asyncio
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from murmurd.a2a.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
 
@@ -29,7 +29,20 @@ TERMINAL_VALUES = tuple(sorted(s.value for s in TERMINAL_STATES))
 REJECTED = (TaskState.REJECTED.value,)
 ANSWERED = tuple(v for v in TERMINAL_VALUES if v not in REJECTED)
 COUNT_CLASSES = (REJECTED, ANSWERED)  # each keeps `max_count`: a flood of rejections evicts no answer
+LIVE_VALUES = tuple(sorted(s.value for s in TaskState if not s.terminal))
 log = logging.getLogger("murmurd.a2a.store")
+
+# Why `TaskStore.create` inserted nothing: a task with that id exists, or (for a credential that
+# may only join its own contexts) the context holds another credential's task.
+ID_TAKEN = "id-taken"
+CONTEXT_FOREIGN = "context-foreign"
+CreateRefusal = Literal["id-taken", "context-foreign"]
+
+
+def member_name(principal: str | None) -> str:
+    """How a task's creating credential is recorded among its context's members (`""`: none
+    configured, the anonymous operator)."""
+    return principal or ""
 
 _USERINFO = re.compile(r"(?<=//).*@", re.DOTALL)  # greedy: to the last `@`, however the password is written
 _SECRET_PARAMETERS = re.compile(r"(?i)\b((?:ssl)?password|passfile)=[^&#]*")
@@ -78,6 +91,28 @@ class TaskStore(Protocol):
     async def put(self, record: TaskRecord) -> bool:
         """Insert or replace the record; durable when this returns. False when the record is not
         this daemon's to write (replicas: another replica owns the task now), and nothing changed."""
+
+    async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
+        """Insert a new task in one atomic step, and record its creator among its context's
+        members; None when it was inserted. Nothing is written, and the refusal says why, when a
+        task with its id exists (ID_TAKEN: never overwritten, whoever wrote it), or, with
+        `exclusive_context` (a credential that may join only its own contexts), when the context
+        has a member other than the record's creator (CONTEXT_FOREIGN)."""
+
+    async def context_members(self, context_id: str) -> set[str]:
+        """Every credential that created a task in the context (`member_name`), whether or not
+        those tasks are still retained: kept until `forget_context`."""
+
+    async def open_contexts(self, principal: str | None, context_id: str | None) -> tuple[int, bool]:
+        """How many contexts hold an unfinished task `principal` created, and whether
+        `context_id` is one of them."""
+
+    async def orphaned_contexts(self, limit: int = 100) -> Ids:
+        """Contexts with members recorded but no task retained (their last task was pruned)."""
+
+    async def forget_context(self, context_id: str) -> bool:
+        """Delete the context's members and stored history, when it holds no task (in one step:
+        no history outlives the record of whose it is); whether it did."""
 
     async def get(self, task_id: str) -> TaskRecord | None: ...
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 
 from murmurd.a2a.stores.base import (
+    CONTEXT_FOREIGN,
+    ID_TAKEN,
     INTERRUPTED_MESSAGE,
     NO_RETENTION,
     Ids,
     Records,
     Retention,
+    CreateRefusal,
     StoredMessages,
     interrupt,
+    member_name,
     prunable,
 )
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
@@ -24,6 +28,7 @@ class MemoryTaskStore:
 
     def __init__(self, retention: Retention = NO_RETENTION) -> None:
         self._rows: dict[str, str] = {}
+        self._members: dict[str, set[str]] = {}  # context id -> who created a task in it
         self.retention = retention
         self._terminal_puts = 0
         self._closed = False
@@ -38,6 +43,34 @@ class MemoryTaskStore:
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
         return True
+
+    async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
+        # no await before the write: one step of the event loop, so nothing can slip between
+        member = member_name(record.principal)
+        members = self._members.get(record.context_id, set())
+        if exclusive_context and members - {member}:
+            return CONTEXT_FOREIGN
+        if record.id in self._rows:
+            return ID_TAKEN
+        self._members.setdefault(record.context_id, set()).add(member)
+        await self.put(record)
+        return None
+
+    async def context_members(self, context_id: str) -> set[str]:
+        return set(self._members.get(context_id, set()))
+
+    async def open_contexts(self, principal: str | None, context_id: str | None) -> tuple[int, bool]:
+        live = {r.context_id for r in self._all() if r.principal == principal and not r.state.terminal}
+        return len(live), context_id in live
+
+    async def orphaned_contexts(self, limit: int = 100) -> Ids:
+        held = {r.context_id for r in self._all()}
+        return [c for c in self._members if c not in held][:limit]
+
+    async def forget_context(self, context_id: str) -> bool:
+        if any(r.context_id == context_id for r in self._all()):
+            return False
+        return self._members.pop(context_id, None) is not None
 
     async def prune(self, retention: Retention) -> int:
         self._terminal_puts = 0

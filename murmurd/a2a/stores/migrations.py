@@ -231,4 +231,32 @@ CREATE TABLE shared_secrets (
     value BYTEA NOT NULL
 );
 """),
+    # Issue 21: the creating credential in a column of its own, so a peer's listing filters on it
+    # without casting the record to jsonb (which refuses the `\u0000` any text part may hold), and
+    # each context's members (every credential that created a task in it), kept when its tasks
+    # are pruned: a context's owner is recorded with the context, not only with its tasks. The
+    # backfill reads each record apart, so one record jsonb refuses leaves only its own NULL.
+    (6, r"""
+ALTER TABLE tasks ADD COLUMN principal TEXT;
+DO $$
+DECLARE
+    r RECORD;
+BEGIN
+    FOR r IN SELECT id, record FROM tasks LOOP
+        BEGIN
+            UPDATE tasks SET principal = replace(r.record, '\u0000', '\ufffd')::jsonb ->> 'principal' WHERE id = r.id;
+        EXCEPTION WHEN others THEN
+            NULL;
+        END;
+    END LOOP;
+END $$;
+CREATE INDEX tasks_by_principal ON tasks (principal, state);
+CREATE TABLE context_members (
+    context_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    PRIMARY KEY (context_id, principal)
+);
+INSERT INTO context_members (context_id, principal)
+    SELECT DISTINCT context_id, coalesce(principal, '') FROM tasks ON CONFLICT DO NOTHING;
+"""),
 )

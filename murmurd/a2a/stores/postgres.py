@@ -20,17 +20,22 @@ from typing import Any
 import asyncpg
 
 from murmurd.a2a.stores.base import (
+    CONTEXT_FOREIGN,
     COUNT_CLASSES,
+    ID_TAKEN,
     INTERRUPTED_MESSAGE,
+    LIVE_VALUES,
     NO_RETENTION,
     TERMINAL_VALUES,
     Ids,
     Records,
     Retention,
+    CreateRefusal,
     StoredMessages,
     StoreUnreachable,
     TaskStoreError,
     interrupt,
+    member_name,
     redact,
 )
 from murmurd.a2a.stores.migrations import MIGRATIONS
@@ -46,16 +51,38 @@ MIGRATION_LOCK = 0x6D75726D  # "murm": one advisory lock key for schema changes
 # this replica's to run. So a replica declared dead (its lease ran out) can neither overwrite the
 # FAILED its survivor wrote nor start a queued task its survivor handed back or claimed.
 _UPSERT = """
-INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO tasks (id, context_id, state, created_at, updated_at, record, principal)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
-    created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
-WHERE tasks.owner = $7 OR (tasks.owner IS NULL AND excluded.state NOT IN ('working', 'input-required'))
+    created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record,
+    principal = excluded.principal
+WHERE tasks.owner = $8 OR (tasks.owner IS NULL AND excluded.state NOT IN ('working', 'input-required'))
+""".strip()
+
+# A new task: inserted only when no task has its id (whichever replica wrote that one, claimed or
+# not), never an update; and for a credential confined to its own contexts, only when the
+# context has no other member. The context's lock (`_LOCK_CONTEXT`, taken by a statement of its
+# own so the insert's snapshot sees whatever the previous holder committed) makes the member
+# check and the insert one step against a replica creating the context's first task meanwhile.
+_LOCK_CONTEXT = "SELECT pg_advisory_xact_lock(hashtext('murmurd-context:' || $1::text))"
+_CREATE = """
+WITH foreign_member AS (
+    SELECT 1 FROM context_members WHERE $8::boolean AND context_id = $2 AND principal <> $9 LIMIT 1),
+inserted AS (
+    INSERT INTO tasks (id, context_id, state, created_at, updated_at, record, principal)
+    SELECT $1, $2, $3, $4, $5, $6, $7 WHERE NOT EXISTS (SELECT 1 FROM foreign_member)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING context_id),
+member AS (
+    INSERT INTO context_members (context_id, principal) SELECT context_id, $9 FROM inserted
+    ON CONFLICT DO NOTHING)
+SELECT (SELECT count(*) FROM foreign_member) AS foreign_member, (SELECT count(*) FROM inserted) AS inserted
 """.strip()
 
 
-def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
+def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str, str | None]:
     return (record.id, record.context_id, record.state.value, record.created_at, record.updated_at,
-            json_text(record.to_json()))
+            json_text(record.to_json()), record.principal)
 
 
 def _filters(context_id: str | None, state: TaskState | None, principal: str | None = None) -> tuple[str, list[Any]]:
@@ -69,7 +96,7 @@ def _filters(context_id: str | None, state: TaskState | None, principal: str | N
         clauses.append(f"state = ${len(args)}")
     if principal is not None:  # the creating credential, read from the record (a peer's listing)
         args.append(principal)
-        clauses.append(f"(record::jsonb ->> 'principal') = ${len(args)}")
+        clauses.append(f"principal = ${len(args)}")
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), args
 
 
@@ -146,11 +173,57 @@ class PostgresTaskStore:
             log.warning("task %s belongs to another replica now (this one was declared dead); "
                         "its %s state is not stored", record.id, record.state.value)
             return False
+        await self._count_terminal(record)
+        return True
+
+    async def _count_terminal(self, record: TaskRecord) -> None:
+        """One more terminal write; past the slack, a count prune (a flood of rejections too)."""
         if record.state.terminal and self.retention.max_count is not None:
             self._terminal_puts += 1
             if self._terminal_puts >= self.retention.slack:
                 await self.prune(Retention(max_age_secs=None, max_count=self.retention.max_count))
-        return True
+
+    async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.execute(_LOCK_CONTEXT, record.context_id)
+                row = await conn.fetchrow(_CREATE, *_row(record), exclusive_context, member_name(record.principal))
+        except (OSError, TimeoutError, asyncpg.PostgresConnectionError) as exc:
+            raise StoreUnreachable(f"task {record.id}: the database is unreachable ({type(exc).__name__})") from exc
+        if row["foreign_member"]:
+            return CONTEXT_FOREIGN
+        if not row["inserted"]:
+            return ID_TAKEN
+        await self._count_terminal(record)
+        return None
+
+    async def context_members(self, context_id: str) -> set[str]:
+        rows = await self.pool.fetch("SELECT principal FROM context_members WHERE context_id = $1", context_id)
+        return {r["principal"] for r in rows}
+
+    async def open_contexts(self, principal: str | None, context_id: str | None) -> tuple[int, bool]:
+        row = await self.pool.fetchrow(
+            "SELECT COUNT(DISTINCT context_id) AS open, coalesce(bool_or(context_id = $3), false) AS among"
+            " FROM tasks WHERE principal IS NOT DISTINCT FROM $1 AND state = ANY($2::text[])",
+            principal, list(LIVE_VALUES), context_id)
+        return int(row["open"]), bool(row["among"])
+
+    async def orphaned_contexts(self, limit: int = 100) -> Ids:
+        rows = await self.pool.fetch(
+            "SELECT DISTINCT m.context_id FROM context_members m WHERE NOT EXISTS"
+            " (SELECT 1 FROM tasks t WHERE t.context_id = m.context_id) LIMIT $1", limit)
+        return [r["context_id"] for r in rows]
+
+    async def forget_context(self, context_id: str) -> bool:
+        """The history and the members go together, under the context's lock, and only while
+        the context holds no task (a task created meanwhile keeps both)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute(_LOCK_CONTEXT, context_id)
+            if await conn.fetchval("SELECT 1 FROM tasks WHERE context_id = $1 LIMIT 1", context_id):
+                return False
+            await conn.execute("DELETE FROM histories WHERE context_id = $1", context_id)
+            status = await conn.execute("DELETE FROM context_members WHERE context_id = $1", context_id)
+        return not status.endswith(" 0")
 
     async def get(self, task_id: str) -> TaskRecord | None:
         row = await self.pool.fetchval("SELECT record FROM tasks WHERE id = $1", task_id)

@@ -15,16 +15,21 @@ from pathlib import Path
 from typing import TypeVar
 
 from murmurd.a2a.stores.base import (
+    CONTEXT_FOREIGN,
     COUNT_CLASSES,
+    ID_TAKEN,
     INTERRUPTED_MESSAGE,
+    LIVE_VALUES,
     NO_RETENTION,
     TERMINAL_VALUES,
     Ids,
     Records,
     Retention,
+    CreateRefusal,
     StoredMessages,
     TaskStoreError,
     interrupt,
+    member_name,
 )
 from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
@@ -46,18 +51,36 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_by_context ON tasks (context_id, updated_at);
 CREATE INDEX IF NOT EXISTS tasks_by_updated ON tasks (updated_at);
 CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
+CREATE TABLE IF NOT EXISTS context_members (
+    context_id TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    PRIMARY KEY (context_id, principal)
+);
 """
 
-_UPSERT = """
-INSERT INTO tasks (id, context_id, state, created_at, updated_at, record) VALUES (?, ?, ?, ?, ?, ?)
+# Issue 21: the creating credential in a column of its own (filtered without parsing the record),
+# and every context's members (who created a task in it), kept when its tasks are pruned.
+_ADD_PRINCIPAL = """
+ALTER TABLE tasks ADD COLUMN principal TEXT;
+UPDATE tasks SET principal = json_extract(record, '$.principal');
+CREATE INDEX tasks_by_principal ON tasks (principal, state);
+INSERT OR IGNORE INTO context_members (context_id, principal)
+    SELECT DISTINCT context_id, coalesce(principal, '') FROM tasks;
+"""
+
+_COLUMNS = "(id, context_id, state, created_at, updated_at, record, principal) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_UPSERT = f"""
+INSERT INTO tasks {_COLUMNS}
 ON CONFLICT (id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state,
-    created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record
+    created_at = excluded.created_at, updated_at = excluded.updated_at, record = excluded.record,
+    principal = excluded.principal
 """
+_INSERT_NEW = f"INSERT INTO tasks {_COLUMNS} ON CONFLICT (id) DO NOTHING"
 
 
-def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str]:
+def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str, str | None]:
     return (record.id, record.context_id, record.state.value, record.created_at, record.updated_at,
-            json_text(record.to_json()))
+            json_text(record.to_json()), record.principal)
 
 
 def _prepare(db: sqlite3.Connection) -> None:
@@ -66,6 +89,8 @@ def _prepare(db: sqlite3.Connection) -> None:
     db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA synchronous=FULL")
     db.executescript(_SCHEMA)
+    if not any(column[1] == "principal" for column in db.execute("PRAGMA table_info(tasks)").fetchall()):
+        db.executescript("BEGIN;" + _ADD_PRINCIPAL + "COMMIT;")
     problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
     if problems != ["ok"]:
         raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
@@ -84,7 +109,7 @@ def _filters(context_id: str | None, state: TaskState | None,
         clauses.append("state = ?")
         args.append(state.value)
     if principal is not None:
-        clauses.append("json_extract(record, '$.principal') = ?")
+        clauses.append("principal = ?")
         args.append(principal)
     return ("WHERE " + " AND ".join(clauses) if clauses else ""), tuple(args)
 
@@ -145,13 +170,76 @@ class SqliteTaskStore:
         def upsert(db: sqlite3.Connection) -> None:
             db.execute(f"PRAGMA synchronous={level}")
             db.execute(_UPSERT, row)
-            if terminal and self.retention.max_count is not None:
-                self._terminal_puts += 1
-                if self._terminal_puts >= self.retention.slack:
-                    self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
+            self._count_terminal(db, terminal)
 
         await self._call(upsert)
         return True
+
+    def _count_terminal(self, db: sqlite3.Connection, terminal: bool) -> None:
+        """On the store thread: one more terminal write; past the slack, a count prune."""
+        if terminal and self.retention.max_count is not None:
+            self._terminal_puts += 1
+            if self._terminal_puts >= self.retention.slack:
+                self._prune(db, Retention(max_age_secs=None, max_count=self.retention.max_count))
+
+    async def create(self, record: TaskRecord, *, exclusive_context: bool = False) -> CreateRefusal | None:
+        row = _row(record)
+        member = member_name(record.principal)
+        terminal = record.state.terminal
+
+        def insert(db: sqlite3.Connection) -> CreateRefusal | None:
+            db.execute(f"PRAGMA synchronous={'FULL' if terminal else 'NORMAL'}")
+            db.execute("BEGIN IMMEDIATE")  # the one writer: the checks and the insert are one step
+            try:
+                refusal: CreateRefusal | None = None
+                if exclusive_context and db.execute(
+                        "SELECT 1 FROM context_members WHERE context_id = ? AND principal <> ? LIMIT 1",
+                        (record.context_id, member)).fetchone():
+                    refusal = CONTEXT_FOREIGN
+                elif db.execute(_INSERT_NEW, row).rowcount == 0:
+                    refusal = ID_TAKEN
+                else:
+                    db.execute("INSERT OR IGNORE INTO context_members (context_id, principal) VALUES (?, ?)",
+                               (record.context_id, member))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if refusal is None:
+                self._count_terminal(db, terminal)
+            return refusal
+
+        return await self._call(insert)
+
+    async def context_members(self, context_id: str) -> set[str]:
+        rows = await self._call(lambda db: db.execute(
+            "SELECT principal FROM context_members WHERE context_id = ?", (context_id,)).fetchall())
+        return {r[0] for r in rows}
+
+    async def open_contexts(self, principal: str | None, context_id: str | None) -> tuple[int, bool]:
+        marks = ",".join("?" * len(LIVE_VALUES))
+        owner = "principal IS NULL" if principal is None else "principal = ?"
+        args = () if principal is None else (principal,)
+
+        def count(db: sqlite3.Connection) -> tuple[int, bool]:
+            base = f"FROM tasks WHERE {owner} AND state IN ({marks})"
+            total = db.execute(f"SELECT COUNT(DISTINCT context_id) {base}", (*args, *LIVE_VALUES)).fetchone()[0]
+            among = context_id is not None and db.execute(
+                f"SELECT 1 {base} AND context_id = ? LIMIT 1", (*args, *LIVE_VALUES, context_id)).fetchone() is not None
+            return int(total), among
+
+        return await self._call(count)
+
+    async def orphaned_contexts(self, limit: int = 100) -> Ids:
+        rows = await self._call(lambda db: db.execute(
+            "SELECT DISTINCT m.context_id FROM context_members m WHERE NOT EXISTS "
+            "(SELECT 1 FROM tasks t WHERE t.context_id = m.context_id) LIMIT ?", (limit,)).fetchall())
+        return [r[0] for r in rows]
+
+    async def forget_context(self, context_id: str) -> bool:
+        return bool(await self._call(lambda db: db.execute(
+            "DELETE FROM context_members WHERE context_id = ? AND NOT EXISTS "
+            "(SELECT 1 FROM tasks WHERE context_id = ?)", (context_id, context_id)).rowcount))
 
     def _prune(self, db: sqlite3.Connection, retention: Retention) -> int:
         """On the store thread: one transaction deleting what `retention` no longer keeps."""
