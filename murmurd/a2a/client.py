@@ -82,9 +82,11 @@ def render_frame(event: ServerSentEvent) -> Rendered:
         return Rendered(f"\n[{artifact.get('tool_name')}] {shown.strip()[:300]}\n")
     if event.event == "status":
         status = data.get("status", {})
-        line = f"[{data.get('id')}] {status.get('state')}"
-        if status.get("message") and status.get("state") != "completed":
-            line += f": {status['message']}"
+        state, message = status.get("state"), status.get("message")
+        line = f"[{data.get('id')}] {state}"
+        if message and state != "completed":
+            # one prefix: a refusal's message already reads "rejected: ..."
+            line += f": {message.removeprefix(f'{state}: ')}" if isinstance(message, str) else f": {message}"
         return Rendered(line + "\n", status.get("state") if data.get("final") else None)
     if event.event == "gap":
         return Rendered(f"[gap: events before {data.get('first_available_id')} were dropped]\n")

@@ -91,6 +91,11 @@ CODES: dict[str, CodeInfo] = {
     "E-INF-010": CodeInfo("error", "an inference block names no driver (driver.artifact or provider.artifact)"),
     "E-INF-011": CodeInfo("error", "inference.transport: process (a CLI agent) is not supported by murmurd"),
     "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),
+    # -- launch certainties `murmurd validate` checks beyond the manifest (staging/preflight.py) --
+    "E-REG-001": CodeInfo("error", "a named artifact is neither in the registry nor bundled with murmurd"),
+    "E-INF-013": CodeInfo("error", "a bundled HTTP driver's inference.endpoint origin is not in network.allow"),
+    "E-INF-014": CodeInfo("error", "no inference block and no capsule.wasm: nothing would run a task"),
+    "E-INF-015": CodeInfo("error", "a bundled HTTP driver with no inference.model"),
     # -- a hook artifact's own contract (checked at staging) -----------------------------------
     "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
     "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),
