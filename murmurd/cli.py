@@ -554,10 +554,10 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     show = sub.add_parser("show", parents=[where], help="one session's eval.jsonl")
     show.add_argument("session", nargs="?", help="a session: id, id suffix, or an eval.jsonl path (default: the latest)")
     diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
-    diff.add_argument("a")
-    diff.add_argument("b")
+    diff.add_argument("a", help="the first session")
+    diff.add_argument("b", help="the second session")
     run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
-    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
+    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".", help="the capsule (default .)")
     run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
     run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     evals.set_defaults(handler=_cmd_eval)
@@ -569,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("build", help="compile a Python artifact (murmur.yaml + app.py) into a component")
-    build.add_argument("artifact_dirs", nargs="+", metavar="artifact-dir")
+    build.add_argument("artifact_dirs", nargs="+", metavar="artifact-dir", help="a directory holding murmur.yaml and app.py")
     build.set_defaults(handler=_cmd_build)
 
     call = commands.add_parser("call", help="run one tool, driver or capsule call and print the result")
@@ -608,7 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_completion(commands)
 
     watch = commands.add_parser("watch", help="render a capsule's live stream (stream/watch)")
-    watch.add_argument("url")
+    watch.add_argument("url", help="the daemon's address (http://host:port/)")
     watch.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     watch.set_defaults(handler=_cmd_watch)
 
@@ -625,12 +625,12 @@ def build_parser() -> argparse.ArgumentParser:
     explain.set_defaults(handler=_cmd_explain)
 
     publish = commands.add_parser("publish", help="add a built artifact to the file registry")
-    publish.add_argument("artifact_dir", metavar="artifact-dir")
+    publish.add_argument("artifact_dir", metavar="artifact-dir", help="a built artifact's directory")
     publish.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
     publish.set_defaults(handler=_cmd_publish)
 
     install = commands.add_parser("install", help="resolve registry artifacts and pin them in murmur.lock")
-    install.add_argument("capsule_dir", metavar="capsule-dir")
+    install.add_argument("capsule_dir", metavar="capsule-dir", type=capsule_dir, help="the capsule's directory, or its murmur.yaml")
     install.add_argument("--registry", help="registry directory (default $MURMUR_REGISTRY or ~/.murmur/registry)")
     install.set_defaults(handler=_cmd_install)
 
