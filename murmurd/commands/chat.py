@@ -190,7 +190,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
     token = client_token(args, "chat")
     if token is False:
         return 2
-    conversation = Conversation(base_url(args.url), args.url, token)  # type: ignore[arg-type]
+    assert token is None or isinstance(token, str)
+    conversation = Conversation(base_url(args.url), args.url, token)
     conversation.context_id = args.context_id
     _readline_history()
     print(f"chatting with {args.url} ({HELP})", flush=True)

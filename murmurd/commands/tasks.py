@@ -24,7 +24,8 @@ def base_url(url: str) -> str:
 
 
 def client_token(args: argparse.Namespace, command: str) -> str | None | bool:
-    """The bearer token a client command presents (None: none); False after reporting a bad one."""
+    """The bearer token a client command presents (None: none); False after reporting a bad one
+    (callers return 2 on False; `token_or_none` narrows what is left)."""
     import os
 
     from murmurd.a2a.auth.config import CredentialsError, client_token as read_token
@@ -47,13 +48,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     token = client_token(args, "tasks")
     if token is False:
         return 2
+    assert token is None or isinstance(token, str)
     url = base_url(args.url)
     try:
         if args.task_id:
-            task = tasks_client.get_task(url, args.task_id, token)  # type: ignore[arg-type]
+            task = tasks_client.get_task(url, args.task_id, token)
             print(json.dumps(task, indent=2) if args.json else "\n".join(task_view.detail_lines(task, _now(), args.url)))
             return 0
-        tasks = tasks_client.list_tasks(url, token, state=args.state, context_id=args.context_id)  # type: ignore[arg-type]
+        tasks = tasks_client.list_tasks(url, token, state=args.state, context_id=args.context_id)
     except ClientError as exc:
         _eprint(f"murmurd tasks: {exc}")
         return 1
@@ -73,14 +75,15 @@ def cmd_reply(args: argparse.Namespace) -> int:
     token = client_token(args, "reply")
     if token is False:
         return 2
+    assert token is None or isinstance(token, str)
     url = base_url(args.url)
     try:
-        task = tasks_client.get_task(url, args.task_id, token)  # type: ignore[arg-type]
+        task = tasks_client.get_task(url, args.task_id, token)
         state = task_view.state_of(task)
         if state != "input-required":
             _eprint(f"murmurd reply: task {args.task_id} is {state}, not waiting for input; nothing was sent")
             return 1
-        tasks_client.reply(url, args.task_id, args.text, token)  # type: ignore[arg-type]
+        tasks_client.reply(url, args.task_id, args.text, token)
     except ClientError as exc:
         _eprint(f"murmurd reply: {exc}")
         return 1
@@ -95,8 +98,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     token = client_token(args, "cancel")
     if token is False:
         return 2
+    assert token is None or isinstance(token, str)
     try:
-        tasks_client.cancel(base_url(args.url), args.task_id, token)  # type: ignore[arg-type]
+        tasks_client.cancel(base_url(args.url), args.task_id, token)
     except ClientError as exc:
         _eprint(f"murmurd cancel: {exc}")
         return 1
