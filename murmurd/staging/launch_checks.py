@@ -91,9 +91,11 @@ def _held(store: Store, name: str) -> bool:
 
 
 def _has_sources(manifest_dir: Path) -> bool:
-    """Whether `registry.sources` names any source staging may install from."""
+    """Whether a configuration file's `registry.sources` names a source staging may install from
+    (with no file, upstream's default source is used by `install` only, never by a launch)."""
     try:
-        return bool(load_config(manifest_dir).sources)
+        config = load_config(manifest_dir)
+        return config.from_file and bool(config.sources)
     except (OSError, RegistryError):
         return True
 

@@ -79,7 +79,7 @@ def tick_step(width_ms: int, max_ticks: int = MAX_TICKS) -> int:
     step = 1
     while True:
         for factor in (1, 2, 5):
-            if width_ms / (step * factor) <= max_ticks:
+            if width_ms <= max_ticks * step * factor:  # integers: a 400-digit width never overflows a float
                 return step * factor
         step *= 10
 
@@ -89,7 +89,7 @@ def _axis(span: tuple[int, int]) -> str:
     low, high = span
     width = high - low
     step = tick_step(width)
-    ticks = "".join(f'<div class="tick" style="left:{100.0 * t / width:.3f}%"><span>+{escape(units.duration(t))}</span></div>'
+    ticks = "".join(f'<div class="tick" style="left:{100.0 * units.ratio(t, width):.3f}%"><span>+{escape(units.duration(t))}</span></div>'
                     for t in range(0, width + 1, step))
     return (f'<div class="axis" data-step-ms="{step}"><div class="label">time</div>'
             f'<div class="track">{ticks}</div><div class="tokens">since the first event</div></div>')
