@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK
 """The `murmurd` command line. Each subcommand parses its arguments and calls one library function."""
 
 from __future__ import annotations
@@ -10,6 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from murmurd import __version__
+from murmurd.commands.argtypes import capsule_dir
+from murmurd.commands.chat import add_chat
+from murmurd.commands.completion import add_completion, autocomplete
+from murmurd.commands.init import add_init
+from murmurd.commands.serve_flags import add_serve_arguments
+from murmurd.commands.tasks import add_task_commands
 
 if TYPE_CHECKING:
     from murmurd.a2a.auth.config import AuthConfig
@@ -114,22 +121,27 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         from murmurd.staging.hook_contracts import local_hook_findings
 
         report.extend(local_hook_findings(manifest, Path(args.capsule_dir).resolve()))
+    if manifest is not None:  # what staging would certainly refuse (an unknown name, a refused endpoint)
+        from murmurd.staging.launch_checks import launch_checks
+
+        report.extend(launch_checks(manifest, Path(args.capsule_dir)))
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    import os
-
     from murmurd.manifest.validate import load_capsule
     from murmurd.staging.grants import compute_grants, effective_grants
 
-    manifest, report = load_capsule(Path(args.capsule_dir))
+    env = _run_env(args, "explain")  # the environment `run` would launch with, `.env` included
+    if env is None:
+        return 1
+    manifest, report = load_capsule(Path(args.capsule_dir), env)
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1
-    grants = compute_grants(manifest, os.environ)
-    containment = _containment_summary(effective_grants(manifest, grants, env=os.environ))
+    grants = compute_grants(manifest, env)
+    containment = _containment_summary(effective_grants(manifest, grants, env=env))
     if args.json:
         print(json.dumps({**grants.to_json(), "containment": containment}, indent=2, sort_keys=True))
         return 0
@@ -346,34 +358,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else 1
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {text}")
-    return value
-
-
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import os
@@ -478,27 +462,6 @@ def _client_token(args: argparse.Namespace, command: str) -> str | None | bool:
         return False
 
 
-def _cmd_send(args: argparse.Namespace) -> int:
-    from murmurd.a2a import client
-
-    url = _base_url(args.url)
-    token = _client_token(args, "send")
-    if token is False:
-        return 2
-    assert token is None or isinstance(token, str)
-    try:
-        if args.stream:
-            final = client.stream(url, args.text, lambda t: print(t, end="", flush=True),
-                                  context_id=args.context_id, task_id=args.task_id, token=token)
-            return 0 if final in ("completed", "input-required") else 1
-        print(json.dumps(client.send(url, args.text, context_id=args.context_id, task_id=args.task_id, token=token),
-                         indent=2))
-        return 0
-    except client.ClientError as exc:
-        _eprint(f"murmurd send: {exc}")
-        return 1
-
-
 def _cmd_watch(args: argparse.Namespace) -> int:
     from murmurd.a2a import client
 
@@ -572,10 +535,10 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     show = sub.add_parser("show", parents=[where], help="one session's eval.jsonl")
     show.add_argument("session", nargs="?", help="a session: id, id suffix, or an eval.jsonl path (default: the latest)")
     diff = sub.add_parser("diff", parents=[where], help="two sessions' pass rates per scorer")
-    diff.add_argument("a")
-    diff.add_argument("b")
+    diff.add_argument("a", help="the first session")
+    diff.add_argument("b", help="the second session")
     run = sub.add_parser("run", help="run every case of a task set and score it (sessions in <capsule-dir>/workdir)")
-    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".")
+    run.add_argument("capsule_dir", metavar="capsule-dir", nargs="?", default=".", help="the capsule (default .)")
     run.add_argument("--dataset", default="eval.jsonl", help="the task set, JSON lines (default ./eval.jsonl)")
     run.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     evals.set_defaults(handler=_cmd_eval)
@@ -587,7 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     build = commands.add_parser("build", help="compile a Python artifact (murmur.yaml + app.py) into a component")
-    build.add_argument("artifact_dirs", nargs="+", metavar="artifact-dir")
+    build.add_argument("artifact_dirs", nargs="+", metavar="artifact-dir", help="a directory holding murmur.yaml and app.py")
     build.set_defaults(handler=_cmd_build)
 
     call = commands.add_parser("call", help="run one tool, driver or capsule call and print the result")
@@ -602,7 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
     call.set_defaults(handler=_cmd_call)
 
     run = commands.add_parser("run", help="stage a capsule and run one task, streaming the answer")
-    run.add_argument("capsule_dir", metavar="capsule-dir")
+    run.add_argument("capsule_dir", metavar="capsule-dir", type=capsule_dir, help="the capsule's directory, or its murmur.yaml")
     run.add_argument("--task", required=True, help="the task text, or a file holding it")
     run.add_argument("--workdir", help="session workdir (default <capsule-dir>/workdir/<session-id>)")
     run.add_argument("--system-prompt", help="replace the manifest's system prompt for this run (blank clears it)")
@@ -617,102 +580,29 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_cmd_run)
 
     serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
-    serve.add_argument("capsule_dir", metavar="capsule-dir")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
-    serve.add_argument("--state-dir", help="task store directory (default <capsule-dir>/.murmurd)")
-    serve.add_argument("--store", help="task store: sqlite (the state directory's file, the default) or "
-                                       "postgresql://user@host/db, shared by replicas (env MURMURD_STORE)")
-    serve.add_argument("--replica-lease", type=_positive_float, default=15.0,
-                       help="seconds without a heartbeat after which a replica counts as dead and its "
-                            "running tasks fail (PostgreSQL store; default 15)")
-    serve.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
-    serve.add_argument("--containment", choices=["advisory", "scoped", "sealed"],
-                       help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
-    serve.add_argument("--task", help="a launch task (text, or a file holding it) run before any A2A message")
-    serve.add_argument("--task-acceptance", "--lifecycle-task-acceptance", dest="task_acceptance",
-                       choices=["none", "single", "queue"])
-    serve.add_argument("--after-task", "--lifecycle-after-task", dest="after_task", choices=["exit", "sleep"])
-    serve.add_argument("--grace", type=float, default=10.0, help="seconds a running task may finish on shutdown")
-    serve.add_argument("--max-concurrent-tasks", type=_positive_int,
-                       help="tasks of different contexts running at once under `queue` "
-                            "(overrides lifecycle.max_concurrent_tasks)")
-    serve.add_argument("--session-idle", type=_positive_float, default=60.0,
-                       help="seconds a context's session stays open after its last task (default 60)")
-    serve.add_argument("--max-body-bytes", type=int, default=1024 * 1024, help="JSON-RPC body cap (default 1 MiB)")
-    serve.add_argument("--stream-buffer", type=int, default=1024, help="SSE events kept for Last-Event-ID replay")
-    serve.add_argument("--stream-buffer-bytes", type=_positive_int, default=16 * 1024 * 1024,
-                       help="bytes of SSE frames kept for Last-Event-ID replay (default 16 MiB)")
-    serve.add_argument("--max-batch", type=_positive_int, default=100, help="requests in one JSON-RPC batch (default 100)")
-    serve.add_argument("--header-timeout", type=_positive_float, default=10.0,
-                       help="seconds a client may take to send a request's headers (default 10)")
-    serve.add_argument("--body-timeout", type=_positive_float, default=30.0,
-                       help="seconds a client may take to send a request body; streams are exempt (default 30)")
-    serve.add_argument("--keep-alive", type=_positive_float, default=5.0,
-                       help="seconds an idle keep-alive connection stays open (default 5)")
-    serve.add_argument("--max-connections", type=_positive_int, default=256,
-                       help="open connections; past it idle ones are closed, else 503 (default 256)")
-    serve.add_argument("--max-streams", type=_non_negative_int,
-                       help="open SSE streams, below --max-connections so ordinary requests keep room; "
-                            "past it a stream is refused 503 (default half of --max-connections)")
-    serve.add_argument("--max-streams-per-client", type=_positive_int,
-                       help="open SSE streams from one client address (default half of --max-streams)")
-    serve.add_argument("--max-response-bytes", type=_positive_int, default=4 * 1024 * 1024,
-                       help="bytes of a batch's answers; requests past it are answered with an error (default 4 MiB)")
-    serve.add_argument("--write-timeout", type=_positive_float, default=30.0,
-                       help="seconds a client may leave a response unread before its connection is "
-                            "closed, streams included (default 30)")
-    serve.add_argument("--retain-finished-secs", type=_non_negative_float, default=7 * 24 * 3600.0,
-                       help="keep finished tasks this long after their last change; 0 = forever (default 7 days)")
-    serve.add_argument("--retain-finished-count", type=_non_negative_int, default=10_000,
-                       help="keep at most this many finished tasks; 0 = no limit (default 10000)")
-    serve.add_argument("--max-open-contexts", type=_non_negative_int, default=64,
-                       help="contexts one peer credential may hold open (an unfinished task in each); "
-                            "0 = no limit (default 64)")
-    serve.add_argument("--keep-context-sessions", type=_non_negative_int, default=256,
-                       help="closed context session workdirs kept at most, the least recently closed removed "
-                            "first (each also goes when its context's last task leaves the store; default 256)")
-    serve.add_argument("--credentials", help="credentials file (YAML; docs/security.md); default $MURMUR_CREDENTIALS_FILE")
-    serve.add_argument("--token-file", help="a file holding one operator bearer token "
-                                            "(default $MURMUR_TOKEN_FILE, or the token in $MURMUR_TOKEN)")
-    serve.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
-    serve.add_argument("--tls-key", help="the private key of --tls-cert (PEM)")
-    serve.add_argument("--tls-client-ca", help="verify client certificates against this CA (mutual TLS)")
-    serve.add_argument("--insecure", action="store_true",
-                       help="allow a non-loopback --host with no credential configured (anyone reaching it is the operator)")
-    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN", dest="cors_origins",
-                       help="a browser origin (scheme://host[:port]) allowed to call the daemon; repeatable; "
-                            "adds to the manifest's network.cors_origins (default: none)")
-    serve.add_argument("--public-url", help="the address the agent card advertises, for callers behind a proxy, "
-                                            "load balancer or Service (default: the bound http(s)://host:port/)")
-    serve.add_argument("--stream-ticket-ttl", type=_ticket_ttl, default=60.0, metavar="SECONDS",
-                       help="how long a browser's stream ticket (POST /auth/stream-ticket) opens its GET stream "
-                            "(default 60; at most 3600)")
+    add_serve_arguments(serve)
     serve.set_defaults(handler=_cmd_serve)
 
-    send = commands.add_parser("send", help="send a task to a capsule (message/send)")
-    send.add_argument("url")
-    send.add_argument("text")
-    send.add_argument("--context-id")
-    send.add_argument("--task-id", help="reply to this task (input-required)")
-    send.add_argument("--stream", action="store_true", help="stream chunks live (message/stream)")
-    send.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
-    send.set_defaults(handler=_cmd_send)
+    add_task_commands(commands)
+    add_chat(commands)
+    add_init(commands)
+    add_completion(commands)
 
     watch = commands.add_parser("watch", help="render a capsule's live stream (stream/watch)")
-    watch.add_argument("url")
+    watch.add_argument("url", help="the daemon's address (http://host:port/)")
     watch.add_argument("--token-file", help="present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)")
     watch.set_defaults(handler=_cmd_watch)
 
     validate = commands.add_parser("validate", help="report every error and warning in a capsule's murmur.yaml")
-    validate.add_argument("capsule_dir", metavar="capsule-dir")
+    validate.add_argument("capsule_dir", metavar="capsule-dir", type=capsule_dir, help="the capsule's directory, or its murmur.yaml")
     validate.add_argument("--json", action="store_true", help="machine-readable output")
     validate.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     validate.set_defaults(handler=_cmd_validate)
 
     explain = commands.add_parser("explain", help="print the grants every component would run under")
-    explain.add_argument("capsule_dir", metavar="capsule-dir")
+    explain.add_argument("capsule_dir", metavar="capsule-dir", type=capsule_dir, help="the capsule's directory, or its murmur.yaml")
     explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument("--no-env-file", action="store_true", help="do not load the project's .env")
     explain.set_defaults(handler=_cmd_explain)
 
     listing = commands.add_parser("list", help="show the artifacts bundled with murmurd (name, version, runtime)")
@@ -748,19 +638,9 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
             parser.error(f"--public-url: {exc}")
 
 
-def _ticket_ttl(text: str) -> float:
-    """`--stream-ticket-ttl`: positive seconds, at most an hour (a ticket is meant to be short-lived)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be more than 0 and at most 3600 seconds, not {text}")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    autocomplete(parser)  # a shell asking for completions is answered here (commands/completion.py)
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is _cmd_serve:
         _check_serve_options(parser, args)

@@ -293,7 +293,7 @@ async def test_the_a2a_sdk_client_authenticates_from_the_card(served: Served, ve
 
 def test_murmurd_send_presents_a_token_file_or_the_environment(served: Served, tmp_path: Path) -> None:
     (tmp_path / "token").write_text(OPS)
-    command = [sys.executable, "-m", "murmurd", "send", served.url, "via the cli"]
+    command = [sys.executable, "-m", "murmurd", "send", served.url, "via the cli", "--json"]
     env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("MURMUR_TOKEN")}
     by_file = subprocess.run([*command, "--token-file", str(tmp_path / "token")], capture_output=True, text=True,
                              cwd=ROOT, env=env, timeout=60)

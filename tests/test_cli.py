@@ -86,7 +86,7 @@ def test_send_and_stream_against_a_served_capsule(tmp_path: Path, artifacts) -> 
         artifacts.fixture(name)
     capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 5})
     with serving(capsule, tmp_path / "state") as served:
-        sent = _murmurd("send", served.url, "plain send")
+        sent = _murmurd("send", served.url, "plain send", "--json")
         assert sent.returncode == 0, sent.stderr
         task = json.loads(sent.stdout)
         assert task["id"].startswith("tsk_")

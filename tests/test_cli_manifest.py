@@ -91,7 +91,14 @@ def test_explain_json_matches_the_expected_grant_set(tmp_path: Path) -> None:
 
 
 def test_validate_exits_zero_for_a_valid_manifest(tmp_path: Path) -> None:
-    proc = _murmurd("validate", str(_manifest(tmp_path, GRANTED)))
+    # GRANTED's artifacts come from no source a launch could resolve (issue 25: validate says so)
+    named = _murmurd("validate", str(_manifest(tmp_path, GRANTED)), "--json")
+    assert named.returncode == 1
+    unresolvable = {d["path"] for d in json.loads(named.stdout)["diagnostics"] if d["code"] == "E-REG-001"}
+    assert unresolvable == {f"artifacts[{i}].name" for i in range(len(GRANTED["artifacts"]))}
+    local = {**GRANTED, "artifacts": [{**a, "source": f"./{a['name']}", "local_source": True}
+                                      for a in GRANTED["artifacts"]]}
+    proc = _murmurd("validate", str(_manifest(tmp_path, local)))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -87,11 +87,14 @@ def render_frame(event: ServerSentEvent) -> Rendered:
         return Rendered(f"\n[{safe(artifact.get('tool_name'))}] {safe_text(shown.strip()[:300])}\n")
     if event.event == "status":
         status = data.get("status", {})
-        line = f"[{safe(data.get('id'))}] {safe(status.get('state'))}"
-        if status.get("message") and status.get("state") != "completed":
-            line += f": {safe(status['message'])}"
-        state = status.get("state") if data.get("final") else None
-        return Rendered(line + "\n", state if isinstance(state, str) else None)
+        state, message = status.get("state"), status.get("message")
+        line = f"[{safe(data.get('id'))}] {safe(state)}"
+        if message and state != "completed":
+            # one prefix: a refusal's message already reads "rejected: ..."
+            shown = message.removeprefix(f"{state}: ") if isinstance(message, str) else message
+            line += f": {safe(shown)}"
+        final = state if data.get("final") else None
+        return Rendered(line + "\n", final if isinstance(final, str) else None)
     if event.event == "gap":
         return Rendered(f"[gap: events before {safe(data.get('first_available_id'))} were dropped]\n")
     return Rendered(f"[{safe(event.event)}] {safe(event.data)}\n")

@@ -24,6 +24,7 @@ from pathlib import Path
 from murmurd.contract import WORLDS, wit_root
 from murmurd.manifest.artifact import ArtifactManifest, load_artifact_manifest
 from murmurd.paths import cache_dir
+from murmurd.progress import Ticker
 
 ENTRY_MODULE = "app"
 _SKIPPED_DIRS = {"__pycache__", "workdir", ".murmur-build"}
@@ -128,22 +129,14 @@ def _cause(output: str) -> str:
 
 
 def _run_with_progress(cmd: list[str], cwd: Path, label: str, progress: Progress) -> subprocess.CompletedProcess[str]:
-    """Run componentize-py, reporting elapsed time every second until it finishes."""
-    done = threading.Event()
-    started = time.monotonic()
-
-    def tick() -> None:
-        while not done.wait(1.0):
-            progress(f"building {label}: {time.monotonic() - started:.0f}s")
-
-    ticker = threading.Thread(target=tick, daemon=True)
+    """Run componentize-py, reporting the elapsed time every few seconds until it finishes."""
+    ticker = Ticker(progress, f"building {label}", f"built {label}", first=f"building {label}: componentize-py")
     ticker.start()
     try:
         env = {**os.environ, "RUST_BACKTRACE": "0"}
         return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, check=False)
     finally:
-        done.set()
-        ticker.join()
+        ticker.stop(ok=False)  # the caller says "built" (or why not) itself
 
 
 def _snapshot(artifact_dir: Path, dest: Path) -> Path:

@@ -37,6 +37,7 @@ from murmurd.host.roles import ContractViolation, check_contract, check_hook_han
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 from murmurd.paths import cache_dir as default_cache_dir
+from murmurd.progress import Ticker
 
 NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, default limits
 # The guard of the call running on this worker thread, so a call nested in it (a tool a
@@ -123,11 +124,16 @@ class ComponentHost:
         expected: Role | None = None,
         progress: Callable[[str], None] | None = None,
     ) -> LoadedComponent:
-        announce = (lambda: progress(f"compiling {name} (first use on this machine; cached afterwards)")) if progress else None
+        ticker = None if progress is None else Ticker(
+            progress, f"compiling {name}", f"compiled {name}",
+            first=f"compiling {name} (first use on this machine; cached afterwards)")
         try:
-            component = self.cache.load(wasm, announce)
+            component = self.cache.load(wasm, ticker.start if ticker else None)
         except WasmtimeError as exc:
             raise CompileError(name, f"not a valid component: {first_cause(str(exc))}") from None
+        finally:
+            if ticker is not None:
+                ticker.stop()
         component_type = component.type
         imports = tuple(component_type.imports(self.engine))
         exports = tuple(component_type.exports(self.engine))

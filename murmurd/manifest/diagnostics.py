@@ -92,6 +92,11 @@ CODES: dict[str, CodeInfo] = {
     "E-INF-011": CodeInfo("error", "a field is not valid with inference.transport: process (driver, endpoint, api_key, max_tokens)"),
     "E-INF-012": CodeInfo("error", "system_prompt_artifact names an artifact that is not a prompt payload"),
     "W-INF-001": CodeInfo("warning", "inference.transport: process: what the CLI agent runs with (network, HOME, its tools)"),
+    # -- launch certainties `murmurd validate` checks beyond the manifest (staging/launch_checks.py) --
+    "E-REG-001": CodeInfo("error", "a named artifact is neither in the registry nor bundled with murmurd"),
+    "E-INF-013": CodeInfo("error", "a bundled HTTP driver's inference.endpoint origin is not in network.allow"),
+    "E-INF-014": CodeInfo("error", "no inference block and no capsule.wasm: nothing would run a task"),
+    "E-INF-015": CodeInfo("error", "a bundled HTTP driver with no inference.model"),
     # -- a hook artifact's own contract (checked at staging) -----------------------------------
     "E-HOOK-001": CodeInfo("error", "unknown hook binding"),
     "E-HOOK-002": CodeInfo("error", "unknown hook commit_policy"),

@@ -372,6 +372,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     registry = commands.add_parser("registry", help="run a registry: `registry serve DIR`")
     sub = registry.add_subparsers(dest="registry_command", required=True)
     serve = sub.add_parser("serve", help="serve DIR over the Nexus API (NEXUS_API_KEY, NEXUS_BIND)")
-    serve.add_argument("directory", metavar="DIR")
+    serve.add_argument("directory", metavar="DIR", help="the registry directory: archives kept as <name>/<version>/<name>-<version>.mur.zip")
     serve.add_argument("--bind", help="host:port (default $NEXUS_BIND or 127.0.0.1:7800)")
     serve.set_defaults(handler=_cmd_registry_serve)

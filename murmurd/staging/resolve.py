@@ -10,7 +10,7 @@ from murmurd.authoring.build import BuildError, build_artifact
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.manifest.capsule import ArtifactRef
 from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact, find_skill_file, sha256_file
-from murmurd.staging.bundled import find_bundled, resolve_bundled
+from murmurd.staging.bundled import bundled_artifacts, find_bundled, resolve_bundled
 from murmurd.staging.lock import LockError, LockFile, check_pin
 from murmurd.staging.registry import Registry
 from murmurd.registry.versions import is_exact, satisfies
@@ -114,7 +114,11 @@ def resolve_named(registry: Registry, name: str, declared: str | None, pinned: s
     except ArtifactNotFound as exc:
         bundled = find_bundled(name)
         if bundled is None:
-            raise ResolveError(f"{exc}, and murmurd bundles no artifact of that name (see `murmurd list`)") from None
+            from murmurd.staging.launch_checks import did_you_mean
+
+            known = sorted(a.manifest.name for a in bundled_artifacts())
+            raise ResolveError(f"{exc}, and murmurd bundles no artifact of that name (see `murmurd list`)"
+                               f"{did_you_mean(name, known)}") from None
         return resolve_bundled(bundled, declared if is_exact(declared) else None, progress)
 
 

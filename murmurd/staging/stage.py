@@ -207,7 +207,7 @@ def _log_warnings(layout: Workdir, report: Report) -> None:
     """The manifest's warnings in `logs/bootstrap.log`, beside what the operator saw on stderr."""
     if not report.warnings:
         return
-    text = "".join(f"warning: {w.to_text()}\n" for w in report.warnings)
+    text = "".join(f"{w.to_text()}\n" for w in report.warnings)  # to_text() starts "warning W-..."
     try:
         workdir_fs.append_text(layout.root, layout.book(log_file("bootstrap.log")), text)
     except OSError:
@@ -239,7 +239,7 @@ def stage_capsule(
     if manifest is None:
         raise StagingError([d.to_text() for d in report.errors], report)
     for warning in report.warnings:  # never silently dropped: every launch repeats them
-        report_progress(f"warning: {warning.to_text()}")
+        report_progress(warning.to_text())  # "warning W-...": one prefix
     preflight = process_preflight(manifest, env)
     if preflight is not None:  # upstream's pre-flight: before the lock, staging or any workdir
         raise StagingError([preflight], report)

@@ -51,8 +51,8 @@ class Console:
         return 1
 
 
-def load(workdir: Path, selector: str | None, *, allow_at: bool = False) -> SessionMetrics:
-    return session_metrics(read_trace(resolve(workdir, selector, allow_at=allow_at)))
+def load(workdir: Path, selector: str | None, *, allow_at: bool = False, allow_open: bool = False) -> SessionMetrics:
+    return session_metrics(read_trace(resolve(workdir, selector, allow_at=allow_at), allow_open=allow_open))
 
 
 def show(console: Console, workdir: Path, selector: str | None, *, as_json: bool = False,
@@ -103,12 +103,15 @@ def diff(console: Console, workdir: Path, selectors: list[str], *, as_json: bool
         if len(selectors) > 2:
             raise ReadError(BAD_SELECTOR, f"diff takes two sessions, not {len(selectors)}")
         first, second = selectors or ["@2", "@1"]
-        a, b = load(workdir, first, allow_at=True), load(workdir, second, allow_at=True)
+        # a session still running compares as it is so far (render.diff marks it open)
+        a = load(workdir, first, allow_at=True, allow_open=True)
+        b = load(workdir, second, allow_at=True, allow_open=True)
     except ReadError as exc:
         return console.error(exc)
     rows = diff_rows(a, b)
     if as_json:
-        console.json({"a": {"session_id": a.session_id, "path": a.path}, "b": {"session_id": b.session_id, "path": b.path},
+        console.json({"a": {"session_id": a.session_id, "path": a.path, "open": a.open},
+                      "b": {"session_id": b.session_id, "path": b.path, "open": b.open},
                       "rows": [r.to_json() for r in rows]})
     else:
         console.print(render.diff(rows, a, b, console.style))

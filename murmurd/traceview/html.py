@@ -43,7 +43,14 @@ h1{font-size:18px;margin:0 0 4px}h2{font-size:15px;margin:28px 0 8px}code,.mono{
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
 th{color:var(--mute);font-weight:600;font-size:12px}.badge{font-size:11px;padding:1px 6px;border-radius:8px;background:var(--red);color:#000}
 .input{max-width:520px;overflow-wrap:anywhere}
+.axis{display:grid;grid-template-columns:90px 1fr 150px;align-items:end;gap:8px;min-height:24px}
+.axis .label,.axis .tokens{color:var(--mute);font-size:12px}.axis .tokens{text-align:right}
+.axis .track{height:20px;border-bottom:1px solid var(--mute)}
+.tick{position:absolute;bottom:0;height:6px;border-left:1px solid var(--mute)}
+.tick span{position:absolute;bottom:7px;transform:translateX(-50%);font-size:11px;color:var(--mute);white-space:nowrap}
 """
+
+MAX_TICKS = 8
 
 
 def _span(m: SessionMetrics) -> tuple[int, int]:
@@ -64,6 +71,28 @@ def _bar(kind: str, start: int, end: int, span: tuple[int, int], title: str, ext
     size = 100.0 * min(max(units.ratio(max(end - start, 0), width), 0.0), 1.0)
     return (f'<div class="bar {kind}{extra}" style="left:{left:.3f}%;width:{size:.3f}%" '
             f'title="{escape(title)}"></div>')
+
+
+def tick_step(width_ms: int, max_ticks: int = MAX_TICKS) -> int:
+    """The interval between axis ticks: 1, 2 or 5 times a power of ten ms, the smallest that
+    puts at most `max_ticks` intervals across `width_ms`."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if width_ms <= max_ticks * step * factor:  # integers: a 400-digit width never overflows a float
+                return step * factor
+        step *= 10
+
+
+def _axis(span: tuple[int, int]) -> str:
+    """The time axis over the lanes: ticks from the session's first event, labelled `+1.5s`."""
+    low, high = span
+    width = high - low
+    step = tick_step(width)
+    ticks = "".join(f'<div class="tick" style="left:{100.0 * units.ratio(t, width):.3f}%"><span>+{escape(units.duration(t))}</span></div>'
+                    for t in range(0, width + 1, step))
+    return (f'<div class="axis" data-step-ms="{step}"><div class="label">time</div>'
+            f'<div class="track">{ticks}</div><div class="tokens">since the first event</div></div>')
 
 
 def _call_title(call: Call, redundant: dict[int, int]) -> str:
@@ -102,7 +131,7 @@ def _timeline(m: SessionMetrics, redundant: dict[int, int]) -> str:
             parts.append(f'<div class="attempt">attempt {step.attempt + 1}</div>')
         attempt = step.attempt
         parts.append(_lane(step, span, redundant))
-    return "".join(parts) or '<p class="meta">No turns in this trace.</p>'
+    return (_axis(span) + "".join(parts)) if parts else '<p class="meta">No turns in this trace.</p>'
 
 
 def _short(value: object) -> str:

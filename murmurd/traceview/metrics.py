@@ -57,12 +57,15 @@ class Turn:
     attempt: int  # 0-based: which agent-loop attempt (a reopened task runs another)
     started_ms: int | None = None  # timestamp - duration_ms, else the line before it (the model's time)
     calls: list[Call] = field(default_factory=list)
+    reported_input: int | None = None  # the provider's own `usage` counts, when it sent them
+    reported_output: int | None = None
     hook_inferences: int = 0  # hook `run-inference` completions during this turn
 
     def to_json(self) -> dict[str, Any]:
         return {"turn": self.turn, "decision": self.decision, "tool_name": self.tool_name,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "duration_ms": self.duration_ms, "timestamp": self.timestamp, "attempt": self.attempt,
+                "reported_input_tokens": self.reported_input, "reported_output_tokens": self.reported_output,
                 "calls": [c.to_json() for c in self.calls]}
 
 
@@ -112,6 +115,16 @@ class SessionMetrics:
     reopens: list[Reopen]
     tasks: list[TaskSummary]
     started_ms: int | None
+    open: bool = False  # no session_end yet: the session is still running (totals so far)
+
+    @property
+    def reported_tokens(self) -> tuple[int, int, int] | None:
+        """(input, output, turns) the provider itself reported in `usage`; None when no turn has
+        a report. `input_tokens`/`output_tokens` are murmurd's own counts of what was sent."""
+        turns = [s for s in self.steps if s.reported_input is not None or s.reported_output is not None]
+        if not turns:
+            return None
+        return (sum(s.reported_input or 0 for s in turns), sum(s.reported_output or 0 for s in turns), len(turns))
 
     @property
     def tool_ok(self) -> int:
@@ -149,8 +162,10 @@ class SessionMetrics:
         return {
             "path": self.path, "session_id": self.session_id, "capsule_name": self.capsule_name,
             "capsule_version": self.capsule_version, "model": self.model, "max_turns": self.max_turns,
-            "exit_status": self.exit_status, "duration_ms": self.duration_ms, "turns": self.turns,
+            "exit_status": self.exit_status, "open": self.open, "duration_ms": self.duration_ms, "turns": self.turns,
             "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+            "reported_tokens": None if self.reported_tokens is None else dict(
+                zip(("input_tokens", "output_tokens", "turns"), self.reported_tokens, strict=True)),
             "tool_calls": {"count": len(self.tools), "ok": self.tool_ok, "error": self.tool_errors,
                            "success_rate": self.tool_success_rate, "avg_latency_ms": self.avg_tool_ms,
                            "calls": [c.to_json() for c in self.tools]},
@@ -225,6 +240,10 @@ def _steps(trace: Trace) -> list[Turn]:
                 attempt,
             ))
             step = steps[-1]
+            usage = event.get("usage")
+            if isinstance(usage, dict):
+                step.reported_input = _opt_int(usage.get("input_tokens"))
+                step.reported_output = _opt_int(usage.get("output_tokens"))
             if step.timestamp is not None:
                 step.started_ms = step.timestamp - step.duration_ms if step.duration_ms is not None else before
         elif event.type in ("tool_call", "skill_call", "shell") and steps:
@@ -232,25 +251,60 @@ def _steps(trace: Trace) -> list[Turn]:
     return steps
 
 
+CANCELED = "canceled"
+OPEN = "open"
+
+
+def task_status(task_end: Event) -> str:
+    """A canceled task is written `exit_status: failed` (upstream's values) with `error:
+    canceled`; the readers show it as `canceled`, its own state, never as a failure."""
+    status = task_end.get("exit_status")
+    return CANCELED if status == "failed" and task_end.get("error") == CANCELED else status
+
+
 def _tasks(trace: Trace) -> list[TaskSummary]:
     return [TaskSummary(e.get("task_id"), e.get("turns"), e.get("input_tokens"), e.get("output_tokens"),
-                        e.get("tool_calls"), e.get("exit_status"), e.get("duration_ms"),
+                        e.get("tool_calls"), task_status(e), e.get("duration_ms"),
                         _int(e.get("reopen_count"))) for e in trace.of("task_end")]
 
 
+def _session_status(trace: Trace, end: Event) -> str:
+    """The last `session_end`'s status; `canceled` when that attempt ended because its task was."""
+    status = end.get("exit_status")
+    task_end = trace.last("task_end")
+    if status == "failed" and task_end is not None and task_end.line > end.line and task_status(task_end) == CANCELED:
+        return CANCELED
+    return status
+
+
+def _totals(trace: Trace, steps: list[Turn], calls: list[Call]) -> dict[str, Any]:
+    """An open session's totals so far (no `session_end` carries them yet)."""
+    stamps = [e.get("timestamp") for e in trace.events if isinstance(e.get("timestamp"), int)]
+    return {"exit_status": OPEN, "duration_ms": (max(stamps) - min(stamps)) if stamps else 0, "turns": len(steps),
+            "input_tokens": sum(s.input_tokens for s in steps), "output_tokens": sum(s.output_tokens for s in steps),
+            "tool_calls_total": sum(1 for c in calls if c.kind == "tool"),
+            "shell_calls_total": sum(1 for c in calls if c.kind == "shell")}
+
+
 def session_metrics(trace: Trace) -> SessionMetrics:
+    """Totals and status from the last `session_end`; a trace without one (parsed with
+    `allow_open`) is an open session, its totals summed from what it has written so far."""
     start, end = trace.last("session_start"), trace.last("session_end")
-    assert start is not None and end is not None  # parse_trace guarantees both
+    assert start is not None  # parse_trace guarantees it
     compaction = trace.last("compaction")
     calls = [_call(e) for e in trace.of("tool_call", "skill_call", "shell")]
     first = trace.events[0].get("timestamp")
+    steps = _steps(trace)
+    totals = _totals(trace, steps, calls) if end is None else {
+        "exit_status": _session_status(trace, end), "duration_ms": end.get("duration_ms"),
+        "turns": end.get("total_turns"), "input_tokens": end.get("total_input_tokens"),
+        "output_tokens": end.get("total_output_tokens"), "tool_calls_total": end.get("total_tool_calls"),
+        "shell_calls_total": end.get("total_shell_calls")}
     return SessionMetrics(
         path=trace.path, session_id=start.get("session_id"), capsule_name=start.get("capsule_name"),
         capsule_version=start.get("capsule_version"), model=start.get("model"), max_turns=start.get("max_turns"),
-        exit_status=end.get("exit_status"), duration_ms=end.get("duration_ms"), turns=end.get("total_turns"),
-        input_tokens=end.get("total_input_tokens"), output_tokens=end.get("total_output_tokens"),
-        tool_calls_total=end.get("total_tool_calls"), shell_calls_total=end.get("total_shell_calls"),
-        steps=_steps(trace),
+        **totals, open=end is None,
+        steps=steps,
         tools=[c for c in calls if c.kind == "tool"],
         skills=[c for c in calls if c.kind == "skill"],
         shells=[c for c in calls if c.kind == "shell"],

@@ -86,9 +86,10 @@ def _event(raw: str, path: str, number: int) -> Event:
     return Event(number, event_type, value)
 
 
-def parse_trace(data: bytes | str, path: str) -> Trace:
+def parse_trace(data: bytes | str, path: str, *, allow_open: bool = False) -> Trace:
     """Every line checked; `E-TRC-001` (with `path:line`) for the first bad one (not UTF-8, not a
-    JSON object, a required field missing), an empty file, or no `session_start`/`session_end`."""
+    JSON object, a required field missing), an empty file, or no `session_start`/`session_end`
+    (with `allow_open`, a missing `session_end` is a session still running)."""
     trace = Trace(path)
     lines = data.split(b"\n") if isinstance(data, bytes) else [s.encode("utf-8", "surrogatepass") for s in data.split("\n")]
     for number, raw in enumerate(lines, start=1):
@@ -101,7 +102,7 @@ def parse_trace(data: bytes | str, path: str) -> Trace:
         trace.events.append(_event(text, path, number))
     if not trace.events:
         raise ReadError(BAD_TRACE, f"{path}:1: empty trace")
-    for needed in ("session_start", "session_end"):
+    for needed in ("session_start",) if allow_open else ("session_start", "session_end"):
         if trace.last(needed) is None:
             raise ReadError(BAD_TRACE, f"{path}:{len(lines)}: no {needed} (an incomplete session)")
     return trace

@@ -16,6 +16,7 @@ from murmurd.terminal import safe
 from murmurd.traceview import units
 from murmurd.traceview.aggregate import Report, Stat
 from murmurd.traceview.compare import Row
+from murmurd.traceview.labels import distinct_labels
 from murmurd.traceview.metrics import Call, SessionMetrics, Turn
 
 INPUT_WIDTH = 120
@@ -109,6 +110,7 @@ def show(m: SessionMetrics, style: Style) -> str:
         ["output:", units.count(m.output_tokens), f"(avg {units.count(m.per_turn(m.output_tokens))}/turn)"],
         ["total:", units.count(m.input_tokens + m.output_tokens)],
     ])
+    lines += _token_sources(m, style)
     lines.append(section("Tool calls", style))
     lines.append(f"  count: {len(m.tools)}  ({m.tool_ok} ok, {m.tool_errors} error)  "
                  f"success {units.percent(m.tool_success_rate)}")
@@ -134,11 +136,26 @@ def show(m: SessionMetrics, style: Style) -> str:
                         for r in m.reopens])
     if len(m.tasks) > 1:
         lines.append(section("Tasks", style))
-        lines += table([[f"task {i}", safe(t.task_id[:12]), f"turns: {t.turns}", f"in: {units.count(t.input_tokens)}",
+        labels = distinct_labels([t.task_id for t in m.tasks])
+        lines += table([[f"task {i}", safe(labels[t.task_id]), f"turns: {t.turns}", f"in: {units.count(t.input_tokens)}",
                          f"out: {units.count(t.output_tokens)}", _status(t.exit_status, style), units.duration(t.duration_ms),
                          *([f"reopens: {t.reopen_count}"] if t.reopen_count else [])]
                         for i, t in enumerate(m.tasks, start=1)])
     return "\n".join(lines)
+
+
+def _token_sources(m: SessionMetrics, style: Style) -> list[str]:
+    """Which counts are whose: the rows above are murmurd's own counts of what each turn sent and
+    got; the provider's `usage` report, when it sent one, is shown beside them."""
+    lines = [style.dim("  (the runtime's own estimate: its tokenizer over each turn's request and answer)")]
+    reported = m.reported_tokens
+    if reported is None:
+        lines.append(style.dim("  provider reported: nothing (the driver passed on no usage)"))
+    else:
+        given, taken, turns = reported
+        lines.append(f"  provider reported: {units.count(given)} in, {units.count(taken)} out "
+                     f"({turns} of {len(m.steps)} turns)")
+    return lines
 
 
 def _skills(m: SessionMetrics, style: Style) -> list[str]:
@@ -169,7 +186,9 @@ def exit_codes(shells: list[Call]) -> str:
 
 def _status(status: str, style: Style) -> str:
     shown = safe(status)
-    return style.ok(shown) if status in ("ok", "completed") else style.bad(shown)
+    if status in ("ok", "completed"):
+        return style.ok(shown)
+    return style.warn(shown) if status in ("canceled", "open") else style.bad(shown)
 
 
 def first_string(value: Any) -> str | None:
@@ -204,7 +223,11 @@ def steps(m: SessionMetrics, verbose: bool, style: Style) -> str:
 
 
 def diff(rows: list[Row], a: SessionMetrics, b: SessionMetrics, style: Style) -> str:
-    lines = [f"Run A: {safe(a.session_id)}  ({safe(a.path)})", f"Run B: {safe(b.session_id)}  ({safe(b.path)})"]
+    def run(label: str, m: SessionMetrics) -> str:
+        return f"Run {label}: {safe(m.session_id)}  ({safe(m.path)})" + (style.warn("  [open: still running]")
+                                                                        if m.open else "")
+
+    lines = [run("A", a), run("B", b)]
     body = [[style.head(h) for h in ("Metric", "Run A", "Run B", "Delta")]]
     for row in rows:
         shown = row.delta
@@ -222,8 +245,10 @@ def _stat_table(stats: list[Stat], style: Style) -> list[str]:
 
 def report(r: Report, workdir: str, style: Style) -> str:
     lines: list[str] = []
+    labels = distinct_labels([m.session_id for m in r.sessions])
     for m in r.sessions:
-        lines.append(style.head(f"Session {safe(m.session_id[:12])}...  {units.duration(m.duration_ms)}  {m.turns} turns"))
+        lines.append(style.head(f"Session {safe(labels[m.session_id])}  {units.duration(m.duration_ms)}  {m.turns} turns  "
+                                f"{safe(m.exit_status)}"))
         lines.append(f"  tool calls: {len(m.tools)}  ({m.tool_ok} ok, {m.tool_errors} error)")
         if m.skills:
             ok = sum(1 for c in m.skills if c.ok)

@@ -81,7 +81,11 @@ def open_workdir(given: Path) -> Workdir:
     try:
         info = os.stat(given)
     except OSError as exc:
-        raise ReadError(IO_ERROR, f"workdir {given}: {exc.strerror}") from None
+        hint = ""
+        if exc.errno == errno.ENOENT:
+            hint = ("; sessions are kept in <capsule-dir>/workdir: run this from the capsule's directory "
+                    "or pass --workdir <capsule-dir>/workdir")
+        raise ReadError(IO_ERROR, f"workdir {given}: {exc.strerror}{hint}") from None
     if not stat.S_ISDIR(info.st_mode):
         raise ReadError(IO_ERROR, f"workdir {given}: not a directory")
     try:
@@ -131,7 +135,7 @@ def resolve(workdir: Path, selector: str | None, *, allow_at: bool = False, file
     return found.source(hits[0], file)
 
 
-def read_trace(source: Source) -> Trace:
+def read_trace(source: Source, *, allow_open: bool = False) -> Trace:
     """The parsed trace. A literal path that cannot be read is `E-IO-001`; a session directory
     without a readable trace is an incomplete session, `E-TRC-001`."""
     try:
@@ -140,7 +144,7 @@ def read_trace(source: Source) -> Trace:
         code = IO_ERROR if source.literal or getattr(exc, "errno", None) not in (errno.ENOENT, None) else BAD_TRACE
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ReadError(code, f"{source.shown}: {reason}") from None
-    return parse_trace(data, source.shown)
+    return parse_trace(data, source.shown, allow_open=allow_open)
 
 
 def parse_since(text: str) -> int:

@@ -320,7 +320,14 @@ def task_model(record: TaskRecord, history_length: int | None = None, include_ar
     view = task_view(record, with_result=True, history_length=history_length, include_artifacts=include_artifacts)
     history = [_message(view, m.message_id, m.role, m.parts, m.metadata) for m in view.history]
     return Task(id=view.id, context_id=view.context_id, status=_status(view),
-                artifacts=[_artifact(a) for a in view.artifacts] or None, history=history or None)
+                artifacts=[_artifact(a) for a in view.artifacts] or None, history=history or None,
+                metadata={"murmurd": provenance(record)})
+
+
+def provenance(record: TaskRecord) -> dict[str, Any]:
+    """When a task was created and by whom (what a supervisor weighs before answering it):
+    under the task's `metadata.murmurd`, shown only to a caller who may read the task."""
+    return {"createdAt": rfc3339(record.created_at), "origin": record.origin, "principal": record.principal}
 
 
 def render_task(record: TaskRecord, history_length: int | None = None,

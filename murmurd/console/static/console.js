@@ -16,7 +16,8 @@
   const RECONNECT_MS = 2000;
   const TOKEN_KEY = "murmurd.console.token";
   const TRACE_SHOWN = 300; // characters of one trace event's fields shown
-  const tasks = new Map(); // id -> {id, state, label, order}
+  const tasks = new Map(); // id -> {id, state, label, order, question, since, who}
+  const AGE_TICK_MS = 15000; // how often the list's "waiting 3m" ages are redrawn
   let newest = 0; // the order given to the next task that appears
   let current = null; // the open task: {id, source, seen, lastId, closed, turnEnded, answer}
   let title = "murmurd";
@@ -145,8 +146,12 @@
     $("card-description").textContent = card.description || "";
     const tools = $("card-tools");
     tools.replaceChildren(...((card.capabilities && card.capabilities.tools) || []).map((t) => el("li", "", String(t))));
+    // Each artifact once: a tool is also an A2A skill on the card; Skills lists only the others.
+    const toolNames = new Set(((card.capabilities && card.capabilities.tools) || []).map(String));
+    const others = (card.skills || []).filter((s) => !toolNames.has(String(s.name || s.id)));
+    $("card-skills-box").hidden = others.length === 0;
     const skills = $("card-skills");
-    skills.replaceChildren(...(card.skills || []).map((s) => {
+    skills.replaceChildren(...others.map((s) => {
       const item = el("li", "", String(s.name || s.id));
       if (s.description) item.title = String(s.description);
       return item;
@@ -172,14 +177,35 @@
     return first ? partsText(first.parts) : "";
   }
 
+  function summarize(task) {
+    // What the list shows beside the state: the question a waiting task asks, since when, who sent it.
+    const known = tasks.get(task.id);
+    if (!known) return;
+    const status = task.status || {};
+    const origin = (task.metadata && task.metadata.murmurd) || {};
+    known.question = stateName(status.state) === "input-required" && status.message ? partsText(status.message.parts) : "";
+    known.since = Date.parse(status.timestamp || "") || known.since || Date.now();
+    known.who = String(origin.principal || origin.origin || "");
+  }
+
   async function labelFromTask(id) {
     try {
       const task = await rpc("GetTask", {id});
-      upsert(id, "", firstUserText(task));
+      upsert(id, stateName(task.status && task.status.state), firstUserText(task));
+      summarize(task);
       renderList();
     } catch (error) {
       // gone already (retention) or refused: the row keeps showing the id
     }
+  }
+
+  function age(since) {
+    const seconds = Math.max(0, Math.round((Date.now() - since) / 1000));
+    if (seconds < 60) return seconds + "s";
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + "m";
+    const hours = Math.floor(minutes / 60);
+    return hours < 24 ? hours + "h " + (minutes % 60) + "m" : Math.floor(hours / 24) + "d " + (hours % 24) + "h";
   }
 
   async function refreshList() {
@@ -189,6 +215,7 @@
     listed.slice().reverse().forEach((task) => {
       const known = tasks.get(task.id);
       upsert(task.id, stateName(task.status && task.status.state), firstUserText(task));
+      summarize(task);
       if (!known) tasks.get(task.id).order = ++newest;
     });
     renderList();
@@ -197,16 +224,40 @@
   function renderList() {
     const filter = $("state-filter").value;
     const shown = [...tasks.values()].filter((t) => !filter || t.state === filter).sort((a, b) => b.order - a.order);
+    const focused = document.activeElement && document.activeElement.closest
+      ? document.activeElement.closest("#task-list li") : null;
+    const focusedId = focused ? focused.dataset.taskId : null;
     $("task-list").replaceChildren(...shown.map((task) => {
       const item = el("li", task.state);
       item.dataset.taskId = task.id;
       item.dataset.state = task.state;
-      if (current && current.id === task.id) item.classList.add("selected");
-      item.append(el("span", "badge " + task.state, task.state), el("span", "task-label", task.label || task.id));
-      item.title = task.id;
-      item.addEventListener("click", () => openTask(task.id));
+      // The row is a button: reachable with Tab, opened with Enter or Space, its focus visible.
+      const open = el("button", "task-open");
+      open.type = "button";
+      open.title = task.id;
+      if (current && current.id === task.id) {
+        item.classList.add("selected");
+        open.setAttribute("aria-current", "true");
+      }
+      const line = el("span", "task-line");
+      line.append(el("span", "badge " + task.state, task.state), el("span", "task-label", task.label || task.id));
+      open.append(line);
+      if (task.state === "input-required") {
+        const meta = el("span", "task-meta");
+        meta.append(el("span", "task-question", task.question ? "asks: " + task.question : "waits for input"),
+                    el("span", "task-waited", "waiting " + age(task.since || Date.now())),
+                    el("span", "task-who", task.who ? "from " + task.who : ""));
+        open.append(meta);
+      }
+      open.addEventListener("click", () => openTask(task.id));
+      item.append(open);
       return item;
     }));
+    if (focusedId) {
+      const again = document.querySelector(`#task-list li[data-task-id="${CSS.escape(focusedId)}"] button`);
+      if (again) again.focus();
+    }
+    $("tasks-empty").hidden = tasks.size > 0;
     const waiting = [...tasks.values()].filter((t) => t.state === "input-required").length;
     const count = $("waiting-count");
     count.hidden = waiting === 0;
@@ -236,9 +287,11 @@
       if (event.lastEventId) watchLastId = event.lastEventId;
       const frame = JSON.parse(event.data);
       const known = tasks.has(frame.id);
-      upsert(frame.id, stateName(frame.status && frame.status.state));
+      const state = stateName(frame.status && frame.status.state);
+      upsert(frame.id, state);
       renderList();
-      if (!known) labelFromTask(frame.id);  // someone else's new task: show what it asks
+      // someone else's new task: show what it asks; a task that starts waiting: its question and since when
+      if (!known || state === "input-required") labelFromTask(frame.id);
     });
     source.addEventListener("gap", () => quietly(refreshList()));
     source.addEventListener("error", () => {
@@ -271,14 +324,31 @@
     if (current !== view) return;
     const state = stateName(task.status && task.status.state);
     const message = task.status && task.status.message ? partsText(task.status.message.parts) : "";
-    $("task-messages").replaceChildren(...(task.history || []).map((m) => {
+    // The questions the task asked, each where it was asked: before the reply that answered it
+    // (remembered from when this page saw it waiting), and the open one at the end.
+    const history = task.history || [];
+    if (state === "input-required" && message && !view.questions.some((q) => q.at === history.length)) {
+      view.questions.push({at: history.length, text: message});
+    }
+    const items = [];
+    history.forEach((m, index) => {
+      view.questions.filter((q) => q.at === index).forEach((q) => items.push(questionItem(q.text)));
       const item = el("li", m.role === "ROLE_USER" ? "user" : "agent");
       item.append(el("span", "role", m.role === "ROLE_USER" ? "user" : "agent"), el("span", "text", partsText(m.parts)));
-      return item;
-    }));
+      items.push(item);
+    });
+    view.questions.filter((q) => q.at >= history.length).forEach((q) => items.push(questionItem(q.text)));
+    $("task-messages").replaceChildren(...items);
     upsert(view.id, state, firstUserText(task));
+    summarize(task);
     if (!view.streamState) setState(view, state, message);
     quietly(loadTrace(view));  // beside, not before, the stream: it must not hold the answer up
+  }
+
+  function questionItem(text) {
+    const item = el("li", "agent question");
+    item.append(el("span", "role", "asks"), el("span", "text", text));
+    return item;
   }
 
   function traceLine(event) {
@@ -397,9 +467,10 @@
   async function openTask(id) {
     if (current && current.source) current.source.close();
     const view = {id, source: null, seen: new Set(), lastId: "", closed: false, turnEnded: false, answer: "",
-                  streamState: ""};
+                  streamState: "", questions: []};
     current = view;
     $("task-pane").hidden = false;
+    $("empty-pane").hidden = true;
     $("task-id").textContent = id;
     $("task-answer").textContent = "";
     $("task-thinking").textContent = "";
@@ -450,7 +521,11 @@
     }
   });
 
-  $("cancel-task").addEventListener("click", async () => {
+  // Cancel asks first (a canceled task cannot be resumed); the dialog is modal and keyboard-first.
+  $("cancel-task").addEventListener("click", () => { if (current) $("cancel-dialog").showModal(); });
+  $("cancel-keep").addEventListener("click", () => $("cancel-dialog").close());
+  $("cancel-confirm").addEventListener("click", async () => {
+    $("cancel-dialog").close();
     if (!current) return;
     try {
       await rpc("tasks/cancel", {id: current.id});
@@ -476,6 +551,7 @@
     tasks.clear();
     current = null;
     $("task-pane").hidden = true;
+    $("empty-pane").hidden = false;
     renderList();
   });
 
@@ -493,5 +569,6 @@
   }
 
   loadCard().catch(showError);
+  setInterval(() => { if ([...tasks.values()].some((t) => t.state === "input-required")) renderList(); }, AGE_TICK_MS);
   start();
 })();

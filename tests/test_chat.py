@@ -1,0 +1,130 @@
+"""`murmurd chat` driven through a real pseudo-terminal (pexpect) against a real daemon serving
+examples/supervised (issue 25, item 2): the answer streams in, the tool call shows as it
+happens, the task's question is answered at an inline prompt, Ctrl-C cancels the task and the
+program goes on, the conversation is one threaded context, and lines land in readline history."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from a2akit import Served, start
+from conftest import EXAMPLES, ROOT
+from murmurd.manifest.writing import dump_yaml
+from supervisedkit import APPROVED, CHECKED, HELD, QUESTION, START_SECONDS, serving_supervised
+
+DEADLINE = 120  # seconds for one expectation on a loaded machine
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving_supervised(tmp_path_factory.mktemp("chat")) as daemon:
+        yield daemon
+
+
+def _chat(served: Served, home: Path) -> pexpect.spawn:
+    env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state"), "TERM": "dumb"}
+    env.pop("MURMUR_TOKEN", None)
+    child = pexpect.spawn(sys.executable, ["-m", "murmurd", "chat", served.url], cwd=str(ROOT), env=env,
+                          encoding="utf-8", timeout=DEADLINE, dimensions=(40, 200))
+    child.expect_exact("you> ")
+    return child
+
+
+def _tasks(served: Served) -> list[dict]:
+    return served.rpc("ListTasks", {"pageSize": 100})["result"].get("tasks", [])
+
+
+def test_chat_streams_shows_tools_asks_inline_and_ctrl_c_cancels(served: Served, tmp_path: Path) -> None:
+    child = _chat(served, tmp_path)
+    try:
+        child.sendline("deploy the release")
+        child.expect_exact("Checking the release before anything else.")  # streamed text
+        child.expect_exact(f"⚙ echo: {CHECKED}")  # the tool call, shown when it ran
+        child.expect_exact(f"? {QUESTION}")
+        child.expect_exact("reply> ")
+        child.sendline("approve")
+        child.expect_exact(APPROVED)
+        child.expect_exact("you> ")
+        [first] = [t for t in _tasks(served) if t["status"]["state"] == "TASK_STATE_COMPLETED"
+                   and "deploy the release" in str(t.get("history"))]
+        context = first["contextId"]
+
+        # the same conversation: the next message is in the same context
+        child.sendline("deploy once more")
+        child.expect_exact(f"? {QUESTION}")
+        child.expect_exact("reply> ")
+        child.sendintr()  # Ctrl-C at the question: the task is canceled, chat goes on
+        child.expect(r"\[canceled (tsk_[0-9a-f]+)\]")
+        canceled_id = child.match.group(1)
+        child.expect_exact("you> ")
+        canceled = served.get(canceled_id)
+        assert canceled["status"]["state"] == "canceled"
+        assert canceled["contextId"] == context
+
+        # Ctrl-C at an empty prompt cancels nothing and does not end the program
+        child.sendintr()
+        child.expect_exact("(Ctrl-D or /quit to leave)")
+        child.expect_exact("you> ")
+        child.sendline("deploy a third time")
+        child.expect_exact("reply> ")
+        child.sendline("hold")
+        child.expect_exact(HELD)
+        child.expect_exact("you> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
+    history = (tmp_path / "state" / "murmurd" / "chat_history").read_text()
+    assert "deploy the release" in history and "approve" in history and "deploy a third time" in history
+
+
+def _napping_capsule(root: Path) -> Path:
+    """A capsule whose scripted driver says it will nap, then runs `sleep 600` through the shell:
+    the task is surely running when Ctrl-C comes (it could only complete after ten minutes)."""
+    nap = {"stop_reason": "tool_call", "content": [
+        {"type": "text", "text": "Taking a long nap now. "},
+        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "sleep 600"}}]}
+    woke = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Woke up."}]}
+    manifest = {
+        "name": "napper", "version": "0.1.0",
+        "artifacts": [{"name": "scripted-driver", "runtime": "driver", "local_source": True,
+                       "source": str(EXAMPLES / "scripted-driver")}],
+        "capabilities": {"shell": {"allow": ["sleep"]}},
+        "lifecycle": {"task_acceptance": "queue", "after_task": "sleep"},
+        "inference": {"endpoint": "http://127.0.0.1:9", "model": "scripted", "driver": {
+            "artifact": "scripted-driver", "config": {"rules": [{"when": "nap", "response": nap}],
+                                                      "responses": [woke] * 4}}},
+    }
+    directory = root / "napper"
+    directory.mkdir()
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
+    return directory
+
+
+def test_ctrl_c_while_the_task_runs_cancels_it_and_chat_goes_on(tmp_path: Path) -> None:
+    served = start(_napping_capsule(tmp_path), tmp_path / "state", timeout=START_SECONDS)
+    try:
+        child = _chat(served, tmp_path)
+        try:
+            child.sendline("take a nap")
+            child.expect_exact("Taking a long nap now.")  # streamed; the shell's sleep 600 runs next
+            child.sendintr()
+            child.expect(r"\[canceled (tsk_[0-9a-f]+)\]")
+            task_id = child.match.group(1)
+            child.expect_exact("you> ")
+            assert served.get(task_id)["status"]["state"] == "canceled"
+            child.sendline("/quit")
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0
+    finally:
+        served.proc.kill()
+        served.proc.wait(timeout=30)
