@@ -278,7 +278,8 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
     from murmurd.manifest.validate import load_capsule
-    from murmurd.containment.plan import shortfall
+    from murmurd.containment.host import probe_host
+    from murmurd.containment.plan import floor_refusal
     from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
 
     explain = getattr(args, "explain_scope", False)
@@ -292,10 +293,11 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
         grants = effective_grants(manifest, compute_grants(manifest, env), floor, env)
         print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
         return 0
-    reason = shortfall(floor, containment_plan(manifest, env))
-    if reason is None:
+    shell = manifest.capabilities.shell
+    refusal = floor_refusal(floor, containment_plan(manifest, env), probe_host(), subprocesses=bool(shell and shell.allow))
+    if refusal is None:
         return None
-    _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
+    _eprint(f"murmurd {command}: {refusal[0]}: containment floor not met: {refusal[1]}")
     return 1
 
 

@@ -32,7 +32,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from murmurd.containment.host import probe_host
-from murmurd.containment.plan import SETTING_VARIABLE, plan_containment, setting_from, shell_warnings, shortfall
+from murmurd.containment.plan import SETTING_VARIABLE, floor_refusal, plan_containment, setting_from, shell_warnings
+from murmurd.containment.seccomp_filter import extras_from
 from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.origins import BadOrigin, check_origin
@@ -255,23 +256,27 @@ def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
 
 
 def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
-    """The floor against what this host achieves (`E-CAP-010`), and the `W-SEC` warnings that
-    say what is not enforced on shell children: the same at `validate` and at every launch."""
+    """The floor against what this host achieves (`E-CAP-005`, `E-RUN-012`, `E-CAP-010`), and the
+    `W-SEC` warnings that say what is not enforced on shell children: the same at `validate` and
+    at every launch."""
     try:
         setting = setting_from(env)
+        extras = extras_from(dict(env))
     except ValueError as exc:
-        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or correct it", env.get(SETTING_VARIABLE))]
     caps = model.capabilities
     support = probe_host()
-    plan = plan_containment(support, setting, caps.filesystem.workdir_exec)
+    shell_allow = list(caps.shell.allow) if caps.shell else []
+    runtime = tuple((d.path, d.list_dir) for g in (caps.shell.interpreter_runtime if caps.shell else []) for d in g.dirs)
+    plan = plan_containment(support, setting, caps.filesystem.workdir_exec, declared=caps.containment or "advisory",
+                            unix_sockets=caps.network.unix_sockets, runtime=runtime, seccomp_extra=extras)
     found: list[Diagnostic] = []
     floor = caps.containment
-    reason = shortfall(floor, plan) if floor is not None else None
-    if reason is not None:
-        found.append(diagnostic("E-CAP-010", "capabilities.containment",
-                                f"{reason}; refused rather than run with less", floor))
-    warnings = shell_warnings(plan, support, shell_allow=list(caps.shell.allow) if caps.shell else [],
-                              network_allow=list(caps.network.allow),
+    refusal = floor_refusal(floor, plan, support, subprocesses=bool(shell_allow)) if floor is not None else None
+    if refusal is not None:
+        code, reason = refusal
+        found.append(diagnostic(code, "capabilities.containment", f"{reason}; refused rather than run with less", floor))
+    warnings = shell_warnings(plan, support, shell_allow=shell_allow, network_allow=list(caps.network.allow),
                               declares_workdir_exec=caps.filesystem.workdir_exec)
     for code, path, message in warnings:
         found.append(diagnostic(code, path, message))
@@ -448,7 +453,7 @@ def _shell_rules(caps: dict, prefix: str, narrowing: bool) -> list[Diagnostic]:
             found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
         elif not _BARE_BINARY.fullmatch(entry):
             rule = "must be a bare binary name (letters, digits, '.', '_', '+', '-'; no spaces or arguments)"
-            found.append(diagnostic("E-CAP-005", f"{path}[{i}]", rule, entry))
+            found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
     return found
 
 
@@ -778,10 +783,6 @@ UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "capabilities.resources.cgroup_io_bytes_per_sec": f"sets cgroup io.max; {_CONFINEMENT}",
     "capabilities.resources.workdir_max_bytes": "ends the session when the workdir grows past it; murmurd does not watch",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
-    "capabilities.network.unix_sockets": ("gates AF_UNIX sockets in shell children; murmurd has no seccomp filter, "
-                                          "so they are never refused"),
-    "capabilities.shell.interpreter_runtime": ("widens a binary's Landlock read scope; murmurd's Landlock rules do not "
-                                               "confine reads, so there is nothing to widen"),
     "capabilities.shell.staged_runtime": "binds a pinned host tree into a sealed root; murmurd never builds one",
     "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
     "artifacts[].capabilities.resources": "is inert on an artifact (capabilities.resources is capsule-wide)",

@@ -59,6 +59,7 @@ from typing import IO, Protocol
 
 from murmurd import workdir_fs
 from murmurd.containment.cgroup import PidsCgroup
+from murmurd.containment.child_spec import confinement_spec
 from murmurd.containment.host import helper_command
 from murmurd.containment.plan import ContainmentPlan
 from murmurd.manifest.credentials import looks_like_credential
@@ -160,6 +161,8 @@ class ShellInvocation:
     executable: str | None  # the path that is executed; None when nothing resolved
     argv: list[str]  # exactly what the executable receives, argv[0] (the bare name) included
     env: dict[str, str]
+    # every allowlisted name resolved the same way: what Landlock lets the command read and execute
+    allowed_paths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -305,7 +308,9 @@ def prepare_shell(
     if found is None:
         return ShellInvocation(binary, binary, None, [binary, *arg_list], env)
     executable = os.path.abspath(found)
-    return ShellInvocation(binary, os.path.realpath(executable), executable, [binary, *arg_list], env)
+    allowed = tuple(os.path.abspath(p) for p in (shutil.which(name, path=search_path) for name in sorted(policy.allow))
+                    if p is not None)
+    return ShellInvocation(binary, os.path.realpath(executable), executable, [binary, *arg_list], env, allowed)
 
 
 def run_shell(
@@ -372,9 +377,8 @@ def spawn_confined(
         "cgroup_procs": group.procs_file if group is not None else None,
         "netns": bool(plan and plan.netns),
         "rlimits": policy.limits.rlimits(in_user_namespace=bool(plan and plan.netns)),
-        "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec,
-                      "also_writable": [] if policy.home.is_relative_to(policy.workdir) else [str(policy.home)]}
-                     if plan is not None and plan.landlock else None),
+        **confinement_spec(plan, policy.workdir, policy.home, policy.home / TMP_DIR_NAME,
+                           invocation.allowed_paths or (invocation.executable,)),
         "executable": invocation.executable,
         "env_count": len(invocation.env),
     }
