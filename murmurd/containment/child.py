@@ -20,12 +20,16 @@ Order (each step may need the one before it):
 3. join the command's pids cgroup, so every descendant is counted from its first fork;
 4. `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a user namespace mapping its own uid and gid to
    themselves, and a network namespace with only `lo` (brought up): no route to any other host;
-5. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
-6. `no_new_privs`, then Landlock: writes only beneath the workdir (and `/dev/null`), execution
-   anywhere but the workdir (unless `workdir_exec`), signals and abstract sockets scoped;
-7. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
+5. a private mount namespace: the workdir re-mounted `noexec` (`mounts.py`), or for `sealed` the
+   composed root pivoted into (`sealed.py`);
+6. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
+7. `no_new_privs`, then Landlock (`landlock_rules.py`): reads and execution only of the allowlisted
+   binaries' closures and the runtime grants, writes only beneath the workdir, the fixed devices,
+   signals and abstract sockets scoped;
+8. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
    signal set again (credential changes clear it), SIGPIPE and SIGXFSZ back to their default
-   (Python ignores them, and an ignored signal stays ignored across exec), then `execve`.
+   (Python ignores them, and an ignored signal stays ignored across exec);
+9. the seccomp filter the daemon compiled (`seccomp_load.py`), then `execve`.
 
 Any failure is written to the error pipe and the helper exits 127 without running the command:
 a capsule is never run with less confinement than murmurd planned and reported.

@@ -31,8 +31,9 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
 - **Confined.** The child is the confinement helper (`murmurd/containment/child.py`), exec'd at
   once (no Python between fork and exec in this threaded process): it sets the rlimits of
-  `policy.limits`, joins the command's pids cgroup, enters a network namespace and Landlock
-  as `policy.containment` plans, then execs the command (docs/containment.md). When the helper
+  `policy.limits`, joins the command's pids cgroup, enters the namespaces, Landlock (reads and
+  exec of `allowed_paths`' closure only) and seccomp as `policy.containment` plans
+  (`containment/child_spec.py`), then execs the command (docs/containment.md). When the helper
   cannot confine as planned the command does not run (`ShellFailed`). With Landlock, `TMPDIR`
   (and `TMP`, `TEMP`) is `<HOME>/tmp`. What a limit stopped is `resource_limit`.
 
