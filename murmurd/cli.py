@@ -277,7 +277,7 @@ def _render_scope(grants: dict) -> str:
 def _containment_check(args: argparse.Namespace, env: dict[str, str], command: str) -> int | None:
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
-    from murmurd.manifest.validate import load_capsule
+    from murmurd.manifest.validate import load_capsule, load_capsule_for_report
     from murmurd.containment.host import probe_host
     from murmurd.containment.plan import floor_refusal
     from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
@@ -285,7 +285,10 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     explain = getattr(args, "explain_scope", False)
     if not explain and args.containment is None:
         return None
-    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if explain:
+        manifest = load_capsule_for_report(Path(args.capsule_dir), env)
+    else:
+        manifest, _ = load_capsule(Path(args.capsule_dir), env)
     if manifest is None:
         return None  # staging reports every error
     floor = containment_floor(manifest, args.containment)

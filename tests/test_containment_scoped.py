@@ -276,6 +276,10 @@ def test_a_floor_the_host_cannot_meet_refuses_before_anything_runs(tmp_path: Pat
     proc = murmurd("run", str(directory), "--task", "x", deny=deny, no_cgroup=no_cgroup)
     assert proc.returncode != 0 and code in proc.stderr, proc.stderr
     assert not marker.exists()
+    proc = murmurd("run", str(directory), "--task", "x", "--explain-scope", "--json", deny=deny, no_cgroup=no_cgroup)
+    scope = json.loads(proc.stdout)  # the report is given even so (upstream's --explain-scope)
+    assert proc.returncode == 0 and scope["floor_met"] is False and names in scope["shortfall_reason"]
+    assert scope["declared_containment"] == floor
 
 
 def test_the_healthy_host_meets_both_floors(tmp_path: Path) -> None:
@@ -286,3 +290,44 @@ def test_the_healthy_host_meets_both_floors(tmp_path: Path) -> None:
     proc = murmurd("run", str(directory), "--task", "x", "--explain-scope")
     assert proc.returncode == 0, proc.stderr
     assert "achieved:  sealed" in proc.stdout and "mechanism: mountns+pivot_root+landlock+seccomp" in proc.stdout
+
+
+# --------------------------------------------------------------------------- the manifest fields
+
+
+def test_interpreter_runtime_and_unix_sockets_are_validated_and_reported(tmp_path: Path) -> None:
+    from murmurd.manifest.validate import validate_manifest
+
+    def codes(capabilities: dict) -> list[tuple[str, str]]:
+        _, report = validate_manifest({"name": "x", "version": "1.0.0", "capabilities": capabilities}, tmp_path, {})
+        return [(d.code, d.path) for d in report.diagnostics if d.code.startswith(("E-", "W-SEC-009", "W-MAN"))]
+
+    def grant(binary: str, dirs: list) -> dict:
+        return {"shell": {"allow": ["python3"], "interpreter_runtime": [{"binary": binary, "dirs": dirs}]}}
+
+    assert codes(grant("python3", [{"path": "/usr/lib/python3", "list_dir": True}])) == [
+        ("W-SEC-009", "capabilities.shell.interpreter_runtime")]
+    assert codes(grant("perl", [{"path": "/usr/lib", "list_dir": True}]))[0][1] == "capabilities.shell"
+    assert codes(grant("python3", []))[0][1] == "capabilities.shell.interpreter_runtime[0].dirs"
+    assert codes(grant("python3", [{"path": "lib", "list_dir": True}]))[0][1].endswith("dirs[0].path")
+    assert codes(grant("python3", [{"path": "/usr/lib"}]))[0][1].endswith("dirs[0].list_dir")
+    assert codes({"network": {"unix_sockets": True}}) == []  # honoured now, not a W-MAN-002
+
+
+@needs_scoped
+def test_explain_reports_unix_sockets_and_runtime_grants(tmp_path: Path) -> None:
+    capabilities = {"network": {"unix_sockets": True}, **grant_python()}
+    directory = driver_capsule(tmp_path, "scripted-driver", calls(), capabilities=capabilities)
+    proc = murmurd("run", str(directory), "--task", "x", "--explain-scope", "--json")
+    scope = json.loads(proc.stdout)
+    assert scope["unix_sockets"] is True and scope["enforcement_tier"] == "landlock+seccomp"
+    assert scope["interpreter_runtime_grants"] == [{"binary": "python3",
+                                                    "dirs": [{"path": PYTHON_RUNTIME, "list_dir": True}]}]
+    directory = driver_capsule(tmp_path / "b", "scripted-driver", calls(), capabilities={"shell": {"allow": ["sh"]}})
+    assert json.loads(murmurd("run", str(directory), "--task", "x", "--explain-scope", "--json").stdout)[
+        "unix_sockets"] is False
+
+
+def grant_python() -> dict:
+    return {"shell": {"allow": ["python3"], "interpreter_runtime": [
+        {"binary": "python3", "dirs": [{"path": PYTHON_RUNTIME, "list_dir": True}]}]}}

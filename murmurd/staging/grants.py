@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from murmurd.containment.host import probe_host
-from murmurd.containment.plan import CLASSES, ContainmentPlan, plan_containment, setting_from, shortfall
+from murmurd.containment.plan import CLASSES, ContainmentPlan, floor_refusal, plan_containment, setting_from
 from murmurd.containment.seccomp_filter import extras_from
 from murmurd.host.egress import EgressPolicy, url_origin
 from murmurd.manifest.capsule import (
@@ -265,7 +265,8 @@ def effective_grants(
     caps = manifest.capabilities
     plan = containment_plan(manifest, os.environ if env is None else env)
     declared = floor or containment_floor(manifest)
-    reason = shortfall(declared, plan)
+    refusal = floor_refusal(declared, plan, probe_host(), subprocesses=bool(caps.shell and caps.shell.allow))
+    reason = refusal[1] if refusal is not None else None
     head: dict[str, Any] = {
         "declared_containment": declared,
         "achieved_containment": plan.achieved,
