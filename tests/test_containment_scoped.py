@@ -331,3 +331,21 @@ def test_explain_reports_unix_sockets_and_runtime_grants(tmp_path: Path) -> None
 def grant_python() -> dict:
     return {"shell": {"allow": ["python3"], "interpreter_runtime": [
         {"binary": "python3", "dirs": [{"path": PYTHON_RUNTIME, "list_dir": True}]}]}}
+
+
+@needs_scoped
+@needs_debian_python
+def test_an_operator_extends_the_syscall_list_and_a_wrong_name_is_refused(tmp_path: Path) -> None:
+    script = "python3 -c \"import os; os.memfd_create('x'); print('memfd-made')\""
+    runtime = ((PYTHON_RUNTIME, True),)
+    _, out = shell(tmp_path / "wd", ["python3"], script, runtime=runtime)
+    assert "memfd-made" not in out and "Operation not permitted" in out
+    _, out = shell(tmp_path / "wd", ["python3"], script, runtime=runtime, seccomp_extra=("memfd_create",))
+    assert "memfd-made" in out, out
+    directory = driver_capsule(tmp_path, "scripted-driver", calls(), capabilities={"shell": {"allow": ["sh"]}})
+    proc = subprocess.run([sys.executable, "-m", "murmurd", "validate", str(directory), "--json"], capture_output=True,
+                          text=True, timeout=180, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "MURMURD_SECCOMP_ALLOW": "ptrace,no_such_call"})
+    (error,) = [d for d in json.loads(proc.stdout)["diagnostics"] if d["severity"] == "error"]
+    assert proc.returncode == 1 and (error["code"], error["path"]) == ("E-CAP-012", "MURMURD_SECCOMP_ALLOW")
+    assert "'no_such_call' is not a syscall" in error["message"]

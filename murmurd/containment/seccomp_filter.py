@@ -41,9 +41,11 @@ def extras_from(env: dict[str, str] | os._Environ[str]) -> tuple[str, ...]:
             return names  # nothing to check against; the plan reports seccomp missing anyway
         for name in names:
             try:
-                seccomp.resolve_syscall(seccomp.Arch.NATIVE, name)
+                number = int(seccomp.resolve_syscall(seccomp.Arch.NATIVE, name))
             except (ValueError, OSError):
-                raise ValueError(f"{EXTRA_VARIABLE}: {name!r} is not a syscall libseccomp knows") from None
+                number = -1
+            if number < 0:  # libseccomp answers __NR_SCMP_ERROR for a name it does not know
+                raise ValueError(f"{EXTRA_VARIABLE}: {name!r} is not a syscall libseccomp knows")
     return names
 
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import SETTING_VARIABLE, floor_refusal, plan_containment, setting_from, shell_warnings
-from murmurd.containment.seccomp_filter import extras_from
+from murmurd.containment.seccomp_filter import EXTRA_VARIABLE, extras_from
 from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.origins import BadOrigin, check_origin
@@ -279,9 +279,12 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
     at every launch."""
     try:
         setting = setting_from(env)
+    except ValueError as exc:
+        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+    try:
         extras = extras_from(dict(env))
     except ValueError as exc:
-        return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or correct it", env.get(SETTING_VARIABLE))]
+        return [diagnostic("E-CAP-012", EXTRA_VARIABLE, f"{exc}; name syscalls only", env.get(EXTRA_VARIABLE))]
     caps = model.capabilities
     support = probe_host()
     shell_allow = list(caps.shell.allow) if caps.shell else []
