@@ -110,10 +110,12 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _cmd_explain(args: argparse.Namespace) -> int:
     import os
 
-    from murmurd.manifest.validate import load_capsule
+    from murmurd.manifest.validate import load_capsule, load_capsule_for_report
     from murmurd.staging.grants import compute_grants, effective_grants
 
     manifest, report = load_capsule(Path(args.capsule_dir))
+    if manifest is None:  # an unmet containment floor alone is reported, `floor met: no`
+        manifest = load_capsule_for_report(Path(args.capsule_dir))
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1

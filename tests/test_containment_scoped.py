@@ -280,6 +280,8 @@ def test_a_floor_the_host_cannot_meet_refuses_before_anything_runs(tmp_path: Pat
     scope = json.loads(proc.stdout)  # the report is given even so (upstream's --explain-scope)
     assert proc.returncode == 0 and scope["floor_met"] is False and names in scope["shortfall_reason"]
     assert scope["declared_containment"] == floor
+    proc = murmurd("explain", str(directory), "--json", deny=deny, no_cgroup=no_cgroup)
+    assert json.loads(proc.stdout)["containment"]["floor_met"] is False
 
 
 def test_the_healthy_host_meets_both_floors(tmp_path: Path) -> None:
