@@ -147,8 +147,9 @@ class Resources(_Model):
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
-    # The containment floor the host must meet: murmurd achieves `scoped` where the kernel gives
-    # it a network namespace and Landlock (murmurd.containment.plan), never `sealed`.
+    # The containment floor the host must meet: `scoped` where the kernel gives a network and a
+    # mount namespace, Landlock and seccomp; `sealed` (a composed root) when declared and the host
+    # can build it (murmurd.containment.plan).
     containment: Containment | None = None
     network: NetworkCapability = Field(default_factory=NetworkCapability)
     filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)
