@@ -351,3 +351,45 @@ def test_an_operator_extends_the_syscall_list_and_a_wrong_name_is_refused(tmp_pa
     (error,) = [d for d in json.loads(proc.stdout)["diagnostics"] if d["severity"] == "error"]
     assert proc.returncode == 1 and (error["code"], error["path"]) == ("E-CAP-012", "MURMURD_SECCOMP_ALLOW")
     assert "'no_such_call' is not a syscall" in error["message"]
+
+
+# --------------------------------------------------------------------------- the issue's attack, served
+
+
+@needs_scoped
+def test_a_served_peer_task_cannot_read_the_operators_prompt_from_the_state_or_its_session(tmp_path: Path,
+                                                                                            artifacts) -> None:
+    """The attack of issue 22: a peer's task greps the daemon's task store and the operator
+    task's session directory for the operator's prompt. Under scoped both reads are refused."""
+    from a2akit import serving
+    from hookkit import end_turn, tool_call
+
+    artifacts.example("scripted-driver")
+    state = tmp_path / "state"
+    rules = [
+        {"when": "Permission denied", "response": end_turn("refused")},
+        {"when": "Exit code: 0", "response": end_turn("stolen")},
+        {"when": "steal from ", "response": tool_call("g", "grep", {"command": "__TARGETS__"})},
+        {"when": "SECRET-4711", "response": end_turn("noted")},
+    ]
+    capsule = driver_capsule(tmp_path, "scripted-driver", {"rules": rules, "responses": []},
+                             capabilities={"shell": {"allow": ["grep"]}},
+                             lifecycle={"task_acceptance": "queue", "after_task": "sleep"})
+    with serving(capsule, state) as served:
+        operator = served.send("the operator's prompt: SECRET-4711", contextId="ctx_operator")
+        assert served.wait_state(operator["id"], "completed")["status"]["response"] == "noted"
+        session = next(e["task_session_id"] for e in served.trace()
+                       if e["event_type"] == "a2a_task_session" and e["task_id"] == operator["id"])
+        targets = [p for p in sorted(state.rglob("*")) if p.is_file()][:20]
+        targets += [p for p in sorted((served.capsule / "workdir" / session).rglob("*")) if p.is_file()][:20]
+        assert any("SECRET-4711" in p.read_bytes().decode("latin-1") for p in targets)  # it is there to find
+        command = "-a -l SECRET-4711 " + " ".join(str(p) for p in targets)
+        rules[2]["response"] = tool_call("g", "grep", {"command": command})
+    # the rules now name the files: a peer's daemon on the same state, confined, then unconfined
+    for name, env, verdict in (("peer", None, "refused"), ("control", UNCONFINED, "stolen")):
+        peer_capsule = driver_capsule(tmp_path / name, "scripted-driver", {"rules": rules, "responses": []},
+                                      capabilities={"shell": {"allow": ["grep"]}},
+                                      lifecycle={"task_acceptance": "queue", "after_task": "sleep"})
+        with serving(peer_capsule, state, env=env) as served:
+            peer = served.send("steal from the operator", contextId="ctx_peer")
+            assert served.wait_state(peer["id"], "completed")["status"]["response"] == verdict, name
