@@ -156,7 +156,8 @@ def test_transport_process_needs_a_command_and_a_known_transport(tmp_path: Path)
     assert model is None and [d.path for d in report.errors] == ["inference.transport"]
 
 
-@pytest.mark.parametrize(("floor", "env"), [("sealed", {}), ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])
+@pytest.mark.parametrize(("floor", "env"), [("sealed", {"MURMURD_SHELL_CONFINEMENT": "none"}),
+                                           ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])
 def test_a_containment_floor_murmurd_cannot_meet_is_refused(tmp_path: Path, floor: str, env: dict) -> None:
     model, report = validate_manifest({"name": "up", "version": "0.1.0", "capabilities": {"containment": floor}},
                                       tmp_path, env)
@@ -187,9 +188,6 @@ UPSTREAM_FIELDS = {
     "artifacts[0].capabilities.resources": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"resources": {"cpu_seconds": 5}}}]},
     "capabilities.spawn": {"capabilities": {"spawn": {"allow": ["node"]}}},
-    "capabilities.network.unix_sockets": {"capabilities": {"network": {"unix_sockets": True}}},
-    "capabilities.shell.interpreter_runtime": {"capabilities": {"shell": {
-        "allow": ["python3"], "interpreter_runtime": [{"binary": "python3", "dirs": []}]}}},
     "capabilities.shell.staged_runtime": {"capabilities": {"shell": {
         "allow": ["node"], "staged_runtime": [{"binary": "node", "source_path": "/opt/node", "pin": "v1"}]}}},
     "artifacts[0].capabilities.containment": {"artifacts": [
