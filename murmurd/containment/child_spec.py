@@ -25,13 +25,13 @@ def confinement_spec(plan: ContainmentPlan | None, workdir: Path, home: Path, tm
     if plan.landlock:
         landlock = {"abi": plan.landlock_abi, "workdir": str(workdir), "workdir_exec": plan.workdir_exec,
                     "also_writable": outside + (["/tmp"] if plan.sealed else []), "read_exec": read_exec,
-                    "runtime": runtime, "read_only": [*SYSTEM_TREES, "/etc"] if plan.sealed else [],
+                    "runtime": runtime, "read_only": ([*SYSTEM_TREES, "/etc"] if plan.sealed else []) + list(plan.read_only),
                     "list_only": ["/"] if plan.sealed else []}
     mounts = None
     if plan.mountns and plan.sealed:
         mounts = {"sealed": {"workdir": str(workdir), "tmp": str(tmp), "home": str(home), "also_writable": outside,
                              "workdir_exec": plan.workdir_exec,
-                             "extra_paths": read_exec + [path for path, _ in plan.runtime],
+                             "extra_paths": read_exec + [path for path, _ in plan.runtime] + list(plan.read_only),
                              "pivot_root_syscall": seccomp_filter.syscall_number("pivot_root")}}
     elif plan.mountns:
         mounts = {"noexec": [str(workdir), *outside]}

@@ -48,6 +48,7 @@ class ContainmentPlan:
     unix_sockets: bool = False  # `capabilities.network.unix_sockets`: AF_UNIX allowed by the filter
     seccomp_extra: tuple[str, ...] = ()  # the operator's `MURMURD_SECCOMP_ALLOW`
     runtime: tuple[tuple[str, bool], ...] = ()  # `interpreter_runtime` (path, list_dir) grants
+    read_only: tuple[str, ...] = ()  # read (and list) only: the process transport's profile (session/process/profile.py)
 
     @property
     def landlock(self) -> bool:

@@ -76,3 +76,7 @@ ARCH_SPECIFIC: dict[str, tuple[str, ...]] = {
 PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 CLONE_NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
+
+# What a process-transport CLI agent's runtime needs beyond the list above (name: why), added to
+# its filter only (`containment/cli_profile.py`); found by tracing the real CLIs under the filter.
+PROCESS_TRANSPORT: dict[str, str] = {}

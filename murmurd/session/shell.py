@@ -415,7 +415,7 @@ def _resource_scope(policy: ShellPolicy, group: PidsCgroup | None) -> resources.
         raise ShellFailed(f"shell: cannot create the command's resource cgroups: {exc.strerror or exc}") from None
 
 
-def _egress_relay(policy: ShellPolicy, binary: str) -> EgressRelay | None:
+def egress_relay(policy: ShellPolicy, binary: str) -> EgressRelay | None:
     """The relay carrying the command's allowlisted connections out of its network namespace."""
     if policy.egress is None or not policy.egress or policy.containment is None or not policy.containment.netns:
         return None
@@ -515,7 +515,7 @@ def _run_in_group(
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
-    relay = _egress_relay(policy, invocation.binary)
+    relay = egress_relay(policy, invocation.binary)
     try:
         proc = spawn_confined(policy, invocation, group, scope, relay)
     except BaseException:
