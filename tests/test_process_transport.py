@@ -15,6 +15,8 @@ import pytest
 import clikit
 from conftest import EXAMPLES
 from murmurd import ids
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import plan_containment
 from murmurd.host import ComponentHost
 from murmurd.manifest.writing import dump_yaml
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
@@ -293,3 +295,29 @@ async def test_a_cli_past_the_wall_clock_limit_is_killed_and_the_task_fails(
     assert outcome.exit_status == "failed"
     assert outcome.error == "inference subprocess timed out after 3s\n--- subprocess stderr (tail) ---\nstill thinking"
     assert cli_processes(tmp_path) == []  # the sleeping child went with it
+
+
+@pytest.mark.skipif(not plan_containment(probe_host(), "auto").netns,
+                    reason=f"no network namespace on this host: {probe_host().netns_error}")
+async def test_the_cli_reaches_only_the_provider_origins_network_allow_names(tmp_path: Path, host: ComponentHost) -> None:
+    """codex configured for a provider on a loopback port network.allow does not name: in its
+    namespace that port has no listener, so the host's port counts zero accepts and the task fails
+    naming the CLI. (The bridge is reached through the same relay: every other test's tool call.)"""
+    from test_shell_egress import accepts, counting_listener
+
+    ungranted = counting_listener()
+    try:
+        with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
+            env, command = cli_setup(tmp_path, script, "codex")
+            config = Path(env["CODEX_HOME"]) / "config.toml"
+            config.write_text(config.read_text().replace(script.origin,
+                                                         f"http://127.0.0.1:{ungranted.getsockname()[1]}"))
+            staged, outcome = await run_task(process_capsule(tmp_path, command, model=clikit.CODEX_MODEL,
+                                                             provider=script.origin), env, host, tmp_path / "wd")
+        assert outcome.exit_status == "failed"
+        assert outcome.error is not None and outcome.error.startswith("codex"), outcome.error
+        assert "Connection failed" in outcome.error  # refused inside its namespace: no listener on that port
+        assert accepts(ungranted) == 0  # the host's port never saw a connection
+        assert script.requests == []  # and nothing reached the granted origin it is not configured for
+    finally:
+        ungranted.close()

@@ -11,8 +11,9 @@ reach, derived from the CLI the way a shell child's grants are derived from `she
 - **Read only**: the CLI's own `/proc/self` (a JIT runtime reads its maps, cgroup and limits;
   Claude Code's Bun aborts at start without `/proc/self/cgroup`; the rule is the helper's own
   `/proc/<pid>`, which the CLI becomes at exec, so no other process's entries are readable),
-  the resolver's files (names of provider origins resolve through the egress relay's DNS stub)
-  and the TLS trust store (`/etc/ssl/certs`, and `SSL_CERT_FILE`/`SSL_CERT_DIR`/
+  the resolver's files (names of provider origins resolve through the egress relay's DNS stub),
+  the TLS trust store and OpenSSL's configuration (`/etc/ssl/certs`, `/etc/ssl/openssl.cnf`:
+  Debian's node exits at start without it; `SSL_CERT_FILE`/`SSL_CERT_DIR`/
   `NODE_EXTRA_CA_CERTS` when the CLI is given them): an https provider is reachable.
 - **Writable**: the workdir (no execution) and the CLI's HOME, as issue 27's decisions say
   (`spawn.cli_policy`).

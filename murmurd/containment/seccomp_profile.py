@@ -78,5 +78,8 @@ CLONE_NAMESPACE_FLAGS = 0x7E020000  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSE
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 
 # What a process-transport CLI agent's runtime needs beyond the list above (name: why), added to
-# its filter only (`containment/cli_profile.py`); found by tracing the real CLIs under the filter.
+# its filter only (`containment/cli_profile.py`). Empty: traced under the filter (strace, and the
+# audit log of SECCOMP_FILTER_FLAG_LOG), Claude Code's Bun, Debian's Node 20 and codex's musl
+# binary are refused only `clone3` (ENOSYS: they fall back to `clone`) and, Bun, `memfd_create`
+# (EPERM: it falls back), both refused on purpose. A runtime that needs more gets its entry here.
 PROCESS_TRANSPORT: dict[str, str] = {}

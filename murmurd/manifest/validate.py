@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from murmurd.containment import cli_profile
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import SETTING_VARIABLE, floor_refusal, plan_containment, setting_from, shell_warnings
 from murmurd.containment.seccomp_filter import EXTRA_VARIABLE, extras_from
@@ -39,6 +40,7 @@ from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
+from murmurd.staging.preflight import dialect_of
 
 MANIFEST_FILE = "murmur.yaml"
 ARTIFACT_RUNTIMES = ("tool", "wasm", "driver", "hook", "skill")
@@ -307,19 +309,35 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
 
 
 def _process_grant(model: CapsuleManifest, plan: Any, env: Mapping[str, str]) -> str:
-    """What a process-transport CLI runs with (murmurd/session/process/spawn.py), in one line."""
+    """What a process-transport CLI runs with (its profile: murmurd/containment/cli_profile.py), in one line."""
     inference = model.inference
     assert inference is not None
     command = inference.command or "claude"
     prompt_skill = inference.system_prompt_artifact
     tools = [a.name for a in model.artifacts if a.kind == "tool" or (a.kind == "skill" and a.name != prompt_skill)]
     tools += list(model.capabilities.shell.allow) if model.capabilities.shell else []
-    confined = "Landlock (writes beneath the workdir and its HOME)" if plan.landlock else "no Landlock"
+    if plan.landlock:
+        confined = ("Landlock: read and execute only of the CLI's real path, its #! interpreter, their shared-library "
+                    "closure and its npm package; read of its own /proc/self, the resolver's files and the TLS trust "
+                    f"store; writes beneath the workdir and HOME {env.get('HOME') or '<unset>'!s}")
+        confined += ", neither executable" if plan.mountns else ""
+        confined += "; the seccomp allowlist" if plan.seccomp else "; no seccomp filter"
+    else:
+        confined = f"no Landlock: it reads, writes and executes anything murmurd's uid can; HOME {env.get('HOME') or '<unset>'!s}"
     cgroup = "a pids cgroup" if plan.pids_root is not None else "no pids cgroup"
-    return (f"spawns {command!r} in the session workdir as a shell child is confined ({confined}, {cgroup}, "
-            f"rlimits but memory_bytes) except for the network: no namespace, it reaches its provider and murmurd's "
-            f"loopback MCP server on murmurd's network; HOME {env.get('HOME') or '<unset>'!s} is writable; its "
-            f"environment keeps only what a CLI agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
+    providers = cli_profile.provider_origins(dialect_of(command), env)
+    granted = cli_profile.granted_origins(providers, model.capabilities.network.allow)
+    missing = [o for o in providers if o not in granted]
+    if plan.netns:
+        network = (f"its network is a namespace whose only way out is the egress relay: its provider origin(s) "
+                   f"{', '.join(granted) or '<none>'} (capabilities.network.allow) and murmurd's loopback MCP bridge")
+        if missing:
+            network += f"; its configured provider {', '.join(missing)} is not in network.allow, so it is unreachable"
+    else:
+        network = "its network is not confined (no network namespace here): it reaches any host murmurd can"
+    return (f"spawns {command!r} in the session workdir under the process transport's containment profile "
+            f"({confined}; {cgroup}; rlimits but memory_bytes); {network}; its environment keeps only what a CLI "
+            f"agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
 
 
 def _rule_network(ctx: _Context) -> list[Diagnostic]:
