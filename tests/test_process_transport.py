@@ -321,3 +321,25 @@ async def test_the_cli_reaches_only_the_provider_origins_network_allow_names(tmp
         assert script.requests == []  # and nothing reached the granted origin it is not configured for
     finally:
         ungranted.close()
+
+
+@pytest.mark.skipif(not plan_containment(probe_host(), "auto").landlock,
+                    reason=f"no Landlock on this host: {probe_host().landlock_error}")
+async def test_the_cli_reads_only_what_its_profile_grants(tmp_path: Path, host: ComponentHost) -> None:
+    """A CLI (a `#!/bin/sh` script: it runs its interpreter and nothing else) reads its own
+    /proc/self, never the host's files, not through /proc/self/root, nor another process's /proc."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    probe = bin_dir / "claude"
+    probe.write_text("#!/bin/sh\nfor f in /proc/self/status /etc/passwd /proc/self/root/etc/passwd /proc/1/environ "
+                     f"{tmp_path / 'outside.txt'}; do\n"
+                     "  if read line < \"$f\"; then echo \"read $f\"; else echo \"refused $f\"; fi\n"
+                     "done > probe.txt 2>/dev/null\nexit 3\n")
+    probe.chmod(0o755)
+    (tmp_path / "outside.txt").write_text("a file beside the workdir\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    staged, outcome = await run_task(process_capsule(tmp_path, "claude"), env, host, tmp_path / "wd")
+    assert outcome.exit_status == "failed"
+    assert (staged.workdir.root / "probe.txt").read_text().splitlines() == [
+        "read /proc/self/status", "refused /etc/passwd", "refused /proc/self/root/etc/passwd",
+        "refused /proc/1/environ", f"refused {tmp_path / 'outside.txt'}"]
