@@ -130,13 +130,15 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from murmurd.manifest.validate import load_capsule
+    from murmurd.manifest.validate import load_capsule, load_capsule_for_report
     from murmurd.staging.grants import compute_grants, effective_grants
 
     env = _run_env(args, "explain")  # the environment `run` would launch with, `.env` included
     if env is None:
         return 1
     manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if manifest is None:  # an unmet containment floor alone is reported, `floor met: no`
+        manifest = load_capsule_for_report(Path(args.capsule_dir), env)
     if manifest is None:
         print(report.to_text(), file=sys.stderr)
         return 1
@@ -268,14 +270,18 @@ def _render_scope(grants: dict) -> str:
 def _containment_check(args: argparse.Namespace, env: dict[str, str], command: str) -> int | None:
     """`--explain-scope` (report, exit 0) and the `--containment` floor (refuse before staging when
     murmurd cannot meet it). None: go on and launch."""
-    from murmurd.manifest.validate import load_capsule
-    from murmurd.containment.plan import shortfall
+    from murmurd.manifest.validate import load_capsule, load_capsule_for_report
+    from murmurd.containment.host import probe_host
+    from murmurd.containment.plan import floor_refusal
     from murmurd.staging.grants import compute_grants, containment_floor, containment_plan, effective_grants
 
     explain = getattr(args, "explain_scope", False)
     if not explain and args.containment is None:
         return None
-    manifest, report = load_capsule(Path(args.capsule_dir), env)
+    if explain:
+        manifest = load_capsule_for_report(Path(args.capsule_dir), env)
+    else:
+        manifest, _ = load_capsule(Path(args.capsule_dir), env)
     if manifest is None:
         return None  # staging reports every error
     floor = containment_floor(manifest, args.containment)
@@ -283,10 +289,11 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
         grants = effective_grants(manifest, compute_grants(manifest, env), floor, env)
         print(json.dumps(grants) if args.json else _render_scope(grants), flush=True)
         return 0
-    reason = shortfall(floor, containment_plan(manifest, env))
-    if reason is None:
+    shell = manifest.capabilities.shell
+    refusal = floor_refusal(floor, containment_plan(manifest, env), probe_host(), subprocesses=bool(shell and shell.allow))
+    if refusal is None:
         return None
-    _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
+    _eprint(f"murmurd {command}: {refusal[0]}: containment floor not met: {refusal[1]}")
     return 1
 
 

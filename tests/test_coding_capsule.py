@@ -14,7 +14,9 @@ import yaml
 
 from conftest import EXAMPLES
 from hookkit import Recorder, end_turn, run_session, tool_call
-from loopkit import local, stage
+from loopkit import local
+from murmurd.staging.registry import FileRegistry
+from murmurd.staging.stage import stage_capsule
 from murmurd.manifest.writing import dump_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +58,11 @@ def _scripted_copy(tmp_path: Path, responses: list[dict]) -> Path:
     manifest = yaml.safe_load((CODING / "murmur.yaml").read_text())
     manifest["artifacts"][0] = local("scripted-driver", "driver", EXAMPLES / "scripted-driver")
     manifest["capabilities"]["network"]["allow"] = []
+    # Under `scoped` python3 reads only its closure and its interpreter_runtime grant: Debian's
+    # interpreter (found first on the staging PATH below), its standard library granted.
+    stdlib = "/usr/lib/" + os.path.basename(os.path.realpath("/usr/bin/python3"))
+    manifest["capabilities"]["shell"]["interpreter_runtime"] = [
+        {"binary": "python3", "dirs": [{"path": stdlib, "list_dir": True}]}]
     inference = manifest["inference"]
     inference.update(endpoint="http://127.0.0.1:9", model="scripted", api_key=None,
                      driver={"artifact": "scripted-driver", "config": {"responses": responses}})
@@ -75,7 +82,8 @@ async def test_the_coding_capsule_edits_and_checks_with_its_bundled_tools(tmp_pa
         tool_call("c3", "python3", {"command": "-c \"import calc; print(calc.add(2, 3))\""}),
         end_turn("fixed add"),
     ]
-    staged = stage(_scripted_copy(tmp_path, responses), host, tmp_path)
+    staged = stage_capsule(_scripted_copy(tmp_path, responses), host=host,
+                           registry=FileRegistry(tmp_path / "no-registry"), env={**os.environ, "PATH": "/usr/bin:/bin"})
     assert {a.resolved.origin.split(":")[0] for a in staged.artifacts.values() if a.kind != "driver"} == {"bundled"}
     events = Recorder()
     (outcome,) = await run_session(staged, host, "fix add", events=events)

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import plan_containment
 import uvicorn
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
@@ -100,8 +103,11 @@ def test_probes_and_metrics_follow_real_tasks(tmp_path: Path) -> None:
         assert (health.status_code, health.json()) == (200, {"status": "alive"})
         ready = _http(served, "/readyz")
         assert ready.status_code == 200
-        assert ready.json() == {"status": "ready", "checks": {"store": "ok", "components": "ok", "accepting": "ok"},
-                                "failed": []}
+        body = ready.json()
+        assert body == {"status": "ready", "checks": {"store": "ok", "components": "ok", "accepting": "ok"},
+                        "failed": [], "containment": body["containment"]}
+        here = plan_containment(probe_host(), "auto")
+        assert body["containment"] == {"declared": "advisory", "achieved": here.achieved, "mechanism": here.mechanism}
 
         before = _metrics(served)
         assert sample(before, "murmurd_tasks_finished_total", state="completed") == 0

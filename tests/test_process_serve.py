@@ -31,7 +31,7 @@ def _served_capsule(tmp_path: Path, script: clikit.ModelScript, dialect: str, **
     clikit.linked_bin(bin_dir, dialect, clikit.claude_binary() if dialect == "claude" else clikit.codex_binary())
     env = clikit.cli_env(tmp_path / "home", script, bin_dir)
     model = clikit.CODEX_MODEL if dialect == "codex" else None
-    capsule = process_capsule(tmp_path, dialect, model=model,
+    capsule = process_capsule(tmp_path, dialect, model=model, provider=script.origin,
                               lifecycle={"after_task": "sleep", **lifecycle})
     return capsule, env
 
@@ -89,7 +89,8 @@ def test_a_tool_that_requests_input_pauses_the_a2a_task_until_the_reply(tmp_path
         bin_dir = tmp_path / "bin"
         clikit.linked_bin(bin_dir, "claude", clikit.claude_binary())
         env = clikit.cli_env(tmp_path / "home", script, bin_dir)
-        capsule = process_capsule(tmp_path, "claude", artifacts=[ask], lifecycle={"after_task": "sleep"})
+        capsule = process_capsule(tmp_path, "claude", artifacts=[ask], lifecycle={"after_task": "sleep"},
+                                  provider=script.origin)
         with serving(capsule, tmp_path / "state", env=env) as served:
             task = served.send("ask first")
             waiting = served.wait_state(task["id"], "input-required", timeout=300)
@@ -110,7 +111,7 @@ def test_an_unanswered_request_input_ends_the_task_and_its_cli(tmp_path: Path, a
         bin_dir = tmp_path / "bin"
         clikit.linked_bin(bin_dir, "claude", clikit.claude_binary())
         env = clikit.cli_env(tmp_path / "home", script, bin_dir)
-        capsule = process_capsule(tmp_path, "claude", artifacts=[ask],
+        capsule = process_capsule(tmp_path, "claude", artifacts=[ask], provider=script.origin,
                                   lifecycle={"after_task": "sleep", "input_timeout_secs": 2})
         with serving(capsule, tmp_path / "state", env=env) as served:
             task = served.send("ask, nobody answers")

@@ -15,6 +15,8 @@ import pytest
 import clikit
 from conftest import EXAMPLES
 from murmurd import ids
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import plan_containment
 from murmurd.host import ComponentHost
 from murmurd.manifest.writing import dump_yaml
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
@@ -28,12 +30,17 @@ ARGS = {"text": "hello from the model"}
 
 
 def process_capsule(root: Path, command: str, *, max_turns: int = 6, artifacts: list[dict] | None = None,
-                    model: str | None = None, **extra: Any) -> Path:
+                    model: str | None = None, provider: str | None = None, **extra: Any) -> Path:
+    """A process-transport capsule; `provider` (the stand-in's origin) is named in network.allow:
+    the CLI's network reaches only the provider origins the manifest allows (and its MCP bridge)."""
     directory = root / "capsule"
     directory.mkdir(parents=True, exist_ok=True)
     inference: dict[str, Any] = {"transport": "process", "command": command, "max_turns": max_turns}
     if model:
         inference["model"] = model
+    if provider is not None:
+        capabilities = extra.setdefault("capabilities", {})
+        capabilities.setdefault("network", {})["allow"] = [provider]
     manifest = {"name": "cli-agent", "version": "0.1.0", "artifacts": artifacts if artifacts is not None else [ECHO],
                 "inference": inference, **extra}
     (directory / "murmur.yaml").write_text(dump_yaml(manifest))
@@ -70,7 +77,8 @@ async def test_the_model_calls_a_wasm_tool_over_mcp_and_its_answer_is_the_result
     with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
         env, command = cli_setup(tmp_path, script, dialect)
         model = clikit.CODEX_MODEL if dialect == "codex" else None
-        staged, outcome = await run_task(process_capsule(tmp_path, command, model=model), env, host, tmp_path / "wd")
+        staged, outcome = await run_task(process_capsule(tmp_path, command, model=model, provider=script.origin), env, host,
+                                         tmp_path / "wd")
     assert outcome.ok, (outcome.error, script.problems)
     assert outcome.result_text.startswith(clikit.ANSWER_PREFIX)
     assert "hello from the model" in outcome.result_text  # the tool's output came back to the model
@@ -95,7 +103,8 @@ async def test_max_turns_stops_a_model_that_keeps_calling_tools(tmp_path: Path, 
     with clikit.model_standin(clikit.ModelScript("echo", ARGS, always_call=True)) as script:
         env, command = cli_setup(tmp_path, script, dialect)
         model = clikit.CODEX_MODEL if dialect == "codex" else None
-        staged, outcome = await run_task(process_capsule(tmp_path, command, max_turns=2, model=model), env, host,
+        staged, outcome = await run_task(process_capsule(tmp_path, command, max_turns=2, model=model, provider=script.origin),
+                                         env, host,
                                          tmp_path / "wd")
     assert outcome.exit_status == "failed"
     assert outcome.error is not None and outcome.error.startswith("max_turns (2) exceeded")
@@ -111,7 +120,8 @@ async def test_a_deny_hook_refuses_a_shell_call_made_over_mcp(tmp_path: Path, ho
     hook = {"name": "policy-hook", "runtime": "hook", "source": str(EXAMPLES / "policy-hook"), "local_source": True}
     with clikit.model_standin(clikit.ModelScript("rm", {"command": "-rf important"})) as script:
         env, command = cli_setup(tmp_path, script, "claude")
-        capsule = process_capsule(tmp_path, command, artifacts=[ECHO, hook], capabilities={"shell": {"allow": ["rm"]}})
+        capsule = process_capsule(tmp_path, command, artifacts=[ECHO, hook], capabilities={"shell": {"allow": ["rm"]}},
+                                  provider=script.origin)
         (tmp_path / "wd").mkdir()
         (tmp_path / "wd" / "important").write_text("keep me")
         staged, outcome = await run_task(capsule, env, host, tmp_path / "wd")
@@ -169,7 +179,7 @@ async def test_cancel_leaves_no_process_of_the_cli_behind_even_the_npm_node_wrap
         bin_dir = tmp_path / "bin"
         clikit.linked_bin(bin_dir, "codex", clikit.codex_wrapper())  # node bin/codex.js -> native codex child
         env = clikit.cli_env(tmp_path / "home", script, bin_dir)
-        capsule = process_capsule(tmp_path, "codex", max_turns=10_000, model=clikit.CODEX_MODEL)
+        capsule = process_capsule(tmp_path, "codex", max_turns=10_000, model=clikit.CODEX_MODEL, provider=script.origin)
         staged = stage_capsule(capsule, host=host, workdir=tmp_path / "wd", env=env)
         session = Session(staged, host)
         await session.open()
@@ -221,7 +231,7 @@ def test_murmurd_run_prints_the_cli_answer_and_refuses_a_missing_command(tmp_pat
     artifacts.example("echo")
     with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
         env, command = cli_setup(tmp_path, script, "claude")
-        capsule = process_capsule(tmp_path, command)
+        capsule = process_capsule(tmp_path, command, provider=script.origin)
         ran = subprocess.run([sys.executable, "-m", "murmurd", "run", "-v", str(capsule), "--task", "echo, then answer"],
                              capture_output=True, text=True, env=env, timeout=600, cwd=clikit.ROOT)
     assert ran.returncode == 0, ran.stderr
@@ -246,7 +256,7 @@ async def test_hooks_fire_and_spans_mirror_the_trace_with_zero_tokens(tmp_path: 
     try:
         with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
             env, command = cli_setup(tmp_path, script, "claude")
-            capsule = process_capsule(tmp_path, command, artifacts=[ECHO, debug],
+            capsule = process_capsule(tmp_path, command, artifacts=[ECHO, debug], provider=script.origin,
                                       observability={"otel_endpoint": collector.url})
             staged, outcome = await run_task(capsule, env, host, tmp_path / "wd")
         assert outcome.ok, outcome.error
@@ -275,10 +285,61 @@ async def test_a_cli_past_the_wall_clock_limit_is_killed_and_the_task_fails(
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     stuck = bin_dir / "claude"  # a real CLI-shaped process that never answers, with a child of its own
-    stuck.write_text("#!/bin/sh\necho 'still thinking' >&2\nsleep 600 &\nsleep 600\n")
+    # It may run nothing but its interpreter (the CLI's profile): both block opening a FIFO no one writes.
+    stuck.write_text("#!/bin/sh\necho 'still thinking' >&2\nsh -c 'read x < never.fifo' &\nread x < never.fifo\n")
     stuck.chmod(0o755)
+    (tmp_path / "wd").mkdir()
+    os.mkfifo(tmp_path / "wd" / "never.fifo")
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
     staged, outcome = await run_task(process_capsule(tmp_path, "claude"), env, host, tmp_path / "wd")
     assert outcome.exit_status == "failed"
     assert outcome.error == "inference subprocess timed out after 3s\n--- subprocess stderr (tail) ---\nstill thinking"
     assert cli_processes(tmp_path) == []  # the sleeping child went with it
+
+
+@pytest.mark.skipif(not plan_containment(probe_host(), "auto").netns,
+                    reason=f"no network namespace on this host: {probe_host().netns_error}")
+async def test_the_cli_reaches_only_the_provider_origins_network_allow_names(tmp_path: Path, host: ComponentHost) -> None:
+    """codex configured for a provider on a loopback port network.allow does not name: in its
+    namespace that port has no listener, so the host's port counts zero accepts and the task fails
+    naming the CLI. (The bridge is reached through the same relay: every other test's tool call.)"""
+    from test_shell_egress import accepts, counting_listener
+
+    ungranted = counting_listener()
+    try:
+        with clikit.model_standin(clikit.ModelScript("echo", ARGS)) as script:
+            env, command = cli_setup(tmp_path, script, "codex")
+            config = Path(env["CODEX_HOME"]) / "config.toml"
+            config.write_text(config.read_text().replace(script.origin,
+                                                         f"http://127.0.0.1:{ungranted.getsockname()[1]}"))
+            staged, outcome = await run_task(process_capsule(tmp_path, command, model=clikit.CODEX_MODEL,
+                                                             provider=script.origin), env, host, tmp_path / "wd")
+        assert outcome.exit_status == "failed"
+        assert outcome.error is not None and outcome.error.startswith("codex"), outcome.error
+        assert "Connection failed" in outcome.error  # refused inside its namespace: no listener on that port
+        assert accepts(ungranted) == 0  # the host's port never saw a connection
+        assert script.requests == []  # and nothing reached the granted origin it is not configured for
+    finally:
+        ungranted.close()
+
+
+@pytest.mark.skipif(not plan_containment(probe_host(), "auto").landlock,
+                    reason=f"no Landlock on this host: {probe_host().landlock_error}")
+async def test_the_cli_reads_only_what_its_profile_grants(tmp_path: Path, host: ComponentHost) -> None:
+    """A CLI (a `#!/bin/sh` script: it runs its interpreter and nothing else) reads its own
+    /proc/self, never the host's files, not through /proc/self/root, nor another process's /proc."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    probe = bin_dir / "claude"
+    probe.write_text("#!/bin/sh\nfor f in /proc/self/status /etc/passwd /proc/self/root/etc/passwd /proc/1/environ "
+                     f"{tmp_path / 'outside.txt'}; do\n"
+                     "  if read line < \"$f\"; then echo \"read $f\"; else echo \"refused $f\"; fi\n"
+                     "done > probe.txt 2>/dev/null\nexit 3\n")
+    probe.chmod(0o755)
+    (tmp_path / "outside.txt").write_text("a file beside the workdir\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    staged, outcome = await run_task(process_capsule(tmp_path, "claude"), env, host, tmp_path / "wd")
+    assert outcome.exit_status == "failed"
+    assert (staged.workdir.root / "probe.txt").read_text().splitlines() == [
+        "read /proc/self/status", "refused /etc/passwd", "refused /proc/self/root/etc/passwd",
+        "refused /proc/1/environ", f"refused {tmp_path / 'outside.txt'}"]

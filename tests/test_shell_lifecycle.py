@@ -43,7 +43,7 @@ def _model_shell_capsule(root: Path, script: str = GROUP_SCRIPT) -> Path:
                        "local_source": True}],
         "inference": {"endpoint": "http://127.0.0.1:9", "model": "m",
                       "driver": {"artifact": "scripted-driver", "config": {"responses": responses}}},
-        "capabilities": {"shell": {"allow": ["sh"]}},
+        "capabilities": {"shell": {"allow": ["sh", "sleep", "setsid"]}},
         "lifecycle": {"after_task": "sleep"},
     }
     (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
@@ -70,7 +70,7 @@ def test_cancel_kills_a_model_shell_commands_process_group(tmp_path: Path) -> No
 
 def test_cancel_kills_a_component_shell_import_process_group(tmp_path: Path, artifacts) -> None:
     capsule = script_capsule(tmp_path, "script", artifacts.fixture("pull-capsule"),
-                             capabilities={"shell": {"allow": ["sh"]}})
+                             capabilities={"shell": {"allow": ["sh", "sleep", "setsid"]}})
     with serving(capsule, tmp_path / "state") as served:
         task = served.send(json.dumps({"shell": ["sh", ["-c", GROUP_SCRIPT]]}))
         pids = [read_pid(served.workdir / "shell.pid"), read_pid(served.workdir / "sleep.pid")]
@@ -82,7 +82,7 @@ def test_cancel_kills_a_component_shell_import_process_group(tmp_path: Path, art
 
 def test_a_component_call_deadline_kills_its_shell_process_group(tmp_path: Path, artifacts) -> None:
     capsule = script_capsule(tmp_path, "script", artifacts.fixture("pull-capsule"),
-                             capabilities={"shell": {"allow": ["sh"]}, "limits": {"deadline_seconds": 3}})
+                             capabilities={"shell": {"allow": ["sh", "sleep", "setsid"]}, "limits": {"deadline_seconds": 3}})
     with serving(capsule, tmp_path / "state") as served:
         task = served.send(json.dumps({"shell": ["sh", ["-c", GROUP_SCRIPT]]}))
         pids = [read_pid(served.workdir / "shell.pid"), read_pid(served.workdir / "sleep.pid")]

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from loopkit import capsule_dir, driver_capsule, run_tasks, stage, trace_events
+from murmurd.containment.host import probe_host
+from murmurd.containment.plan import plan_containment
 from murmurd.manifest.validate import UPSTREAM_UNIMPLEMENTED, validate_manifest
 from murmurd.staging.stage import StagingError
 
@@ -121,7 +123,15 @@ def test_transport_process_takes_a_command_model_and_max_turns(tmp_path: Path) -
                                          "model": "claude-haiku-4-5-20251001", "max_turns": 3}}, tmp_path)
     assert report.ok and codes_at(report) == [("W-INF-001", "inference.transport")], report.to_text()
     grant = report.warnings[0].message  # validate says what the CLI runs with
-    assert "spawns 'claude' in the session workdir" in grant and "no namespace" in grant
+    assert "spawns 'claude' in the session workdir under the process transport's containment profile" in grant
+    if plan_containment(probe_host(), "auto").netns:  # the provider must be named in network.allow to be reached
+        assert "only way out is the egress relay" in grant
+        assert "its configured provider https://api.anthropic.com is not in network.allow" in grant
+    _, report = check({"inference": {"transport": "process", "command": "claude"},
+                       "capabilities": {"network": {"allow": ["https://api.anthropic.com"]}}}, tmp_path)
+    granted = report.warnings[0].message
+    assert "not in network.allow" not in granted
+    assert "provider origin(s) https://api.anthropic.com (capabilities.network.allow)" in granted or "not confined" in granted
     assert grant.endswith("over MCP it reaches: <no tools>")
     assert model is not None and model.inference is not None
     assert (model.inference.transport, model.inference.command, model.inference.model, model.inference.max_turns) == \
@@ -156,7 +166,8 @@ def test_transport_process_needs_a_command_and_a_known_transport(tmp_path: Path)
     assert model is None and [d.path for d in report.errors] == ["inference.transport"]
 
 
-@pytest.mark.parametrize(("floor", "env"), [("sealed", {}), ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])
+@pytest.mark.parametrize(("floor", "env"), [("sealed", {"MURMURD_SHELL_CONFINEMENT": "none"}),
+                                           ("scoped", {"MURMURD_SHELL_CONFINEMENT": "none"})])
 def test_a_containment_floor_murmurd_cannot_meet_is_refused(tmp_path: Path, floor: str, env: dict) -> None:
     model, report = validate_manifest({"name": "up", "version": "0.1.0", "capabilities": {"containment": floor}},
                                       tmp_path, env)
@@ -187,9 +198,6 @@ UPSTREAM_FIELDS = {
     "artifacts[0].capabilities.resources": {"artifacts": [
         {"name": "t", "source": "t", "local_source": True, "capabilities": {"resources": {"cpu_seconds": 5}}}]},
     "capabilities.spawn": {"capabilities": {"spawn": {"allow": ["node"]}}},
-    "capabilities.network.unix_sockets": {"capabilities": {"network": {"unix_sockets": True}}},
-    "capabilities.shell.interpreter_runtime": {"capabilities": {"shell": {
-        "allow": ["python3"], "interpreter_runtime": [{"binary": "python3", "dirs": []}]}}},
     "capabilities.shell.staged_runtime": {"capabilities": {"shell": {
         "allow": ["node"], "staged_runtime": [{"binary": "node", "source_path": "/opt/node", "pin": "v1"}]}}},
     "artifacts[0].capabilities.containment": {"artifacts": [

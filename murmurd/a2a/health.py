@@ -5,7 +5,9 @@ a busy one: it touches neither the store nor a session). `/readyz` says whether 
 should get new requests: its task store answers a ping within `STORE_PING_TIMEOUT_SECS`, every
 component was compiled at staging, and it accepts tasks (not stopping, not draining). A failing
 check answers 503 with a JSON body naming it, so a load balancer stops routing here while the
-daemon finishes what it runs. `/metrics` is the daemon's own Prometheus registry.
+daemon finishes what it runs. `/readyz` also says which containment class this daemon's shell
+children really get here (`containment`: declared floor, achieved class, installed mechanisms).
+`/metrics` is the daemon's own Prometheus registry.
 """
 
 from __future__ import annotations
@@ -69,6 +71,14 @@ async def readiness(daemon: CapsuleDaemon) -> dict[str, str]:
     }
 
 
+def containment_report(staged: StagedCapsule) -> dict[str, str]:
+    """The class the capsule's shell children get on this host and the mechanisms installed."""
+    from murmurd.staging.grants import containment_floor, containment_plan
+
+    plan = containment_plan(staged.manifest, staged.host_env)
+    return {"declared": containment_floor(staged.manifest), "achieved": plan.achieved, "mechanism": plan.mechanism}
+
+
 def add_operational_routes(app: FastAPI, daemon: CapsuleDaemon) -> None:
     @app.get(HEALTH_PATH)
     async def healthz() -> JSONResponse:
@@ -78,7 +88,8 @@ def add_operational_routes(app: FastAPI, daemon: CapsuleDaemon) -> None:
     async def readyz() -> JSONResponse:
         checks = await readiness(daemon)
         failed = [name for name, verdict in checks.items() if verdict != OK]
-        body = {"status": "not ready" if failed else "ready", "checks": checks, "failed": failed}
+        body = {"status": "not ready" if failed else "ready", "checks": checks, "failed": failed,
+                "containment": containment_report(daemon.staged)}
         return JSONResponse(body, status_code=503 if failed else 200)
 
     @app.get(METRICS_PATH)

@@ -23,12 +23,16 @@ Order (each step may need the one before it):
    themselves, and a network namespace with only `lo` (brought up): no route to any other host;
    with an egress grant (`egress`), the route `local default dev lo`, the listeners for the
    allowlisted ports and UDP :53 made and handed to murmurd (`egress_listen.py`);
-5. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
-6. `no_new_privs`, then Landlock: writes only beneath the workdir (and `/dev/null`), execution
-   anywhere but the workdir (unless `workdir_exec`), signals and abstract sockets scoped;
-7. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
+5. a private mount namespace: the workdir re-mounted `noexec` (`mounts.py`), or for `sealed` the
+   composed root pivoted into (`sealed.py`);
+6. rlimits (after the user namespace, so RLIMIT_NPROC counts the namespace's tasks only);
+7. `no_new_privs`, then Landlock (`landlock_rules.py`): reads and execution only of the allowlisted
+   binaries' closures and the runtime grants, writes only beneath the workdir, the fixed devices,
+   signals and abstract sockets scoped;
+8. the capability bounding set dropped (uid 0 regains nothing at exec), the parent-death
    signal set again (credential changes clear it), SIGPIPE and SIGXFSZ back to their default
-   (Python ignores them, and an ignored signal stays ignored across exec), then `execve`.
+   (Python ignores them, and an ignored signal stays ignored across exec);
+9. the seccomp filter the daemon compiled (`seccomp_load.py`), then `execve`.
 
 Any failure is written to the error pipe and the helper exits 127 without running the command:
 a capsule is never run with less confinement than murmurd planned and reported.
@@ -45,11 +49,15 @@ import signal
 import sys
 
 try:
-    from murmurd.containment import egress_listen, landlock
+    from murmurd.containment import egress_listen, landlock, landlock_rules, mounts, sealed, seccomp_load
 except ImportError:  # run by path with -I -S, as murmurd does: the sibling modules
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import egress_listen  # type: ignore[no-redef]
     import landlock  # type: ignore[no-redef]
+    import landlock_rules  # type: ignore[no-redef]
+    import mounts  # type: ignore[no-redef]
+    import sealed  # type: ignore[no-redef]
+    import seccomp_load  # type: ignore[no-redef]
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -62,15 +70,6 @@ SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
 EXIT_SETUP_FAILED = 127
-
-# What Landlock handles (so denies unless a rule grants it). Reads are not handled: the child may
-# read what murmurd's uid may read. Device ioctls are not handled either.
-_WRITE_RIGHTS = (landlock.WRITE_FILE | landlock.REMOVE_DIR | landlock.REMOVE_FILE | landlock.MAKE_CHAR
-                 | landlock.MAKE_DIR | landlock.MAKE_REG | landlock.MAKE_SOCK | landlock.MAKE_FIFO
-                 | landlock.MAKE_BLOCK | landlock.MAKE_SYM)
-# The workdir gets every handled right but devices and sockets (and exec, see `workdir_exec`).
-_NOT_IN_WORKDIR = landlock.MAKE_CHAR | landlock.MAKE_BLOCK | landlock.MAKE_SOCK
-_WRITABLE_DEVICES = ("/dev/null", "/dev/full")
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -166,59 +165,36 @@ def set_limits(limits: list[list[int]]) -> None:
         raise SetupError(f"setrlimit: {exc}") from None
 
 
-def _exec_everywhere_but(ruleset: int, directory: str, workdir: str) -> None:
-    """EXECUTE beneath `directory` except the `workdir` subtree: a rule on every sibling along
-    the path down to it (symlinks skipped; their targets get their own rule if outside)."""
-    if directory == workdir:
-        return
-    if not (workdir + "/").startswith(directory.rstrip("/") + "/"):
-        landlock.allow_beneath(ruleset, directory, landlock.EXECUTE)
-        return
+def enter_mount_namespace(spec: dict) -> None:
+    """A private mount namespace: the composed root of `sealed` (`sealed.py`), else the workdir
+    re-mounted `noexec` (`mounts.py`: a loader cannot map a workdir file executable)."""
     try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    for name in names:
-        path = os.path.join(directory, name)
-        try:
-            if os.path.islink(path) or not os.path.exists(path):
-                continue
-            _exec_everywhere_but(ruleset, path, workdir)
-        except OSError:
-            continue  # vanished or unreadable: nothing to grant
+        mounts.enter()
+        if spec.get("sealed") is not None:
+            sealed.compose_and_enter(spec["sealed"])
+        else:
+            mounts.noexec_workdir(spec["noexec"])
+    except OSError as exc:
+        raise SetupError(f"mount namespace: {exc}") from None
 
 
 def restrict_filesystem(spec: dict) -> None:
-    """Landlock: write only beneath the workdir; execute anywhere but the workdir (unless
-    `workdir_exec`); no signals or abstract-socket connections out of the command's tree."""
-    abi = int(spec["abi"])
-    workdir = os.path.realpath(spec["workdir"])
-    handled = _WRITE_RIGHTS | landlock.EXECUTE
-    if abi >= 2:
-        handled |= landlock.REFER
-    if abi >= 3:
-        handled |= landlock.TRUNCATE
-    scoped = landlock.SCOPE_ABSTRACT_UNIX_SOCKET | landlock.SCOPE_SIGNAL if abi >= 6 else 0
+    """Landlock, the Full tier's ruleset (`landlock_rules.py`): read and execute only the
+    allowlisted binaries' closures and the runtime grants, write only beneath the workdir."""
     _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
     try:
-        ruleset = landlock.create_ruleset(abi, handled, 0, scoped)
-        try:
-            in_workdir = handled & ~_NOT_IN_WORKDIR
-            if not spec.get("workdir_exec"):
-                in_workdir &= ~landlock.EXECUTE
-                _exec_everywhere_but(ruleset, "/", workdir)
-            else:
-                landlock.allow_beneath(ruleset, "/", landlock.EXECUTE)
-            for writable in [workdir, *spec.get("also_writable", [])]:
-                landlock.allow_beneath(ruleset, writable, in_workdir)
-            for device in _WRITABLE_DEVICES:
-                if os.path.exists(device):
-                    landlock.allow_beneath(ruleset, device, landlock.WRITE_FILE | landlock.TRUNCATE)
-            landlock.restrict_self(ruleset)
-        finally:
-            os.close(ruleset)
+        landlock_rules.restrict(spec)
     except OSError as exc:
         raise SetupError(f"landlock: {exc.strerror or exc}") from None
+
+
+def filter_syscalls(spec: dict) -> None:
+    """The seccomp allowlist (compiled by the daemon, `seccomp_filter.py`): the last step before exec."""
+    _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+    try:
+        seccomp_load.install(spec)
+    except OSError as exc:
+        raise SetupError(f"seccomp: {exc.strerror or exc}") from None
 
 
 def drop_capabilities() -> None:
@@ -254,6 +230,8 @@ def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
             enter_network_namespace()
             if spec.get("egress"):
                 catch_egress(spec["egress"])
+        if spec.get("mounts") is not None:
+            enter_mount_namespace(spec["mounts"])
         set_limits(spec.get("rlimits", []))
         if spec.get("landlock") is not None:
             restrict_filesystem(spec["landlock"])
@@ -262,6 +240,8 @@ def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
         for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):  # Python ignores these; an ignored signal stays so across exec
             if hasattr(signal, name):
                 signal.signal(getattr(signal, name), signal.SIG_DFL)
+        if spec.get("seccomp") is not None:
+            filter_syscalls(spec["seccomp"])
         os.execve(spec["executable"], argv, env)
     except SetupError as exc:
         message = str(exc)
@@ -273,8 +253,11 @@ def confine_and_exec(spec: dict, env: dict[str, str], argv: list[str]) -> None:
         os._exit(EXIT_SETUP_FAILED)
 
 
-def probe() -> dict:
-    """What this kernel allows a process like murmurd's children: run in a throwaway process."""
+def probe(extra: dict) -> dict:
+    """What this kernel allows a process like murmurd's children: run in a throwaway process.
+    `extra` may carry the compiled seccomp filter and the `pivot_root` syscall number."""
+    import socket  # noqa: F401 - before a pivot_root hides the standard library
+
     found: dict = {"uid": os.getuid(), "landlock_abi": landlock.abi_version(), "netns": False}
     if not found["landlock_abi"]:
         found["landlock_error"] = "the kernel has no Landlock (or it is disabled: see /sys/kernel/security/lsm)"
@@ -286,12 +269,48 @@ def probe() -> dict:
         found["netns_error"] = f"shell egress: {exc}"
     except SetupError as exc:
         found["netns_error"] = str(exc)
+    if found["netns"]:
+        found.update(_probe_mounts(extra.get("pivot_root_syscall")))
+    if extra.get("seccomp") is not None:
+        found.update(_probe_seccomp(extra["seccomp"]))
     return found
+
+
+def _probe_mounts(pivot_root_syscall: int | None) -> dict:
+    try:
+        mounts.probe()
+    except OSError as exc:
+        return {"mountns": False, "mountns_error": f"a noexec bind in a private mount namespace: {exc.strerror or exc}",
+                "sealed": False, "sealed_error": "no private mount namespace"}
+    if pivot_root_syscall is None:
+        return {"mountns": True, "sealed": False, "sealed_error": "the pivot_root syscall number is unknown"}
+    try:
+        sealed.probe(int(pivot_root_syscall))
+    except OSError as exc:
+        return {"mountns": True, "sealed": False, "sealed_error": f"a tmpfs root and pivot_root: {exc.strerror or exc}"}
+    return {"mountns": True, "sealed": True}
+
+
+def _probe_seccomp(spec: dict) -> dict:
+    """Install the real filter, then check it refuses what it must (AF_NETLINK)."""
+    import socket
+
+    try:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1, "prctl(PR_SET_NO_NEW_PRIVS)")
+        seccomp_load.install(spec)
+    except (OSError, SetupError) as exc:
+        return {"seccomp": False, "seccomp_error": f"installing the filter: {exc}"}
+    try:
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW).close()
+    except OSError as exc:
+        if exc.errno == errno.EACCES:
+            return {"seccomp": True}
+    return {"seccomp": False, "seccomp_error": "the filter was installed but did not refuse AF_NETLINK"}
 
 
 def main(args: list[str]) -> None:
     if args[:1] == ["--probe"]:
-        sys.stdout.write(json.dumps(probe()) + "\n")
+        sys.stdout.write(json.dumps(probe(json.loads(args[1]) if len(args) > 1 else {})) + "\n")
         return
     spec = json.loads(args[0])
     count = int(spec.get("env_count", 0))

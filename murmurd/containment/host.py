@@ -1,7 +1,9 @@
 """What this host lets murmurd enforce on shell children, found by trying it.
 
 `probe_host` runs `child.py --probe` in a throwaway process (Landlock ABI, an unprivileged
-user + network namespace with `lo` up) and makes and removes one pids cgroup. The answer is a
+user + network namespace with `lo` up, a private mount namespace with a noexec bind, a tmpfs
+root pivoted into, the real seccomp filter installed and refusing AF_NETLINK) and makes and
+removes one pids cgroup. The answer is a
 fact about the kernel, so it is computed once per process (`functools.cache`); the operator's
 choice (`MURMURD_SHELL_CONFINEMENT`) is applied on top of it per capsule, never cached.
 """
@@ -16,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from murmurd.containment import cgroup
+from murmurd.containment import cgroup, seccomp_filter
 
 CHILD_SCRIPT = str(Path(__file__).with_name("child.py"))
 PROBE_TIMEOUT_SECONDS = 10.0
@@ -33,6 +35,12 @@ class HostSupport:
     landlock_error: str | None = None
     netns_error: str | None = None
     pids_error: str | None = None
+    seccomp: bool = False  # the default-deny filter installs and refuses AF_NETLINK
+    seccomp_error: str | None = None
+    mountns: bool = False  # a private mount namespace with a noexec bind of the workdir
+    mountns_error: str | None = None
+    sealed: bool = False  # a composed tmpfs root can be pivoted into
+    sealed_error: str | None = None
 
 
 def helper_command() -> list[str]:
@@ -44,9 +52,10 @@ def helper_command() -> list[str]:
 def probe_host() -> HostSupport:
     """Try each mechanism once (see the module docstring)."""
     pids_root, pids_error = cgroup.probe()
+    extra, compile_error = _probe_inputs()
     found: dict = {}
     try:
-        done = subprocess.run([*helper_command(), "--probe"], capture_output=True, timeout=PROBE_TIMEOUT_SECONDS,
+        done = subprocess.run([*helper_command(), "--probe", json.dumps(extra)], capture_output=True, timeout=PROBE_TIMEOUT_SECONDS,
                               env={}, stdin=subprocess.DEVNULL, check=False)
         found = json.loads(done.stdout.decode() or "{}")
         if done.returncode != 0 and not found:
@@ -62,4 +71,19 @@ def probe_host() -> HostSupport:
         landlock_error=None if abi else found.get("landlock_error", "Landlock is not available"),
         netns_error=None if found.get("netns") else found.get("netns_error", "network namespaces are not available"),
         pids_error=pids_error,
+        seccomp=bool(found.get("seccomp")),
+        seccomp_error=None if found.get("seccomp") else compile_error or found.get("seccomp_error", "not probed"),
+        mountns=bool(found.get("mountns")),
+        mountns_error=None if found.get("mountns") else found.get("mountns_error", "no network namespace to build it in"),
+        sealed=bool(found.get("sealed")),
+        sealed_error=None if found.get("sealed") else found.get("sealed_error", "no private mount namespace"),
     )
+
+
+def _probe_inputs() -> tuple[dict, str | None]:
+    """The real seccomp filter and the `pivot_root` number for the probe, or why not."""
+    try:
+        return {"seccomp": seccomp_filter.spec(unix_sockets=False),
+                "pivot_root_syscall": seccomp_filter.syscall_number("pivot_root")}, None
+    except seccomp_filter.SeccompUnavailable as exc:
+        return {}, str(exc)

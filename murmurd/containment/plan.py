@@ -2,11 +2,15 @@
 `W-SEC` warnings that say exactly what is not enforced. Pure: the host facts come in as
 `HostSupport`.
 
-Classes (upstream's names, murmurd's mechanisms; docs/containment.md):
+Classes (upstream's tiers, murmurd's mechanisms; docs/containment.md):
 
-- `scoped` needs both a network namespace (no network but loopback) and Landlock (writes only
-  beneath the workdir, no execution of workdir files), and `workdir_exec` false;
-- anything less is `advisory`; `sealed` (a composed root filesystem) is never achieved.
+- `scoped` (upstream's Full tier, mechanism `landlock+seccomp`) needs a network namespace
+  (loopback only), Landlock (reads and execution only of the allowlisted binaries' closures and
+  the `interpreter_runtime` grants, writes only beneath the workdir), the seccomp allowlist and a
+  private mount namespace (the workdir `noexec`: the loader trick), and `workdir_exec` false;
+- `sealed` (`mountns+pivot_root+landlock+seccomp`) is all of that inside a composed root, applied
+  only when the capsule declares `sealed` and the host can build one;
+- anything less is `advisory`, its mechanism the parts really installed (`netns+landlock`, ...).
 
 The operator may turn the kernel mechanisms off with `MURMURD_SHELL_CONFINEMENT=none` (e.g. a
 shell tool that must reach the host network); rlimits and the pids cgroup still apply.
@@ -38,6 +42,13 @@ class ContainmentPlan:
     achieved: str = "advisory"
     mechanism: str = "none"
     why_not: tuple[str, ...] = field(default=())  # why each missing mechanism is missing
+    seccomp: bool = False  # the default-deny syscall allowlist is installed
+    mountns: bool = False  # a private mount namespace: the workdir noexec (or the sealed root)
+    sealed: bool = False  # the composed root (pivot_root) is built
+    unix_sockets: bool = False  # `capabilities.network.unix_sockets`: AF_UNIX allowed by the filter
+    seccomp_extra: tuple[str, ...] = ()  # the operator's `MURMURD_SECCOMP_ALLOW`
+    runtime: tuple[tuple[str, bool], ...] = ()  # `interpreter_runtime` (path, list_dir) grants
+    read_only: tuple[str, ...] = ()  # read (and list) only: the process transport's profile (session/process/profile.py)
 
     @property
     def landlock(self) -> bool:
@@ -52,11 +63,16 @@ def setting_from(env: Mapping[str, str]) -> str:
     return value
 
 
-def plan_containment(support: HostSupport, setting: str, workdir_exec: bool = False) -> ContainmentPlan:
-    """The plan for a capsule on this host under the operator's setting."""
+def plan_containment(support: HostSupport, setting: str, workdir_exec: bool = False, *, declared: str = "advisory",
+                     unix_sockets: bool = False, runtime: tuple[tuple[str, bool], ...] = (),
+                     seccomp_extra: tuple[str, ...] = ()) -> ContainmentPlan:
+    """The plan for a capsule on this host under the operator's setting. `declared` is the floor
+    (only a `sealed` floor gets the composed root, as upstream applies it)."""
     kernel = setting == "auto"
     netns = kernel and support.netns
     abi = support.landlock_abi if kernel else 0
+    seccomp = kernel and support.seccomp
+    mountns = netns and support.mountns
     why: list[str] = []
     if not kernel:
         why.append(f"the operator set {SETTING_VARIABLE}=none")
@@ -65,21 +81,55 @@ def plan_containment(support: HostSupport, setting: str, workdir_exec: bool = Fa
             why.append(f"no network namespace: {support.netns_error}")
         if not abi:
             why.append(f"no Landlock: {support.landlock_error}")
-    mechanism = "+".join(name for name, on in (("netns", netns), ("landlock", abi > 0)) if on) or "none"
-    achieved = "scoped" if netns and abi and not workdir_exec else "advisory"
+        if not support.seccomp:
+            why.append(f"no seccomp filter: {support.seccomp_error}")
+        if netns and not support.mountns:
+            why.append(f"no private mount namespace (workdir files could be mapped executable): {support.mountns_error}")
+    full = bool(netns and abi and seccomp and mountns)
+    sealed = full and declared == "sealed" and support.sealed
+    if full and declared == "sealed" and not support.sealed:
+        why.append(f"no composed root: {support.sealed_error}")
+    if sealed:
+        mechanism = "mountns+pivot_root+landlock+seccomp"
+    elif full:
+        mechanism = "landlock+seccomp"
+    else:
+        parts = (("netns", netns), ("mountns", mountns), ("landlock", abi > 0), ("seccomp", seccomp))
+        mechanism = "+".join(name for name, on in parts if on) or "none"
+        if mechanism == "landlock+seccomp":  # never mistaken for the Full tier's name
+            mechanism += " (no netns)"
+    achieved = "advisory" if workdir_exec or not full else "sealed" if sealed else "scoped"
     return ContainmentPlan(netns=netns, landlock_abi=abi, workdir_exec=workdir_exec or not abi,
-                           pids_root=support.pids_root, achieved=achieved, mechanism=mechanism, why_not=tuple(why))
+                           pids_root=support.pids_root, achieved=achieved, mechanism=mechanism, why_not=tuple(why),
+                           seccomp=seccomp, mountns=mountns and (sealed or not workdir_exec), sealed=sealed,
+                           unix_sockets=unix_sockets, seccomp_extra=seccomp_extra, runtime=runtime)
 
 
 def shortfall(floor: str, plan: ContainmentPlan) -> str | None:
     """Why `plan` does not meet a containment floor, or None when it does."""
     if CLASSES.index(floor) <= CLASSES.index(plan.achieved):
         return None
-    if floor == "sealed":
-        return (f"the floor is 'sealed' but murmurd achieves {plan.achieved!r}: it never builds a composed root "
-                "filesystem (mount namespace + pivot_root) for shell children")
-    because = "; ".join(plan.why_not) or "filesystem.workdir_exec is true"
-    return f"the floor is {floor!r} but murmurd achieves {plan.achieved!r} here ({because})"
+    because = "; ".join(plan.why_not)
+    if not because and floor == "sealed" and not plan.workdir_exec:
+        because = "the composed root is built only for a capsule whose manifest declares containment: sealed"
+    return f"the floor is {floor!r} but murmurd achieves {plan.achieved!r} here ({because or 'filesystem.workdir_exec is true'})"
+
+
+def floor_refusal(floor: str, plan: ContainmentPlan, support: HostSupport,
+                  subprocesses: bool = True) -> tuple[str, str] | None:
+    """(code, reason) when a capsule with this floor must not launch here, else None. The code
+    names what is missing: `E-CAP-005` no network namespace, `E-RUN-012` no cgroup for a capsule
+    with a subprocess tree, `E-CAP-010` any other shortfall (`sealed` unavailable included)."""
+    if floor == "advisory":
+        return None
+    if not support.netns:
+        return "E-CAP-005", (f"the floor is {floor!r} but no network namespace can be created here "
+                             f"({support.netns_error}); shell children would reach the host network")
+    if subprocesses and plan.pids_root is None:
+        return "E-RUN-012", (f"the floor is {floor!r} but no cgroup can be delegated for the shell children "
+                             f"({support.pids_error}); their process count would be unbounded")
+    reason = shortfall(floor, plan)
+    return ("E-CAP-010", reason) if reason is not None else None
 
 
 def shell_warnings(
@@ -108,15 +158,13 @@ def shell_warnings(
                       f"the network is not confined ({reasons}): shell children reach any host murmurd can, not only "
                       "network.allow; writes are confined to the workdir (Landlock)"))
     else:
-        exec_rule = ("files written in the workdir may be executed (workdir_exec)" if plan.workdir_exec
-                     else "no file in the workdir may be executed")
-        found.append(("W-SEC-005", "capabilities.shell.allow",
-                      "shell children run in a network namespace with loopback only and under Landlock (writes only "
-                      f"beneath the workdir and to /dev/null; {exec_rule}; signals and abstract unix sockets scoped to "
-                      "the command). Not enforced: reading files outside the workdir, AF_UNIX sockets by path "
-                      "(unix_sockets is not gated: no seccomp filter), syscall filtering"))
+        found.append(("W-SEC-005", "capabilities.shell.allow", _enforced(plan)))
     # With a network namespace, network.allow reaches shell children through the egress relay
     # (murmurd/containment/egress_relay.py): no W-SEC-014.
+    for path, list_dir in plan.runtime:
+        rights = "read, execute and list" if list_dir else "read and execute"
+        found.append(("W-SEC-009", "capabilities.shell.interpreter_runtime",
+                      f"shell children may {rights} everything beneath {path} (an interpreter_runtime grant)"))
     if declares_workdir_exec:
         found.append(("W-SEC-011", "capabilities.filesystem.workdir_exec",
                       "workdir_exec: true lets shell children execute files written in the workdir; "
@@ -128,3 +176,23 @@ def shell_warnings(
                      "enforced either: a fork bomb is bounded only by the command's timeout")
         found.append(("W-SEC-010", "capabilities.resources", text))
     return found
+
+
+def _enforced(plan: ContainmentPlan) -> str:
+    """W-SEC-005: what holds on a host with a namespace and Landlock, and the `unix_sockets` exception."""
+    exec_rule = ("files written in the workdir may be executed (workdir_exec)" if plan.workdir_exec
+                 else "no file in the workdir may be executed or mapped executable")
+    text = ("shell children run in a network namespace with loopback only and under Landlock: they read and execute "
+            "only the allowlisted binaries, their ELF interpreter and shared-library closure and the "
+            "interpreter_runtime grants, write only beneath the workdir (devices: /dev/null, /dev/zero, /dev/urandom); "
+            f"{exec_rule}; signals and abstract unix sockets scoped to the command")
+    if plan.sealed:
+        text += "; inside a composed root (mount namespace + pivot_root): the rest of the host is absent"
+    if plan.seccomp:
+        sockets = ("AF_UNIX sockets are allowed (network.unix_sockets: true), host daemon sockets included"
+                   if plan.unix_sockets else "AF_UNIX sockets refused (network.unix_sockets: false)")
+        text += (f". seccomp: a default-deny syscall allowlist; {sockets}; AF_NETLINK and AF_PACKET refused; "
+                 "memfd_create and execveat refused")
+    else:
+        text += ". Not enforced: syscall filtering, AF_UNIX sockets by path (no seccomp filter)"
+    return text

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 ArtifactRuntimeName = Literal["tool", "wasm", "driver", "hook", "skill"]
 OnOverflow = Literal["drop", "block"]
@@ -52,6 +52,8 @@ class NetworkCapability(_Model):
     allow: list[str] = Field(default_factory=list)
     # murmurd's older spelling of the top-level `network.internal_port` (see `CapsuleManifest`).
     internal_port: int | None = Field(default=None, ge=1, le=65535)
+    # May shell children create AF_UNIX sockets? (the seccomp filter refuses them by default)
+    unix_sockets: bool = False
 
 
 class TopNetwork(_Model):
@@ -70,11 +72,40 @@ class FilesystemCapability(_Model):
     workdir_exec: bool = False
 
 
+class RuntimeDir(_Model):
+    """One `interpreter_runtime` directory: read+execute beneath `path`, listing when `list_dir`."""
+
+    path: str
+    list_dir: bool  # required, as upstream has it
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or "\x00" in value:
+            raise ValueError("must be an absolute path")
+        return value
+
+
+class InterpreterRuntime(_Model):
+    """Extra host directories (an interpreter's standard library) an allowlisted binary needs."""
+
+    binary: str
+    dirs: list[RuntimeDir] = Field(min_length=1)
+
+
 class ShellCapability(_Model):
     # Bare binary names, resolved against PATH by the shell layer.
     allow: list[str] = Field(default_factory=list)
     strip_env: list[str] = Field(default_factory=list)  # glob patterns
     baseline_env: list[str] = Field(default_factory=list)  # glob patterns
+    interpreter_runtime: list[InterpreterRuntime] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _runtime_binaries_allowed(self) -> ShellCapability:
+        for grant in self.interpreter_runtime:
+            if grant.binary not in self.allow:
+                raise ValueError(f"interpreter_runtime binary {grant.binary!r} is not in shell.allow")
+        return self
 
 
 class EnvCapability(_Model):
@@ -115,8 +146,9 @@ class Resources(_Model):
 class Capabilities(_Model):
     """The capsule-wide grant. Absent blocks grant nothing, except `limits` (defaults)."""
 
-    # The containment floor the host must meet: murmurd achieves `scoped` where the kernel gives
-    # it a network namespace and Landlock (murmurd.containment.plan), never `sealed`.
+    # The containment floor the host must meet: `scoped` where the kernel gives a network and a
+    # mount namespace, Landlock and seccomp; `sealed` (a composed root) when declared and the host
+    # can build it (murmurd.containment.plan).
     containment: Containment | None = None
     network: NetworkCapability = Field(default_factory=NetworkCapability)
     filesystem: FilesystemCapability = Field(default_factory=FilesystemCapability)

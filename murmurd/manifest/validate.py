@@ -31,13 +31,16 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from murmurd.containment import cli_profile
 from murmurd.containment.host import probe_host
-from murmurd.containment.plan import SETTING_VARIABLE, plan_containment, setting_from, shell_warnings, shortfall
+from murmurd.containment.plan import SETTING_VARIABLE, floor_refusal, plan_containment, setting_from, shell_warnings
+from murmurd.containment.seccomp_filter import EXTRA_VARIABLE, extras_from
 from murmurd.manifest.capsule import SCORER_TYPES, CapsuleManifest
 from murmurd.manifest.credentials import looks_like_credential
 from murmurd.manifest.origins import BadOrigin, check_origin
 from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, diagnostic, render_value
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
+from murmurd.staging.preflight import dialect_of
 
 MANIFEST_FILE = "murmur.yaml"
 ARTIFACT_RUNTIMES = ("tool", "wasm", "driver", "hook", "skill")
@@ -74,6 +77,24 @@ def load_capsule(
     model, report = validate_manifest(raw, file.parent, env)
     report.source = str(file)
     return model, report
+
+
+FLOOR_CODES = frozenset({"E-CAP-005", "E-RUN-012", "E-CAP-010"})
+
+
+def load_capsule_for_report(manifest_dir: Path, env: Mapping[str, str] = os.environ) -> CapsuleManifest | None:
+    """The manifest as `--explain-scope` reports it: also when its only errors are an unmet
+    containment floor (upstream reports then too). None when anything else is wrong."""
+    model, report = load_capsule(manifest_dir, env)
+    if model is not None or not report.errors or {d.code for d in report.errors} - FLOOR_CODES:
+        return model
+    manifest_dir = Path(manifest_dir)
+    raw, _ = _read_yaml(manifest_dir if manifest_dir.is_file() else manifest_dir / MANIFEST_FILE)
+    floor = raw["capabilities"].pop("containment")
+    model, _ = validate_manifest(raw, manifest_dir if manifest_dir.is_dir() else manifest_dir.parent, env)
+    if model is None:
+        return None
+    return model.model_copy(update={"capabilities": model.capabilities.model_copy(update={"containment": floor})})
 
 
 def validate_manifest(
@@ -255,23 +276,30 @@ def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
 
 
 def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
-    """The floor against what this host achieves (`E-CAP-010`), and the `W-SEC` warnings that
-    say what is not enforced on shell children: the same at `validate` and at every launch."""
+    """The floor against what this host achieves (`E-CAP-005`, `E-RUN-012`, `E-CAP-010`), and the
+    `W-SEC` warnings that say what is not enforced on shell children: the same at `validate` and
+    at every launch."""
     try:
         setting = setting_from(env)
     except ValueError as exc:
         return [diagnostic("E-CAP-012", SETTING_VARIABLE, f"{exc}; unset it or say auto", env.get(SETTING_VARIABLE))]
+    try:
+        extras = extras_from(dict(env))
+    except ValueError as exc:
+        return [diagnostic("E-CAP-012", EXTRA_VARIABLE, f"{exc}; name syscalls only", env.get(EXTRA_VARIABLE))]
     caps = model.capabilities
     support = probe_host()
-    plan = plan_containment(support, setting, caps.filesystem.workdir_exec)
+    shell_allow = list(caps.shell.allow) if caps.shell else []
+    runtime = tuple((d.path, d.list_dir) for g in (caps.shell.interpreter_runtime if caps.shell else []) for d in g.dirs)
+    plan = plan_containment(support, setting, caps.filesystem.workdir_exec, declared=caps.containment or "advisory",
+                            unix_sockets=caps.network.unix_sockets, runtime=runtime, seccomp_extra=extras)
     found: list[Diagnostic] = []
     floor = caps.containment
-    reason = shortfall(floor, plan) if floor is not None else None
-    if reason is not None:
-        found.append(diagnostic("E-CAP-010", "capabilities.containment",
-                                f"{reason}; refused rather than run with less", floor))
-    warnings = shell_warnings(plan, support, shell_allow=list(caps.shell.allow) if caps.shell else [],
-                              network_allow=list(caps.network.allow),
+    refusal = floor_refusal(floor, plan, support, subprocesses=bool(shell_allow)) if floor is not None else None
+    if refusal is not None:
+        code, reason = refusal
+        found.append(diagnostic(code, "capabilities.containment", f"{reason}; refused rather than run with less", floor))
+    warnings = shell_warnings(plan, support, shell_allow=shell_allow, network_allow=list(caps.network.allow),
                               declares_workdir_exec=caps.filesystem.workdir_exec)
     for code, path, message in warnings:
         found.append(diagnostic(code, path, message))
@@ -281,19 +309,35 @@ def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnos
 
 
 def _process_grant(model: CapsuleManifest, plan: Any, env: Mapping[str, str]) -> str:
-    """What a process-transport CLI runs with (murmurd/session/process/spawn.py), in one line."""
+    """What a process-transport CLI runs with (its profile: murmurd/containment/cli_profile.py), in one line."""
     inference = model.inference
     assert inference is not None
     command = inference.command or "claude"
     prompt_skill = inference.system_prompt_artifact
     tools = [a.name for a in model.artifacts if a.kind == "tool" or (a.kind == "skill" and a.name != prompt_skill)]
     tools += list(model.capabilities.shell.allow) if model.capabilities.shell else []
-    confined = "Landlock (writes beneath the workdir and its HOME)" if plan.landlock else "no Landlock"
+    if plan.landlock:
+        confined = ("Landlock: read and execute only of the CLI's real path, its #! interpreter, their shared-library "
+                    "closure and its npm package; read of its own /proc/self, the resolver's files and the TLS trust "
+                    f"store; writes beneath the workdir and HOME {env.get('HOME') or '<unset>'!s}")
+        confined += ", neither executable" if plan.mountns else ""
+        confined += "; the seccomp allowlist" if plan.seccomp else "; no seccomp filter"
+    else:
+        confined = f"no Landlock: it reads, writes and executes anything murmurd's uid can; HOME {env.get('HOME') or '<unset>'!s}"
     cgroup = "a pids cgroup" if plan.pids_root is not None else "no pids cgroup"
-    return (f"spawns {command!r} in the session workdir as a shell child is confined ({confined}, {cgroup}, "
-            f"rlimits but memory_bytes) except for the network: no namespace, it reaches its provider and murmurd's "
-            f"loopback MCP server on murmurd's network; HOME {env.get('HOME') or '<unset>'!s} is writable; its "
-            f"environment keeps only what a CLI agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
+    providers = cli_profile.provider_origins(dialect_of(command), env)
+    granted = cli_profile.granted_origins(providers, model.capabilities.network.allow)
+    missing = [o for o in providers if o not in granted]
+    if plan.netns:
+        network = (f"its network is a namespace whose only way out is the egress relay: its provider origin(s) "
+                   f"{', '.join(granted) or '<none>'} (capabilities.network.allow) and murmurd's loopback MCP bridge")
+        if missing:
+            network += f"; its configured provider {', '.join(missing)} is not in network.allow, so it is unreachable"
+    else:
+        network = "its network is not confined (no network namespace here): it reaches any host murmurd can"
+    return (f"spawns {command!r} in the session workdir under the process transport's containment profile "
+            f"({confined}; {cgroup}; rlimits but memory_bytes); {network}; its environment keeps only what a CLI "
+            f"agent reads; over MCP it reaches: {', '.join(tools) or '<no tools>'}")
 
 
 def _rule_network(ctx: _Context) -> list[Diagnostic]:
@@ -466,7 +510,7 @@ def _shell_rules(caps: dict, prefix: str, narrowing: bool) -> list[Diagnostic]:
             found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
         elif not _BARE_BINARY.fullmatch(entry):
             rule = "must be a bare binary name (letters, digits, '.', '_', '+', '-'; no spaces or arguments)"
-            found.append(diagnostic("E-CAP-005", f"{path}[{i}]", rule, entry))
+            found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
     return found
 
 
@@ -811,10 +855,6 @@ def render_loc(loc: Iterable[Any]) -> str:
 UPSTREAM_UNIMPLEMENTED: dict[str, str] = {
     "mur_version": "pins the mur release the capsule was written for (upstream warns when it differs)",
     "capabilities.spawn": "lets a capsule component spawn native subprocesses; murmurd has no spawn interface",
-    "capabilities.network.unix_sockets": ("gates AF_UNIX sockets in shell children; murmurd has no seccomp filter, "
-                                          "so they are never refused"),
-    "capabilities.shell.interpreter_runtime": ("widens a binary's Landlock read scope; murmurd's Landlock rules do not "
-                                               "confine reads, so there is nothing to widen"),
     "capabilities.shell.staged_runtime": "binds a pinned host tree into a sealed root; murmurd never builds one",
     "artifacts[].capabilities.containment": "is inert on an artifact upstream too (capsule-wide only)",
     "artifacts[].capabilities.resources": "is inert on an artifact (capabilities.resources is capsule-wide)",

@@ -31,9 +31,10 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   with murmurd even when murmurd is SIGKILLed (see that module for why PDEATHSIG is not enough).
 - **Confined.** The child is the confinement helper (`murmurd/containment/child.py`), exec'd at
   once (no Python between fork and exec in this threaded process): it sets the rlimits of
-  `policy.limits`, joins the command's pids, memory, cpu and io cgroups, enters a network
-  namespace (handing murmurd the listeners `policy.egress` implies: the egress relay carries
-  `network.allow` out of it) and Landlock as `policy.containment` plans, then execs the command
+  `policy.limits`, joins the command's pids, memory, cpu and io cgroups, enters the namespaces
+  (handing murmurd the listeners `policy.egress` implies: the egress relay carries `network.allow`
+  out of the network namespace), Landlock (reads and exec of `allowed_paths`' closure only) and
+  seccomp as `policy.containment` plans (`containment/child_spec.py`), then execs the command
   (docs/containment.md). `policy.workdir_guard` bounds the workdir (`E-RUN-013`). When the helper
   cannot confine as planned the command does not run (`ShellFailed`). With Landlock, `TMPDIR`
   (and `TMP`, `TEMP`) is `<HOME>/tmp`. What a limit stopped is `resource_limit`.
@@ -63,6 +64,7 @@ from murmurd import workdir_fs
 from murmurd.containment import resources
 from murmurd.containment.cgroup import PidsCgroup
 from murmurd.containment.egress_relay import EgressGrant, EgressRelay, Refusal
+from murmurd.containment.child_spec import confinement_spec
 from murmurd.containment.host import helper_command
 from murmurd.containment.plan import ContainmentPlan
 from murmurd.manifest.credentials import looks_like_credential
@@ -175,6 +177,8 @@ class ShellInvocation:
     executable: str | None  # the path that is executed; None when nothing resolved
     argv: list[str]  # exactly what the executable receives, argv[0] (the bare name) included
     env: dict[str, str]
+    # every allowlisted name resolved the same way: what Landlock lets the command read and execute
+    allowed_paths: tuple[str, ...] = ()
 
 
 @dataclass
@@ -320,7 +324,9 @@ def prepare_shell(
     if found is None:
         return ShellInvocation(binary, binary, None, [binary, *arg_list], env)
     executable = os.path.abspath(found)
-    return ShellInvocation(binary, os.path.realpath(executable), executable, [binary, *arg_list], env)
+    allowed = tuple(os.path.abspath(p) for p in (shutil.which(name, path=search_path) for name in sorted(policy.allow))
+                    if p is not None)
+    return ShellInvocation(binary, os.path.realpath(executable), executable, [binary, *arg_list], env, allowed)
 
 
 def run_shell(
@@ -409,7 +415,7 @@ def _resource_scope(policy: ShellPolicy, group: PidsCgroup | None) -> resources.
         raise ShellFailed(f"shell: cannot create the command's resource cgroups: {exc.strerror or exc}") from None
 
 
-def _egress_relay(policy: ShellPolicy, binary: str) -> EgressRelay | None:
+def egress_relay(policy: ShellPolicy, binary: str) -> EgressRelay | None:
     """The relay carrying the command's allowlisted connections out of its network namespace."""
     if policy.egress is None or not policy.egress or policy.containment is None or not policy.containment.netns:
         return None
@@ -442,9 +448,8 @@ def spawn_confined(
         "egress": relay.child_spec() if relay is not None else None,
         "netns": bool(plan and plan.netns),
         "rlimits": policy.limits.rlimits(in_user_namespace=bool(plan and plan.netns)),
-        "landlock": ({"abi": plan.landlock_abi, "workdir": str(policy.workdir), "workdir_exec": plan.workdir_exec,
-                      "also_writable": [] if policy.home.is_relative_to(policy.workdir) else [str(policy.home)]}
-                     if plan is not None and plan.landlock else None),
+        **confinement_spec(plan, policy.workdir, policy.home, policy.home / TMP_DIR_NAME,
+                           invocation.allowed_paths or (invocation.executable,)),
         "executable": invocation.executable,
         "env_count": len(invocation.env),
     }
@@ -510,7 +515,7 @@ def _run_in_group(
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
-    relay = _egress_relay(policy, invocation.binary)
+    relay = egress_relay(policy, invocation.binary)
     try:
         proc = spawn_confined(policy, invocation, group, scope, relay)
     except BaseException:

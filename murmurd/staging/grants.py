@@ -16,7 +16,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from murmurd.containment.host import probe_host
-from murmurd.containment.plan import CLASSES, ContainmentPlan, plan_containment, setting_from, shortfall
+from murmurd.containment.plan import CLASSES, ContainmentPlan, floor_refusal, plan_containment, setting_from
+from murmurd.containment.seccomp_filter import extras_from
 from murmurd.host.egress import EgressPolicy, url_origin
 from murmurd.manifest.capsule import (
     ArtifactCapabilities,
@@ -233,8 +234,14 @@ CONTAINMENT_CLASSES = CLASSES  # weakest first
 
 def containment_plan(manifest: CapsuleManifest, env: Mapping[str, str]) -> ContainmentPlan:
     """What this host enforces on the capsule's shell children under the operator's
-    `MURMURD_SHELL_CONFINEMENT` (validated before staging: an unknown value is an error there)."""
-    return plan_containment(probe_host(), setting_from(env), manifest.capabilities.filesystem.workdir_exec)
+    `MURMURD_SHELL_CONFINEMENT` and `MURMURD_SECCOMP_ALLOW` (validated before staging: an unknown
+    value is an error there). The composed root of `sealed` is built when the manifest declares it."""
+    caps = manifest.capabilities
+    runtime = tuple((d.path, d.list_dir) for grant in (caps.shell.interpreter_runtime if caps.shell else [])
+                    for d in grant.dirs)
+    return plan_containment(probe_host(), setting_from(env), caps.filesystem.workdir_exec,
+                            declared=caps.containment or "advisory", unix_sockets=caps.network.unix_sockets,
+                            runtime=runtime, seccomp_extra=extras_from(dict(env)))
 
 
 def containment_floor(manifest: CapsuleManifest, flag: str | None = None) -> str:
@@ -250,14 +257,16 @@ def effective_grants(
     """`session_start.effective_grants` in upstream's shape (what `mur run --explain-scope --json`
     prints), then murmurd's additions: `limits`, per-`components` grants and staging `warnings`.
 
-    The containment is this host's (`containment_plan`), `enforcement_tier` murmurd's mechanism
-    (`netns+landlock`, `landlock`, `netns` or `none`). `workdir_exec` reports whether workdir
-    files can be executed (Landlock withholds it unless declared); `unix_sockets` is always true:
-    murmurd has no seccomp filter, so AF_UNIX sockets are never refused."""
+    The containment is this host's (`containment_plan`), `enforcement_tier` the mechanisms the
+    session really installs (`landlock+seccomp`, `mountns+pivot_root+landlock+seccomp`, or the
+    parts of an advisory plan such as `netns+landlock`, `none`). `workdir_exec` reports whether
+    workdir files can be executed; `unix_sockets` whether shell children may create AF_UNIX
+    sockets (true unless the seccomp filter refuses them)."""
     caps = manifest.capabilities
     plan = containment_plan(manifest, os.environ if env is None else env)
     declared = floor or containment_floor(manifest)
-    reason = shortfall(declared, plan)
+    refusal = floor_refusal(declared, plan, probe_host(), subprocesses=bool(caps.shell and caps.shell.allow))
+    reason = refusal[1] if refusal is not None else None
     head: dict[str, Any] = {
         "declared_containment": declared,
         "achieved_containment": plan.achieved,
@@ -271,11 +280,12 @@ def effective_grants(
         "filesystem_scope": caps.filesystem.scope,
         "workdir_exec": plan.workdir_exec,
         "network_allow": list(caps.network.allow),
-        "unix_sockets": True,
+        "unix_sockets": plan.unix_sockets or not plan.seccomp,
         "shell_allow": list(caps.shell.allow) if caps.shell else [],
         "spawn_allow": [],
         "env_allow": list(caps.env.allow),
-        "interpreter_runtime_grants": [],
+        "interpreter_runtime_grants": [grant.model_dump() for grant in
+                                       (caps.shell.interpreter_runtime if caps.shell else [])],
         "staged_runtime_grants": [],
         "limits": vars(grants.capsule.limits).copy(),
         "components": {name: g.to_json() for name, g in sorted(grants.components.items())},

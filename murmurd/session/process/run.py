@@ -28,7 +28,6 @@ from murmurd.session.process import spawn
 from murmurd.session.process.spawn import CliProcess, cli_environment, cli_policy
 from murmurd.session.process.stream import Done, HostCommand, StreamFailed, Turn
 from murmurd.session.shell import HOME_DIR_NAME, TMP_DIR_NAME, ShellError
-from murmurd.session.tools import shell_policy
 from murmurd.staging.workdir import MAX_RESULT_BYTES, TASK
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
@@ -109,7 +108,8 @@ class ProcessLoop:
     async def _spawn_and_read(self, state: LoopState, events: TaskEvents, executable: str, task: str,
                               bridge: cmd.Bridge | None) -> str:
         host_env = self.staged.host_env
-        policy = cli_policy(shell_policy(self.staged), host_env)
+        policy = cli_policy(self.tools.runner.policy, host_env, executable, self.dialect,
+                            bridge.url if bridge is not None else None, self.staged.grants.capsule.network)
         env = cli_environment(host_env, policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME, policy.home)
         argv = self._argv(executable, task, bridge)
         claude = self.dialect == "claude"

@@ -1,14 +1,19 @@
-"""Spawning the CLI under the shell containment, and ending its whole process tree.
+"""Spawning the CLI under its own containment profile, and ending its whole process tree.
 
-The CLI runs as a `shell.allow` child does (`murmurd.session.shell.spawn_confined`): the
-confinement helper sets the capsule's rlimits, joins a pids cgroup, enters Landlock as this
-host's plan says, registers the group with the shell watchdog (so it dies with murmurd) and
-execs the CLI in its own session, cwd the session workdir. Two things differ, because a CLI
-agent needs them (docs/decisions.md, issue 27):
+The CLI runs through the shell children's helper (`murmurd.session.shell.spawn_confined`): it
+sets the capsule's rlimits, joins a pids cgroup, enters the network and mount namespaces,
+Landlock and seccomp as this host's plan says, registers the group with the shell watchdog (so it
+dies with murmurd) and execs the CLI in its own session, cwd the session workdir. What it may
+touch is the process transport's profile (`murmurd/containment/cli_profile.py`), derived from
+the CLI as a shell child's grants are derived from `shell.allow`:
 
-- no network namespace: the CLI must reach its provider and the session's loopback MCP server;
-- its HOME (the operator's: where the CLI keeps its login and state) is writable beside the
-  workdir, and TMPDIR is `<workdir>/.capsule-home/tmp`;
+- read + execute of the CLI's real path and, for a `#!` script, its interpreter (env -> node),
+  with their ELF closures; its npm package directory and the packages it depends on; read of
+  its own `/proc/self`, the resolver's files and the TLS trust store;
+- its HOME (the operator's: where the CLI keeps its login and state) writable beside the
+  workdir, TMPDIR `<workdir>/.capsule-home/tmp`, neither executable (the workdir's noexec mount);
+- the network namespace with the egress relay as its only way out: the provider origins of the
+  CLI's configuration that `capabilities.network.allow` lists, and the session's MCP bridge;
 - no address-space rlimit (`memory_bytes`): see `cli_policy`.
 
 The environment is murmurd's, narrowed to what a CLI agent reads (`cli_environment`): the
@@ -29,7 +34,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from murmurd import workdir_fs
+from murmurd.containment import cli_profile
 from murmurd.containment.cgroup import PidsCgroup
+from murmurd.containment.egress_relay import EgressRelay
 from murmurd.session import shell_watchdog
 from murmurd.session.shell import (
     DEFAULT_BASELINE_ENV,
@@ -38,6 +45,7 @@ from murmurd.session.shell import (
     ShellFailed,
     ShellInvocation,
     ShellPolicy,
+    egress_relay,
     spawn_confined,
 )
 
@@ -65,8 +73,12 @@ def cli_environment(host_env: Mapping[str, str], tmpdir: Path, home: Path | None
     return env
 
 
-def cli_policy(shell: ShellPolicy, host_env: Mapping[str, str]) -> ShellPolicy:
-    """The capsule's shell policy, adapted for a CLI agent (see the module docstring)."""
+def cli_policy(shell: ShellPolicy, host_env: Mapping[str, str], executable: str | None = None,
+               dialect: str = "claude", bridge_url: str | None = None,
+               network_allow: tuple[str, ...] | list[str] = ()) -> ShellPolicy:
+    """The capsule's shell policy, adapted for the CLI at `executable` (see the module docstring):
+    its profile in place of the shell children's grants, its egress the granted provider origins
+    and the bridge at `bridge_url`."""
     home = host_env.get("HOME") or ""
     if not (os.path.isabs(home) and os.path.isdir(home)):  # none to keep: the capsule's own, as a shell child's
         home = str(shell.workdir / HOME_DIR_NAME)
@@ -74,16 +86,22 @@ def cli_policy(shell: ShellPolicy, host_env: Mapping[str, str]) -> ShellPolicy:
     # No address-space limit: a JIT runtime (Claude Code's JavaScriptCore) reserves far more
     # address space than it uses, and dies at start under RLIMIT_AS (2 GiB by default).
     limits = dataclasses.replace(shell.limits, memory_bytes=resource.RLIM_INFINITY)
-    return dataclasses.replace(shell, home=Path(home), timeout_seconds=RUN_SECONDS, limits=limits,
-                               containment=dataclasses.replace(plan, netns=False) if plan is not None else None)
+    env = cli_environment(host_env, shell.workdir / HOME_DIR_NAME / TMP_DIR_NAME, Path(home))
+    if plan is not None and executable is not None:
+        plan = cli_profile.cli_plan(plan, cli_profile.cli_profile(executable, env))
+    origins = cli_profile.granted_origins(cli_profile.provider_origins(dialect, env), network_allow)
+    return dataclasses.replace(shell, home=Path(home), timeout_seconds=RUN_SECONDS, limits=limits, containment=plan,
+                               egress=cli_profile.cli_grant(origins, bridge_url))
 
 
 class CliProcess:
     """One spawned CLI: its pipes, and the teardown that leaves no process of its tree behind."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], group: PidsCgroup | None) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], group: PidsCgroup | None,
+                 relay: EgressRelay | None = None) -> None:
         self.proc = proc
         self.group = group
+        self.relay = relay
         shell_watchdog.register(proc.pid)
 
     @classmethod
@@ -101,16 +119,22 @@ class CliProcess:
             except OSError as exc:
                 raise ShellFailed(f"cannot create the CLI's pids cgroup: {exc.strerror or exc}") from None
         name = os.path.basename(argv[0])
-        invocation = ShellInvocation(name, os.path.realpath(argv[0]), argv[0], [name, *argv[1:]], env)
+        profile = cli_profile.cli_profile(argv[0], env)
+        invocation = ShellInvocation(name, os.path.realpath(argv[0]), argv[0], [name, *argv[1:]], env,
+                                     profile.executables)
+        relay = None
         try:
-            proc = spawn_confined(policy, invocation, group,
+            relay = egress_relay(policy, name)
+            proc = spawn_confined(policy, invocation, group, relay=relay,
                                   stdin=subprocess.PIPE if piped_stdin else subprocess.DEVNULL)
         except BaseException:
+            if relay is not None:
+                relay.stop()
             if group is not None:
                 group.kill_all()
                 group.remove()
             raise
-        return cls(proc, group)
+        return cls(proc, group, relay)
 
     def kill(self) -> None:
         """SIGKILL the CLI's process group and its cgroup (a wrapper's children with it: codex's
@@ -126,6 +150,9 @@ class CliProcess:
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not delivered
             pass
         shell_watchdog.unregister(self.proc.pid)
+        if self.relay is not None:
+            self.relay.stop()  # the CLI's connections end with it
+            self.relay = None
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 try:
