@@ -407,6 +407,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
+    from murmurd import logsetup
+
+    logsetup.configure(args.log_format, args.log_level)
     env = _run_env(args, "serve")
     if env is None:
         return 1
@@ -600,6 +603,16 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     evals.set_defaults(handler=_cmd_eval)
 
 
+SERVE_DESCRIPTION = (
+    "Serve a capsule as an A2A agent until it is stopped. Lifecycle: a manifest that sets neither "
+    "lifecycle.task_acceptance nor lifecycle.after_task (and no --task-acceptance/--after-task) is served "
+    "as task_acceptance: queue + after_task: sleep, so it stays up and the idle rule's empty task never "
+    "runs. Setting either one, in murmur.yaml or by flag, gets upstream's lifecycle exactly (the other "
+    "field takes upstream's default: single, exit): a single/exit capsule exits after its first task, "
+    "and the log says why. `murmurd run` always keeps upstream's defaults."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -635,7 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print the containment and every effective grant (with --json: one JSON line), then exit")
     run.set_defaults(handler=_cmd_run)
 
-    serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
+    serve = commands.add_parser("serve", help="serve a capsule as an A2A agent", description=SERVE_DESCRIPTION)
     serve.add_argument("capsule_dir", metavar="capsule-dir")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, help="port (network.internal_port wins; default OS-assigned)")
@@ -699,6 +712,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--stream-ticket-ttl", type=_ticket_ttl, default=60.0, metavar="SECONDS",
                        help="how long a browser's stream ticket (POST /auth/stream-ticket) opens its GET stream "
                             "(default 60; at most 3600)")
+    serve.add_argument("--log-format", choices=["text", "json"], default="text",
+                       help="log lines as text or as JSON lines for log shippers (default text)")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
+                       help="the least severe log lines written (default info)")
     serve.set_defaults(handler=_cmd_serve)
 
     send = commands.add_parser("send", help="send a task to a capsule (message/send)")

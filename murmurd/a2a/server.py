@@ -82,6 +82,11 @@ class StreamSlots:
 
     def take(self, client: str) -> jsonrpc.JsonRpcError | None:
         """Take a slot for `client`, or the error refusing it (nothing taken then)."""
+        if self.total >= self.limit or self._open.get(client, 0) >= self.per_client:
+            which = "max_streams" if self.total >= self.limit else "max_streams_per_client"
+            logging.getLogger("murmurd.connections").warning(
+                "stream refused: the --%s limit is reached", which.replace("_", "-"),
+                extra={"client": client, "limit": which})
         if self.total >= self.limit:
             return jsonrpc.JsonRpcError.server_limit(f"{self.limit} streams are open; try again later",
                                                      {"limit_streams": self.limit})
