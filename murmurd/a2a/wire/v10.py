@@ -138,6 +138,16 @@ class ListParams(WireModel):
     status_timestamp_after: StrictStr | None = None
     include_artifacts: StrictBool | None = None
 
+    @field_validator("status", mode="before")
+    @classmethod
+    def _unspecified_is_no_filter(cls, status: Any) -> Any:
+        """The enum's unset values mean "no filter": `TASK_STATE_UNSPECIFIED` (0), and
+        ts-proto's `UNRECOGNIZED` (-1), which @a2a-js/sdk's `listTasks()` sends by default."""
+        if status in ("TASK_STATE_UNSPECIFIED", "UNRECOGNIZED", "") or (
+                isinstance(status, int) and not isinstance(status, bool) and status in (0, -1)):
+            return None
+        return status
+
     @field_validator("status")
     @classmethod
     def _status_by_number(cls, status: StateName | int | None) -> StateName | None:
