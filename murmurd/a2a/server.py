@@ -537,9 +537,7 @@ class Router:
                 final = False
                 for event in batch:
                     view = _record_at(record, event)
-                    rendered = renderer.render(event.type, view, _renderer_payload(event))
-                    if rendered is not None:
-                        out.append(data(rendered))
+                    out += [data(rendered) for rendered in renderer.render_frames(event.type, view, _renderer_payload(event))]
                     if event.type == "status" and wire.is_final_state(view.state):
                         final = True
                         break
@@ -580,4 +578,4 @@ def _record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:
         return record
     status = event.data.get("status", {})
     return dataclasses.replace(record, state=TaskState(status.get("state", record.state.value)),
-                               status_message=status.get("message"))
+                               status_message=status.get("message"), result_text=status.get("response"))
