@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from murmurd import __version__
+from murmurd import __version__, gc_command
 
 if TYPE_CHECKING:
     from murmurd.a2a.auth.config import AuthConfig
@@ -349,6 +349,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         host.close()
     outcome, staged = result.outcome, result.staged
+    _keep_sessions(staged.workdir.runtime.parent, args.keep_sessions)
     if args.json:
         print(json.dumps({
             "pid": os.getpid(), "session_id": staged.session_id, "name": staged.manifest.name,
@@ -365,6 +366,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not outcome.ok:
         _eprint(f"murmurd run: task ended {outcome.exit_status}: {outcome.error}")
     return 0 if outcome.ok else 1
+
+
+def _keep_sessions(where: Path, keep: int) -> None:
+    """`run --keep-sessions N`: the workdir's older sessions go (a live one never does)."""
+    from murmurd.workdir_gc import keep_newest
+    from murmurd.traceview.errors import ReadError
+
+    try:
+        done = keep_newest(where, keep)
+    except (OSError, ReadError) as exc:
+        _eprint(f"murmurd run: old sessions not removed: {exc}")
+        return
+    for name, why in done.failed:
+        _eprint(f"murmurd run: could not remove old session {name}: {why}")
 
 
 def _positive_int(text: str) -> int:
@@ -646,6 +661,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
     run.add_argument("--explain-scope", action="store_true",
                      help="print the containment and every effective grant (with --json: one JSON line), then exit")
+    run.add_argument("--keep-sessions", type=_non_negative_int, default=gc_command.DEFAULT_KEEP_SESSIONS, metavar="N",
+                     help="keep the N newest session directories of the workdir, remove older ones "
+                          "(default 20; 0 keeps every one; a session still running is never removed)")
     run.set_defaults(handler=_cmd_run)
 
     serve = commands.add_parser("serve", help="serve a capsule as an A2A agent", description=SERVE_DESCRIPTION)
@@ -758,6 +776,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_cmd_list)
 
     _add_trace(commands)
+    gc_command.add_parser(commands)
     _add_eval(commands)
     return parser
 

@@ -44,6 +44,7 @@ from murmurd.session.services import CapsuleServices
 from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.staging.grants import effective_grants
+from murmurd.staging.session_hold import SessionHold
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
@@ -155,6 +156,7 @@ class Session:
     ) -> None:
         self.staged = staged
         self.host = host
+        self._hold = SessionHold(staged.workdir.runtime)  # `murmurd gc` leaves a live session alone
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
@@ -513,4 +515,5 @@ class Session:
         finally:
             await self.trace.aclose()  # every queued line written, then the file closed
             self.closed = True
+            self._hold.release()
             await asyncio.to_thread(self.spans.shutdown, status)
