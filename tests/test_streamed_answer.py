@@ -103,3 +103,20 @@ def test_v10_framing(served: Served) -> None:
     (result_id,) = [key for key, name in names.items() if name == "result"]
     assert artifacts[result_id] == "".join(p["text"] for p in stored_result["parts"]) == ANSWER
     assert "echo:" not in artifacts[result_id] and "Let me check" not in artifacts[result_id]
+
+
+def test_the_console_shows_the_stored_answer(served: Served, browser) -> None:
+    """The console (upstream framing over the GET streams) shows what tasks/get returns: not the
+    first turn's "Let me check my tools. ", not the echo tool's chunk."""
+    from browserkit import send_from_console, wait_answer, wait_task_state
+
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(served.url + "console/")
+    page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'", timeout=60_000)
+    task_id = send_from_console(page, "hello from the console", timeout_ms=60_000)
+    wait_task_state(page, "completed", timeout_ms=120_000)
+    wait_answer(page, ANSWER, timeout_ms=60_000)
+    assert served.get(task_id)["status"]["response"] == page.text_content("#task-answer") == ANSWER
+    assert errors == []
