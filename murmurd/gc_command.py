@@ -33,9 +33,9 @@ def command(args: argparse.Namespace) -> int:
     try:
         root, picked = select(Path(args.workdir), list(args.sessions), args.keep_last, args.older_than)
         done = collect(root, picked, dry_run=args.dry_run)
-    except ReadError as exc:
-        print(f"murmurd gc: {exc}", file=sys.stderr)
-        return 2
+    except ReadError as exc:  # as `murmurd trace`: error[CODE] on stderr, exit 1
+        print(str(exc), file=sys.stderr)
+        return 1
     except OSError as exc:
         print(f"murmurd gc: {exc}", file=sys.stderr)
         return 1

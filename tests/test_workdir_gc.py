@@ -85,9 +85,9 @@ def test_gc_selectors_and_policies(tmp_path: Path) -> None:
     assert murmurd("gc", "--workdir", str(workdir), "--keep-last", "0").returncode == 0
     assert sessions(workdir) == []
     bad = murmurd("gc", "--workdir", str(workdir), "--older-than", "soon")
-    assert bad.returncode == 2 and "want <N>m, <N>h or <N>d" in bad.stderr
+    assert bad.returncode == 1 and "want <N>m, <N>h or <N>d" in bad.stderr
     missing = murmurd("gc", "--workdir", str(workdir), "ses_nope")
-    assert missing.returncode == 2 and "error[E-TRC-002]" in missing.stderr
+    assert missing.returncode == 1 and "error[E-TRC-002]" in missing.stderr
 
 
 def test_gc_never_removes_a_held_session_nor_follows_a_symlink(tmp_path: Path) -> None:
