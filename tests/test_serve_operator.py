@@ -152,3 +152,75 @@ def test_serve_help_states_the_lifecycle_rule() -> None:
     text = " ".join(proc.stdout.split())
     assert "served as task_acceptance: queue + after_task: sleep" in text
     assert "upstream's lifecycle exactly" in text and "--log-format {text,json}" in text
+
+
+STALLED = (b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+           b"Content-Length: 100\r\n\r\n{")  # a body that never comes: the connection stays busy
+
+
+def test_refusals_at_a_limit_and_the_shutdown_are_logged(tmp_path: Path) -> None:
+    import socket
+    import threading
+    from urllib.parse import urlsplit
+
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 10})
+    served = start(capsule, tmp_path / "state", "--log-format", "json", "--max-connections", "3",
+                   "--max-streams", "1", "--body-timeout", "120", "--grace", "0.5")
+    address = urlsplit(served.url)
+    try:
+        # a stream of a task that hangs holds the one stream slot
+        frames: list = []
+        streaming = threading.Thread(target=lambda: served.events(
+            "message/stream", {"message": {"messageId": "m-hang", "role": "user", "parts": [{"text": "mode:hang"}]}},
+            into=frames, timeout=120), daemon=True)
+        streaming.start()
+        wait_line(served, lambda line: '"task accepted"' in line)
+        second = served.post({"jsonrpc": "2.0", "id": 2, "method": "message/stream", "params": {
+            "message": {"messageId": "m-2", "role": "user", "parts": [{"text": "hi"}]}}})
+        assert "error" in second.json()
+        refused = wait_line(served, lambda line: '"stream refused' in line)
+        assert json.loads(refused)["limit"] == "max_streams"
+        # every other connection busy: the next one is answered 503, and the log says so
+        def stall() -> socket.socket:
+            sock = socket.create_connection((address.hostname, address.port), timeout=10)
+            sock.sendall(STALLED)
+            return sock
+
+        def evicted(sock: socket.socket) -> bool:
+            sock.setblocking(False)
+            try:
+                return sock.recv(1, socket.MSG_PEEK) == b""
+            except BlockingIOError:
+                return False
+            except ConnectionError:
+                return True
+            finally:
+                sock.setblocking(True)
+
+        stalled = [stall(), stall()]
+        deadline = time.monotonic() + 60
+        while True:
+            # a probe that arrives before the server read a stalled request's headers evicts that
+            # connection (it looked idle): put it back and probe again
+            stalled = [stall() if evicted(sock) else sock for sock in stalled]
+            late = socket.create_connection((address.hostname, address.port), timeout=30)
+            late.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while chunk := late.recv(65536):  # to the server's close: this probe is gone before the next
+                answer += chunk
+            late.close()
+            if answer.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
+                break
+        line = json.loads(wait_line(served, lambda line: '"connection refused' in line))
+        assert line["limit"] == "max_connections" and line["client"].startswith("127.0.0.1:")
+        for sock in stalled:
+            sock.close()
+        assert served.stop() == 0
+    finally:
+        if served.proc.poll() is None:
+            served.proc.kill()
+    records = json_lines(served)
+    (stopped,) = [r for r in records if r["message"].startswith("stopped:")]
+    assert stopped["canceled_running"] == 1 and stopped["drained"] == 0
+    (finished,) = [r for r in records if r["message"] == "task finished"]
+    assert finished["state"] == "canceled" and "shutting down" in finished["reason"]
