@@ -370,8 +370,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _keep_sessions(where: Path, keep: int) -> None:
     """`run --keep-sessions N`: the workdir's older sessions go (a live one never does)."""
-    from murmurd.workdir_gc import keep_newest
     from murmurd.traceview.errors import ReadError
+    from murmurd.workdir_gc import keep_newest
 
     try:
         done = keep_newest(where, keep)
