@@ -59,6 +59,7 @@ def test_send_stream_and_get_through_the_sdk(drive: dict, served: Served) -> Non
 
 
 def test_list_without_a_filter_lists_every_task(drive: dict) -> None:
+    assert drive["list"]["sentStatus"] == "UNRECOGNIZED"  # what the SDK's listTasks({}) puts on the wire
     assert drive["send"]["id"] in drive["list"]["ids"] and len(drive["list"]["ids"]) >= 2
 
 

@@ -61,11 +61,21 @@ try {
   const got = await client.getTask({ tenant: "", id: task.id, historyLength: 0 });
   step("get", { id: got.id, state: stateName(got.status.state) });
 
-  // listTasks with no filter: the SDK fills status with TaskState.TASK_STATE_UNSPECIFIED,
-  // which its JSON encoder writes as the enum's name (or "UNRECOGNIZED" when unset).
-  const listed = await client.listTasks({ tenant: "", contextId: "", status: TaskState.UNRECOGNIZED ?? -1, pageToken: "",
-    pageSize: undefined, historyLength: undefined, statusTimestampAfter: undefined, includeArtifacts: undefined });
-  step("list", { ids: listed.tasks.map((t) => t.id) });
+  // listTasks with no filter: the SDK's JSON encoder writes the unset status as "UNRECOGNIZED"
+  const sentBodies = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = (url, init) => {
+    if (init && typeof init.body === "string") sentBodies.push(JSON.parse(init.body));
+    return realFetch(url, init);
+  };
+  let listed;
+  try {
+    listed = await client.listTasks({});
+  } finally {
+    globalThis.fetch = realFetch;
+  }
+  const listRequest = sentBodies.find((b) => b.method === "ListTasks");
+  step("list", { ids: listed.tasks.map((t) => t.id), sentStatus: listRequest ? listRequest.params.status ?? null : "not seen" });
   let invalid;
   try {
     await client.listTasks({ tenant: "", contextId: "", status: TaskState.TASK_STATE_UNSPECIFIED, pageToken: "",
