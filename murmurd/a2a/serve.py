@@ -250,7 +250,7 @@ async def _serve_locked(
         logger.warning("%d task(s) left running by a previous daemon are now failed", len(interrupted),
                        extra={"task_ids": interrupted})
     if replicas is not None:
-        logger.info("replica %s on a shared PostgreSQL store", replica_id)
+        announce(f"murmur: replica {replica_id} on a shared PostgreSQL store")  # a banner line: scripts read it
     logger.info("serving %s %s: %s", staged.manifest.name, staged.manifest.version, policy.describe(),
                 extra={"task_acceptance": policy.task_acceptance, "after_task": policy.after_task})
     announce(f"murmur: url {options.host}:{port}")
