@@ -27,4 +27,4 @@ RUN pip install . \
 USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["murmurd"]
-CMD ["serve", "/capsule", "--host", "0.0.0.0", "--port", "8080", "--state-dir", "/var/lib/murmurd/state", "--after-task", "sleep", "--token-file", "/run/secrets/murmurd-token"]
+CMD ["serve", "/capsule", "--host", "0.0.0.0", "--port", "8080", "--state-dir", "/var/lib/murmurd/state", "--token-file", "/run/secrets/murmurd-token"]

@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from murmurd import __version__
-from murmurd.commands.argtypes import capsule_dir
+from murmurd import __version__, gc_command
+from murmurd.commands.argtypes import capsule_dir, non_negative_int
 from murmurd.commands.chat import add_chat
 from murmurd.commands.completion import add_completion, autocomplete
 from murmurd.commands.init import add_init
@@ -347,6 +347,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     finally:
         host.close()
     outcome, staged = result.outcome, result.staged
+    _keep_sessions(staged.workdir.runtime.parent, args.keep_sessions)
     if args.json:
         print(json.dumps({
             "pid": os.getpid(), "session_id": staged.session_id, "name": staged.manifest.name,
@@ -365,6 +366,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if outcome.ok else 1
 
 
+def _keep_sessions(where: Path, keep: int) -> None:
+    """`run --keep-sessions N`: the workdir's older sessions go (a live one never does)."""
+    from murmurd.traceview.errors import ReadError
+    from murmurd.workdir_gc import keep_newest
+
+    try:
+        done = keep_newest(where, keep)
+    except (OSError, ReadError) as exc:
+        _eprint(f"murmurd run: old sessions not removed: {exc}")
+        return
+    for name, why in done.failed:
+        _eprint(f"murmurd run: could not remove old session {name}: {why}")
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import os
@@ -377,6 +392,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
 
+    from murmurd import logsetup
+
+    logsetup.configure(args.log_format, args.log_level)
     env = _run_env(args, "serve")
     if env is None:
         return 1
@@ -551,6 +569,16 @@ def _add_eval(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
     evals.set_defaults(handler=_cmd_eval)
 
 
+SERVE_DESCRIPTION = (
+    "Serve a capsule as an A2A agent until it is stopped. Lifecycle: a manifest that sets neither "
+    "lifecycle.task_acceptance nor lifecycle.after_task (and no --task-acceptance/--after-task) is served "
+    "as task_acceptance: queue + after_task: sleep, so it stays up and the idle rule's empty task never "
+    "runs. Setting either one, in murmur.yaml or by flag, gets upstream's lifecycle exactly (the other "
+    "field takes upstream's default: single, exit): a single/exit capsule exits after its first task, "
+    "and the log says why. `murmurd run` always keeps upstream's defaults."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="murmurd", description="Run murmur capsules and serve them over A2A.")
     parser.add_argument("--version", action="version", version=f"murmurd {__version__}")
@@ -584,9 +612,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a containment floor (can only raise the manifest's); refused when murmurd cannot meet it")
     run.add_argument("--explain-scope", action="store_true",
                      help="print the containment and every effective grant (with --json: one JSON line), then exit")
+    run.add_argument("--keep-sessions", type=non_negative_int, default=gc_command.DEFAULT_KEEP_SESSIONS, metavar="N",
+                     help="keep the N newest session directories of the workdir, remove older ones "
+                          "(default 20; 0 keeps every one; a session still running is never removed)")
     run.set_defaults(handler=_cmd_run)
 
-    serve = commands.add_parser("serve", help="serve a capsule as an A2A agent")
+    serve = commands.add_parser("serve", help="serve a capsule as an A2A agent", description=SERVE_DESCRIPTION)
     add_serve_arguments(serve)
     serve.set_defaults(handler=_cmd_serve)
 
@@ -617,6 +648,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(handler=_cmd_list)
 
     _add_trace(commands)
+    gc_command.add_parser(commands)
     _add_eval(commands)
     from murmurd.registry.commands import add_commands  # install, doctor, publish, registry serve
 

@@ -436,12 +436,12 @@ def test_sighup_reloads_the_credentials_and_a_bad_file_changes_nothing(tmp_path:
         credentials.write_text(credentials.read_text().replace("token_env: PARTNER_TOKEN_FOR_TEST}",
                                                                "token_env: PARTNER_TOKEN_FOR_TEST, revoked: true}"))
         served.proc.send_signal(signal.SIGHUP)
-        _wait_line(served, "murmur: credentials reloaded: 5 credential(s), 0 peer token(s)")
+        _wait_line(served, "credentials reloaded: 5 credential(s), 0 peer token(s)")
         revoked = rpc(served, "tasks/get", get, bearer(PARTNER))
         assert revoked.status_code == 401 and "credential 'partner' is revoked" in revoked.json()["error"]["message"]
         credentials.write_text("credentials: [{name: broken}]\n")
         served.proc.send_signal(signal.SIGHUP)
-        line = _wait_line(served, "murmur: credentials not reloaded")
+        line = _wait_line(served, "credentials not reloaded")
         assert "credentials.0.origin" in line and OPS not in line
         assert rpc(served, "tasks/get", get, bearer(OPS)).json()["error"]["code"] == -32001  # still in force
         assert rpc(served, "tasks/get", get, bearer(PARTNER)).status_code == 401

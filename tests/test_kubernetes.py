@@ -155,7 +155,8 @@ def test_probes_ask_paths_the_app_serves(pod, daemon_container) -> None:
 
 def test_the_termination_grace_covers_the_daemons_shutdown(pod, daemon_container) -> None:
     args = _serve_args(daemon_container)
-    assert args.command == "serve" and args.after_task == "sleep"
+    # no lifecycle flags: serve runs a capsule that sets none as queue + sleep (docs/decisions.md, issue 24)
+    assert args.command == "serve" and args.after_task is None and args.task_acceptance is None
     pre_stop = daemon_container["lifecycle"]["preStop"]["exec"]["command"]
     assert pre_stop[0] == "sleep"
     needed = float(pre_stop[1]) + args.grace + CANCEL_WAIT_SECS + DRAIN_BUDGET_SECONDS
@@ -281,7 +282,7 @@ def test_the_image_matches_the_deployment(pod, daemon_container) -> None:
     assert f"useradd --system --uid {user}" in " ".join(image["RUN"])
     assert json.loads(image["ENTRYPOINT"][-1]) == ["murmurd"]
     default = build_parser().parse_args(json.loads(image["CMD"][-1]))
-    assert default.command == "serve" and default.host == "0.0.0.0" and default.after_task == "sleep"
+    assert default.command == "serve" and default.host == "0.0.0.0" and default.after_task is None
     assert image["EXPOSE"] == [str(default.port)]
     deployed = _serve_args(daemon_container)
     assert deployed.port == default.port and deployed.state_dir == default.state_dir

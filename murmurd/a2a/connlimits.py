@@ -31,6 +31,7 @@ sending); the app sees a disconnect, which the router treats as the normal event
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -39,6 +40,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from murmurd.a2a.auth.edge import TLS_SUBJECT_KEY
 from murmurd.a2a.auth.tls import peer_subject
+
+logger = logging.getLogger("murmurd.connections")
 
 MIN_WRITE_PROGRESS = 64 * 1024
 """Bytes a client must take off a stuck write buffer per write period to be given another."""
@@ -83,6 +86,10 @@ class GuardedH11Protocol(H11Protocol):
         self._tls_subject = peer_subject(transport)  # after the handshake: verified, or None
         if len(self.registry) >= self.limits.max_connections and not self._evict_one():
             self.limit_concurrency = 0  # uvicorn answers this connection's request 503, then closes
+            peer = transport.get_extra_info("peername")
+            logger.warning("connection refused: %d connections open, every one busy (--max-connections)",
+                           len(self.registry), extra={"client": f"{peer[0]}:{peer[1]}" if peer else None,
+                                                      "limit": "max_connections"})
         self.registry[self] = None
         self._arm(self.limits.header_timeout_secs)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import sys
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN, StoreUnreachable
 from murmurd.a2a.stream import EventLog, Subscription
 from murmurd.a2a.task_events import StreamEvents
 from murmurd.a2a.tenancy import CONTEXT_REFUSED, hidden_from, same_task
+from murmurd.a2a.task_log import TaskLog
 from murmurd.a2a.tasks import (
     TaskArtifact,
     TaskMessage,
@@ -124,6 +124,7 @@ class CapsuleDaemon:
         self.staged = staged
         self.host = host
         self.metrics = DaemonMetrics()  # this daemon's own registry (GET /metrics)
+        self.task_log = TaskLog()  # a log line per task accepted and per task finished
         self.store: TaskStore = self.metrics.timed_store(store)
         self.policy = policy
         self.log = log or EventLog()
@@ -173,6 +174,8 @@ class CapsuleDaemon:
         self._unrecorded: OrderedDict[str, TaskRecord] = OrderedDict()
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
+        self.stop_reason: str | None = None  # why the lifecycle stopped the daemon (serve logs it)
+        self.stop_summary: dict[str, int] = {}  # what `stop` drained and canceled (serve logs it)
         self.metrics.watch_tasks(running=lambda: len(self._running), queued=lambda: len(self._queue))
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -198,9 +201,10 @@ class CapsuleDaemon:
         if task_text is not None:
             await self._queue_task_md(task_text)
         elif policy.task_acceptance == "none":
+            self.stop_reason = "task_acceptance: none and no launch task: nothing to do"
             self.accepting = False
             self.stopped.set()
-        elif not (policy.task_acceptance == "queue" and policy.after_task == "sleep"):
+        elif policy.idle_rule:
             self._start_background(self._idle_watch(), "murmurd-idle")
         return interrupted
 
@@ -259,6 +263,7 @@ class CapsuleDaemon:
     def stop_after_failure(self, exc: BaseException) -> None:
         """Something the daemon cannot do without died: stop serving (serve exits non-zero)."""
         self.crashed = exc
+        self.stop_reason = f"an internal failure: {exc!r}"
         self.accepting = False
         self.stopped.set()
 
@@ -272,8 +277,10 @@ class CapsuleDaemon:
         runs = [run.task for run in self._running.values() if run.task is not None]
         if runs:
             await asyncio.wait(runs, timeout=grace_seconds)
-        await asyncio.gather(*(self._cancel_run(run, "canceled: daemon shutting down")
-                               for run in list(self._running.values())))
+        still = list(self._running.values())
+        self.stop_summary = {"drained": len(runs) - len(still), "canceled_running": len(still),
+                             "canceled_queued": len(self._queue) + len(self._retrying)}
+        await asyncio.gather(*(self._cancel_run(run, "canceled: daemon shutting down") for run in still))
         while self._unfinished:  # canceled before their first step: the scheduler is not there to end them
             record, run = self._unfinished.pop(0)
             self._ending.add(record.id)
@@ -305,8 +312,9 @@ class CapsuleDaemon:
         if self._seen_task:
             return
         self.accepting = False
-        print("[capsule-runtime] no A2A message received within timeout; running with empty task",
-              file=sys.stderr, flush=True)
+        logger.warning("[capsule-runtime] no A2A message received within timeout; running with empty task")
+        self.stop_reason = (f"no A2A message within the idle window ({self.policy.idle_timeout_secs:g} s): "
+                            f"ran the empty task ({self.policy.describe()})")
         try:
             await self.session.run_task(TaskSpec(new_task_id(), "", context_id=new_context_id(), source="idle"))
         finally:
@@ -683,6 +691,10 @@ class CapsuleDaemon:
             self._schedule()
             ended = self._ended_runs and (self.policy.after_task == "exit" or self.session.ended is not None)
             if ended or self._launch_ended:
+                self.stop_reason = self.stop_reason or (
+                    "the launch task ended" if self._launch_ended and not ended
+                    else "the session ended" if self.policy.after_task != "exit"
+                    else f"a task ended under after_task: exit ({self.policy.describe()})")
                 self.accepting = False
                 self.stopped.set()
                 return
@@ -804,6 +816,7 @@ class CapsuleDaemon:
                     logger.error("task %s: its end is no longer kept for storing (over %d unrecorded)",
                                  lost, MAX_UNRECORDED)
         self.metrics.task_changed(brief)
+        self.task_log.changed(brief)
         self._records.pop(record.id, None)
         self.log.publish("status", record.id, record.status_frame(True), final=True)
         async with self._changed:
@@ -851,6 +864,7 @@ class CapsuleDaemon:
             outcome = await slot.session.run_task(spec, events)
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
+        self.task_log.turns(record.id, outcome.counters.turns)
         problem = await asyncio.to_thread(self._record_conversation, record, outcome)
         if problem is None and outcome.delivered and self.policy.conversation == "threaded":
             await self.store.save_history(record.context_id, _stored_history(outcome))
@@ -916,6 +930,7 @@ class CapsuleDaemon:
     async def _announce(self, record: TaskRecord, *, final: bool) -> None:
         """Count and publish a state the store holds now; wake whoever waits on it."""
         self.metrics.task_changed(record)
+        self.task_log.changed(record)
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         if final:
             self.retention.wake()  # retention may have pruned a context's last task

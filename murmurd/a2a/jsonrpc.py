@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
 
+from murmurd.a2a.problems import describe, summary
 from murmurd.text import json_text
 
 PARSE_ERROR = -32700
@@ -216,11 +217,8 @@ def _valid_id(value: Any) -> RequestId:
 
 
 def _describe(exc: ValidationError) -> str:
-    problems = []
-    for err in exc.errors()[:5]:
-        field = ".".join(str(p) for p in err["loc"]) or "request"
-        problems.append(f"{field}: {err['msg']}")
-    return "; ".join(problems)
+    problems = describe(exc.errors(include_url=False), limit=5)
+    return summary([{**p, "field": "request" if p["field"] == "params" else p["field"]} for p in problems], 5)
 
 
 def parse_entry(raw: Any) -> Entry:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -44,6 +45,8 @@ from murmurd.host import ComponentHost
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
+
+logger = logging.getLogger("murmurd.serve")
 
 STATE_DIR_NAME = ".murmurd"
 # WASM threads beyond one per running task: hooks, request-input waits, a stage-time call.
@@ -217,6 +220,7 @@ async def _serve_locked(
     policy = LifecyclePolicy.from_manifest(
         staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task,
         max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,
+        serving=True,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
     auth = CurrentAuth(options.auth)
@@ -239,19 +243,24 @@ async def _serve_locked(
                                           stream_ticket_ttl=options.stream_ticket_ttl, ticket_key=ticket_key,
                                           loopback_bind=is_loopback(options.host)))
     limits = options.connection_limits
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False,
+    # log_config=None: uvicorn's records go through murmurd's handler (murmurd.logsetup)
+    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False, log_config=None,
                                     http=protocol_class(limits), timeout_keep_alive=limits.keep_alive_secs,  # type: ignore[arg-type]
                                     **_tls_config(options.tls)))
 
     if options.max_concurrent_tasks is not None and policy.task_acceptance != "queue":
-        announce(f"murmur: --max-concurrent-tasks applies to task_acceptance: queue; "
-                 f"this capsule ({policy.task_acceptance}) runs one task at a time")
+        logger.warning("--max-concurrent-tasks applies to task_acceptance: queue; "
+                       "this capsule (%s) runs one task at a time", policy.task_acceptance)
     interrupted = await daemon.start(options.task)
     if interrupted:
-        announce(f"murmur: {len(interrupted)} task(s) left running by a previous daemon are now failed")
+        logger.warning("%d task(s) left running by a previous daemon are now failed", len(interrupted),
+                       extra={"task_ids": interrupted})
     if replicas is not None:
-        announce(f"murmur: replica {replica_id} on a shared PostgreSQL store")
+        announce(f"murmur: replica {replica_id} on a shared PostgreSQL store")  # a banner line: scripts read it
+    logger.info("serving %s %s: %s", staged.manifest.name, staged.manifest.version, policy.describe(),
+                extra={"task_acceptance": policy.task_acceptance, "after_task": policy.after_task})
     announce(f"murmur: url {options.host}:{port}")
+    announce(f"murmur: console {url}console/")
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()
     signalled = asyncio.Event()
@@ -264,7 +273,7 @@ async def _serve_locked(
         def reload() -> None:
             task = asyncio.create_task(reload_credentials(
                 auth, load, lambda config: check_serve(options.host, config, options.tls, insecure=options.insecure),
-                announce))
+                _reload_line))
             reloads.add(task)
             task.add_done_callback(reloads.discard)
 
@@ -276,12 +285,20 @@ async def _serve_locked(
         await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         for waiter in waiters - {serving}:
             waiter.cancel()
+        if signalled.is_set():
+            logger.info("shutting down: a signal asked for it")
+        elif daemon.stop_reason is not None:
+            logger.info("shutting down: %s", daemon.stop_reason)
         if not signalled.is_set():
             await asyncio.sleep(options.linger_seconds)
         pruning.cancel()  # before the store closes
         # The store outlives the HTTP server: every request of the linger and shutdown window
         # (a GetTask for the answer just published) is answered, never "task store is closed".
         await daemon.stop(options.grace_seconds, close_store=False)
+        summary = daemon.stop_summary
+        logger.info("stopped: %d running task(s) drained, %d canceled after the %g s grace, %d queued canceled",
+                    summary.get("drained", 0), summary.get("canceled_running", 0), options.grace_seconds,
+                    summary.get("canceled_queued", 0), extra=summary)
     finally:
         pruning.cancel()
         # Backstop: a shell the cancel did not reach must not keep the process waiting on it.
@@ -295,6 +312,11 @@ async def _serve_locked(
         sock.close()
         await store.close()
     if daemon.crashed is not None:
-        announce(f"murmur: the daemon stopped after an internal failure: {daemon.crashed!r}")
+        logger.error("the daemon stopped after an internal failure: %r", daemon.crashed)
         return 1
     return 0
+
+
+def _reload_line(line: str) -> None:
+    """A credential reload's outcome: a warning when the old credentials stay in force."""
+    logger.log(logging.WARNING if "not reloaded" in line else logging.INFO, line)

@@ -91,6 +91,11 @@ class StreamSlots:
 
     def take(self, client: str) -> jsonrpc.JsonRpcError | None:
         """Take a slot for `client`, or the error refusing it (nothing taken then)."""
+        if self.total >= self.limit or self._open.get(client, 0) >= self.per_client:
+            which = "max_streams" if self.total >= self.limit else "max_streams_per_client"
+            logging.getLogger("murmurd.connections").warning(
+                "stream refused: the --%s limit is reached", which.replace("_", "-"),
+                extra={"client": client, "limit": which})
         if self.total >= self.limit:
             return jsonrpc.JsonRpcError.server_limit(f"{self.limit} streams are open; try again later",
                                                      {"limit_streams": self.limit})
@@ -546,9 +551,7 @@ class Router:
                 final = False
                 for event in batch:
                     view = _record_at(record, event)
-                    rendered = renderer.render(event.type, view, _renderer_payload(event))
-                    if rendered is not None:
-                        out.append(data(rendered))
+                    out += [data(rendered) for rendered in renderer.render_frames(event.type, view, _renderer_payload(event))]
                     if event.type == "status" and wire.is_final_state(view.state):
                         final = True
                         break
@@ -589,4 +592,4 @@ def _record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:
         return record
     status = event.data.get("status", {})
     return dataclasses.replace(record, state=TaskState(status.get("state", record.state.value)),
-                               status_message=status.get("message"))
+                               status_message=status.get("message"), result_text=status.get("response"))

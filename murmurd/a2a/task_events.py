@@ -18,6 +18,11 @@ class StreamEvents(TaskEvents):
     def text_chunk(self, text: str) -> None:
         self.log.publish_threadsafe(self.loop, "text", self.task_id, {"id": self.task_id, "text": text, "final": False})
 
+    def tool_chunk(self, text: str) -> None:
+        """A tool's live output: a `text` frame marked `"source": "tool"`, never the answer's."""
+        self.log.publish_threadsafe(self.loop, "text", self.task_id,
+                                    {"id": self.task_id, "text": text, "final": False, "source": "tool"})
+
     def thinking_chunk(self, text: str) -> None:
         self.log.publish_threadsafe(self.loop, "thinking", self.task_id, {"id": self.task_id, "text": text, "final": False})
 

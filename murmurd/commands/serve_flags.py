@@ -1,5 +1,5 @@
 """`murmurd serve`'s flags, in the groups `serve --help` shows them: listening, callers,
-lifecycle, limits, storage, replicas. A new flag goes into the group it belongs to; every flag
+lifecycle, limits, storage, replicas, logging. A new flag goes into the group it belongs to; every flag
 carries help text (tests/test_cli_edges.py checks both)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 from murmurd.commands.argtypes import (capsule_dir, non_negative_float, non_negative_int, positive_float,
                                        positive_int, ticket_ttl)
 
-GROUPS = ("listening", "callers", "lifecycle", "limits", "storage", "replicas")
+GROUPS = ("listening", "callers", "lifecycle", "limits", "storage", "replicas", "logging")
 _DESCRIPTIONS = {
     "listening": "where the daemon listens and what it advertises",
     "callers": "who may call: credentials, TLS, browser origins (docs/security.md)",
@@ -17,6 +17,7 @@ _DESCRIPTIONS = {
     "limits": "per-connection, per-request and per-stream bounds of the HTTP edge",
     "storage": "the task store and how long finished tasks are kept",
     "replicas": "several daemons sharing one PostgreSQL store (deploy/README.md)",
+    "logging": "what the daemon logs and how (one line per task, refusal, reload and shutdown)",
 }
 
 
@@ -39,6 +40,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> dict[str, argparse._
     _limits(groups["limits"])
     _storage(groups["storage"])
     _replicas(groups["replicas"])
+    _logging(groups["logging"])
     return groups
 
 
@@ -137,3 +139,10 @@ def _replicas(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--replica-lease", type=positive_float, default=15.0,
                        help="seconds without a heartbeat after which a replica counts as dead and its "
                             "running tasks fail (PostgreSQL store; default 15)")
+
+
+def _logging(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--log-format", choices=["text", "json"], default="text",
+                       help="log lines as text or as JSON lines for log shippers (default text)")
+    group.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
+                       help="the least severe log lines written (default info)")

@@ -151,6 +151,7 @@ class AgentLoop:
             self.continuation.on_response(state.context_id, inference.continuation_id, len(state.messages))
             state.messages.append(Message("assistant", response.content))
             if response.stop_reason == "tool_call":
+                events.turn_finished(True, "")  # the turn's end frame: its text is not the answer
                 await self._run_tools(state, response, turn, events)
                 await self._maybe_compact(state, turn, cache_key)
                 continue

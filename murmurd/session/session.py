@@ -46,6 +46,7 @@ from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ToolRunner, model_tools
 from murmurd.session.workdir_guard import walk_periodically
 from murmurd.staging.grants import effective_grants
+from murmurd.staging.session_hold import SessionHold
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
@@ -157,6 +158,7 @@ class Session:
     ) -> None:
         self.staged = staged
         self.host = host
+        self._hold = SessionHold(staged.workdir.runtime)  # `murmurd gc` leaves a live session alone
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
@@ -528,4 +530,5 @@ class Session:
         finally:
             await self.trace.aclose()  # every queued line written, then the file closed
             self.closed = True
+            self._hold.release()
             await asyncio.to_thread(self.spans.shutdown, status)

@@ -141,10 +141,15 @@ def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
 
 
 def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
-    """Copy an artifact's manifest and payload under `tools/<name>/`."""
+    """Write an artifact's manifest under `tools/<name>/`, and its payload when it is a skill (text
+    the session reads from there). A component's `.wasm` is not copied: it runs from the compile
+    cache, shared by every session (as `staging.sessions` does for context sessions), and a copy
+    per session (~18 MB for a componentize-py component) is what filled workdirs."""
     own = resolved.manifest.model_dump(mode="json", exclude_none=True)
     workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")), dump_yaml(own))
-    workdir_fs.copy_into(resolved.payload, workdir.root, workdir.book(tool_file(resolved.name, resolved.installed_name)))
+    if resolved.kind == "skill":
+        workdir_fs.copy_into(resolved.payload, workdir.root,
+                             workdir.book(tool_file(resolved.name, resolved.installed_name)))
     return workdir.tool_dir(resolved.name)
 
 

@@ -18,9 +18,9 @@ async def reload_credentials(current: CurrentAuth, load: Callable[[], AuthConfig
         config = await asyncio.to_thread(load)
         check(config)
     except (CredentialsError, UnsafeServe) as exc:
-        announce(f"murmur: credentials not reloaded, the previous ones stay in force: {exc}")
+        announce(f"credentials not reloaded, the previous ones stay in force: {exc}")
         return False
     current.replace(config)
-    announce(f"murmur: credentials reloaded: {len(config.credentials)} credential(s), "
+    announce(f"credentials reloaded: {len(config.credentials)} credential(s), "
              f"{len(config.peers.tokens)} peer token(s)")
     return True

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, model_va
 from pydantic.alias_generators import to_camel
 
 from murmurd.a2a.jsonrpc import JsonRpcError
+from murmurd.a2a.problems import describe as describe_problems
+from murmurd.a2a.problems import summary as problem_summary
 from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.a2a.wire.dialects import Dialect
 
@@ -52,13 +54,6 @@ class FileContent(WireModel):
         return self
 
 
-def _loc(parts: tuple[int | str, ...]) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "params"
-
-
 def validate_params(model: type[M], params: Any, what: str = "params") -> M:
     """`params` as `model`, or JsonRpcError(-32602) naming the first bad fields."""
     if params is None:
@@ -68,10 +63,8 @@ def validate_params(model: type[M], params: Any, what: str = "params") -> M:
     try:
         return model.model_validate(params)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False, include_input=False, include_context=False)
-        problems = [{"field": _loc(tuple(e["loc"])), "problem": e["msg"]} for e in errors[:10]]
-        summary = "; ".join(f"{p['field']}: {p['problem']}" for p in problems[:3])
-        raise JsonRpcError.invalid_params(summary, {"errors": problems}) from None
+        problems = describe_problems(exc.errors(include_url=False), params)
+        raise JsonRpcError.invalid_params(problem_summary(problems), {"errors": problems}) from None
 
 
 def check_id(value: str | None, field_name: str) -> str | None:

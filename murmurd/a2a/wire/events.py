@@ -14,6 +14,12 @@ The lead feeds the same domain events it publishes upstream:
 An empty text chunk renders to None. Every returned dict is a JSON-RPC `result`: wrap it with
 `jsonrpc.result_response(request_id, event)` and send it as one SSE `data:` line.
 
+The streamed answer is the stored answer (issue 24): a text chunk a tool emitted (`"source":
+"tool"`) goes to an artifact of its own, `tool-output`, never into `result`; and a completed
+task's final status is preceded by the `result` artifact whole (`append: false`, `lastChunk:
+true`), the text `tasks/get` returns, which replaces whatever earlier turns streamed into it
+(`StreamRenderer.render_frames`).
+
 `append` matters to a2a-sdk: an `append: true` chunk for an artifact the client has not seen is
 dropped, so the first chunk of a stream must say `append: false`. `StreamRenderer` (one per
 SSE connection) keeps that state; `render_stream_event` is the stateless form where the caller
@@ -25,12 +31,14 @@ from __future__ import annotations
 import secrets
 from typing import Any, Protocol
 
-from murmurd.a2a.tasks import TaskRecord
+from murmurd.a2a.tasks import TaskRecord, TaskState
 from murmurd.a2a.wire import v02, v03, v10
+from murmurd.a2a.wire.common import RESULT_ARTIFACT
 from murmurd.a2a.wire.dialects import Dialect
 
 STREAM_EVENT_TYPES = frozenset({"task", "status", "text", "thinking", "artifact", "gap", "error"})
 _SILENT = frozenset({"thinking", "gap", "error"})
+TOOL_OUTPUT_ARTIFACT = "tool-output"  # tools' live chunks, apart from the answer
 
 
 class _EventCodec(Protocol):
@@ -39,7 +47,7 @@ class _EventCodec(Protocol):
     def render_status_event(self, record: TaskRecord) -> dict[str, Any]: ...
 
     def render_text_chunk(self, record: TaskRecord, text: str, *, append: bool, last_chunk: bool,
-                          index: int) -> dict[str, Any]: ...
+                          index: int, name: str = ...) -> dict[str, Any]: ...
 
     def render_tool_artifact(self, record: TaskRecord, tool_name: str, content: Any, *, artifact_id: str,
                              index: int) -> dict[str, Any]: ...
@@ -77,8 +85,9 @@ def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
         text = payload.get("text")
         if not isinstance(text, str) or text == "":
             return None
+        name = TOOL_OUTPUT_ARTIFACT if payload.get("source") == "tool" else RESULT_ARTIFACT
         return module.render_text_chunk(record, text, append=bool(payload.get("append", False)),
-                                        last_chunk=bool(payload.get("final", False)), index=index)
+                                        last_chunk=bool(payload.get("final", False)), index=index, name=name)
     tool_name = payload.get("tool_name")
     return module.render_tool_artifact(record, str(tool_name) if tool_name is not None else "artifact",
                                        payload.get("content"),
@@ -94,6 +103,8 @@ class StreamRenderer:
             raise ValueError("upstream SSE frames are rendered by murmurd.a2a.stream")
         self.dialect = dialect
         self._result_index: dict[str, int] = {}
+        self._tool_output_index: dict[str, int] = {}
+        self._streamed: dict[str, str] = {}  # task id -> the `result` text this connection sent
         self._next_index: dict[str, int] = {}
 
     def _index(self, task_id: str) -> int:
@@ -107,14 +118,39 @@ class StreamRenderer:
         if event_type == "task":
             # a snapshot replaces the client's copy of the task: the next chunk starts afresh
             self._result_index.pop(record.id, None)
+            self._tool_output_index.pop(record.id, None)
+            self._streamed.pop(record.id, None)
         elif event_type == "text":
             if not isinstance(payload.get("text"), str) or payload["text"] == "":
                 return None
-            started = record.id in self._result_index
+            indexes = self._tool_output_index if payload.get("source") == "tool" else self._result_index
+            started = record.id in indexes
             if not started:
-                self._result_index[record.id] = self._index(record.id)
+                indexes[record.id] = self._index(record.id)
             payload["append"] = started
-            payload["index"] = self._result_index[record.id]
+            payload["index"] = indexes[record.id]
+            if payload.get("source") != "tool":
+                self._streamed[record.id] = self._streamed.get(record.id, "") + payload["text"]
         elif event_type == "artifact":
             payload["index"] = self._index(record.id)
         return render_stream_event(self.dialect, event_type, record, payload)
+
+    def render_frames(self, event_type: str, record: TaskRecord,
+                      payload: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """`render`, as the frames to send: a completed task's status comes after the `result`
+        artifact whole (`append: false`, `lastChunk: true`: it replaces every earlier chunk) unless
+        this connection streamed exactly that text, so what a client assembles from `result` is
+        what `tasks/get` returns (also for a client that subscribed in the middle of the task)."""
+        frames = []
+        streamed = self._streamed.get(record.id)
+        if event_type == "status" and record.state.terminal:
+            self._streamed.pop(record.id, None)
+        if (event_type == "status" and record.state is TaskState.COMPLETED and record.result_text is not None
+                and streamed != record.result_text):
+            index = self._result_index.get(record.id)
+            if index is None:
+                index = self._result_index[record.id] = self._index(record.id)
+            frames.append(_CODECS[self.dialect].render_text_chunk(record, record.result_text, append=False,
+                                                                  last_chunk=True, index=index))
+        rendered = self.render(event_type, record, payload)
+        return frames + ([rendered] if rendered is not None else [])

@@ -180,8 +180,9 @@ def render_status_event(record: TaskRecord) -> dict[str, Any]:
     return StatusUpdateEvent(id=view.id, status=_status(view), final=is_final_state(view.state)).dump()
 
 
-def render_text_chunk(record: TaskRecord, text: str, *, append: bool, last_chunk: bool, index: int) -> dict[str, Any]:
-    artifact = ArtifactView("", RESULT_ARTIFACT, [wire_parts.text_part(text)])
+def render_text_chunk(record: TaskRecord, text: str, *, append: bool, last_chunk: bool, index: int,
+                      name: str = RESULT_ARTIFACT) -> dict[str, Any]:
+    artifact = ArtifactView("", name, [wire_parts.text_part(text)])
     return ArtifactUpdateEvent(id=record.id, artifact=_artifact(artifact, index, append=append,
                                                                  last_chunk=last_chunk)).dump()
 

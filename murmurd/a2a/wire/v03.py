@@ -207,9 +207,11 @@ def render_status_event(record: TaskRecord) -> dict[str, Any]:
 
 
 def render_text_chunk(record: TaskRecord, text: str, *, append: bool, last_chunk: bool,
-                      index: int = 0) -> dict[str, Any]:
+                      index: int = 0, name: str = RESULT_ARTIFACT) -> dict[str, Any]:
+    """A chunk of the `result` artifact (or of another artifact streamed in chunks: `name`)."""
     del index
-    artifact = ArtifactView(result_artifact_id(record.id), RESULT_ARTIFACT, [wire_parts.text_part(text)])
+    artifact_id = result_artifact_id(record.id) if name == RESULT_ARTIFACT else f"{record.id}-{name}"
+    artifact = ArtifactView(artifact_id, name, [wire_parts.text_part(text)])
     return ArtifactUpdateEvent(task_id=record.id, context_id=record.context_id, artifact=_artifact(artifact),
                                append=append, last_chunk=last_chunk).dump()
 

@@ -138,6 +138,16 @@ class ListParams(WireModel):
     status_timestamp_after: StrictStr | None = None
     include_artifacts: StrictBool | None = None
 
+    @field_validator("status", mode="before")
+    @classmethod
+    def _unspecified_is_no_filter(cls, status: Any) -> Any:
+        """The enum's unset values mean "no filter": `TASK_STATE_UNSPECIFIED` (0), and
+        ts-proto's `UNRECOGNIZED` (-1), which @a2a-js/sdk's `listTasks()` sends by default."""
+        if status in ("TASK_STATE_UNSPECIFIED", "UNRECOGNIZED", "") or (
+                isinstance(status, int) and not isinstance(status, bool) and status in (0, -1)):
+            return None
+        return status
+
     @field_validator("status")
     @classmethod
     def _status_by_number(cls, status: StateName | int | None) -> StateName | None:
@@ -350,9 +360,11 @@ def render_status_event(record: TaskRecord) -> dict[str, Any]:
 
 
 def render_text_chunk(record: TaskRecord, text: str, *, append: bool, last_chunk: bool,
-                      index: int = 0) -> dict[str, Any]:
+                      index: int = 0, name: str = RESULT_ARTIFACT) -> dict[str, Any]:
+    """A chunk of the `result` artifact (or of another artifact streamed in chunks: `name`)."""
     del index
-    artifact = ArtifactView(result_artifact_id(record.id), RESULT_ARTIFACT, [wire_parts.text_part(text)])
+    artifact_id = result_artifact_id(record.id) if name == RESULT_ARTIFACT else f"{record.id}-{name}"
+    artifact = ArtifactView(artifact_id, name, [wire_parts.text_part(text)])
     event = ArtifactUpdateEvent(task_id=record.id, context_id=record.context_id, artifact=_artifact(artifact),
                                 append=append, last_chunk=last_chunk)
     return StreamResponse(artifact_update=event).dump()

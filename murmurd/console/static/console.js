@@ -419,6 +419,7 @@
     source.addEventListener("text", (event) => {
       if (!fresh(view, event)) return;
       const frame = JSON.parse(event.data);
+      if (frame.source === "tool") return;  // a tool's live output, not the answer
       if (frame.text) appendAnswer(view, String(frame.text));
       if (frame.final) view.turnEnded = true;
     });
@@ -453,8 +454,10 @@
       const state = stateName(status.state);
       view.streamState = state;
       setState(view, state, typeof status.message === "string" ? status.message : "");
-      if (state === "completed" && !view.answer && typeof status.response === "string") {
-        appendAnswer(view, status.response);
+      if (state === "completed" && typeof status.response === "string") {
+        // the stored answer replaces what the turns streamed: the console shows what tasks/get returns
+        view.answer = status.response;
+        $("task-answer").textContent = view.answer;
       }
       if (frame.final) {
         view.closed = true;

@@ -1,0 +1,67 @@
+"""A session directory in use: a shared `flock` on the directory, held while its Session lives.
+
+`murmurd gc` and `run --keep-sessions` remove old session directories; a directory some process
+still runs a session in (a `serve` daemon's, another `run`'s) must survive them. Every Session
+takes a shared lock on its session directory when it is created and drops it when it closes (or
+when the process dies: the kernel drops it then); a remover takes an exclusive lock without
+waiting and leaves the directory alone when it cannot. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class SessionHold:
+    """The shared lock of one session directory (None fd: the directory could not be locked)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._fd: int | None = None
+        try:
+            fd = os.open(directory, _DIR_FLAGS)
+        except OSError:
+            return  # the session fails elsewhere, with its own message; no hold to keep
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)  # a remover holds it this instant: the session runs unprotected
+            return
+        self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def exclusive(directory: Path) -> Iterator[bool]:
+    """Hold `directory` exclusively for the block: True when no session holds it (remove it
+    then), False when one does or it is not a plain directory (leave it)."""
+    try:
+        fd = os.open(directory, _DIR_FLAGS)
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
