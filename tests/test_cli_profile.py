@@ -45,6 +45,18 @@ def test_a_binary_outside_any_package_has_none(tmp_path: Path) -> None:
     assert cli_profile.script_interpreter(str(script), "/usr/bin:/bin") is None
 
 
+def test_an_env_script_s_closure_brings_the_program_env_runs(tmp_path: Path) -> None:
+    # a `#!/usr/bin/env sh` script in shell.allow (or a CLI's wrapper) needs sh and its libraries too
+    from murmurd.containment.closure import closure
+
+    script = tmp_path / "tool"
+    script.write_text("#!/usr/bin/env sh\necho hi\n")
+    found = closure([str(script)])
+    shell = os.path.realpath(shutil.which("sh", path="/usr/local/bin:/usr/bin:/bin") or "/bin/sh")
+    assert os.path.realpath("/usr/bin/env") in found and shell in found
+    assert any(Path(p).name.startswith("libc.so") for p in found)
+
+
 def test_the_provider_origins_come_from_the_cli_s_own_configuration(tmp_path: Path) -> None:
     assert cli_profile.provider_origins("claude", {}) == ("https://api.anthropic.com",)
     (tmp_path / ".claude").mkdir()

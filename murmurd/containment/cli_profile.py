@@ -32,11 +32,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from murmurd.containment.closure import script_interpreters
 
 from murmurd.containment.egress_relay import EgressGrant
 from murmurd.containment.plan import ContainmentPlan
@@ -53,7 +54,6 @@ OPENAI_DEFAULT = "https://api.openai.com/v1"
 CHATGPT_BACKEND = "https://chatgpt.com/backend-api/codex"  # codex signed in with a ChatGPT account
 LOOPBACK = "127.0.0.1"
 _MAX_PACKAGES = 32
-_MAX_SHEBANG = 256
 _MAX_CONFIG_BYTES = 1024 * 1024
 
 
@@ -82,24 +82,12 @@ def cli_profile(executable: str, env: Mapping[str, str]) -> CliProfile:
 def script_interpreter(path: str, search_path: str) -> str | None:
     """What a `#!` script runs: `#!/usr/bin/env node` -> node on `search_path` (its real path);
     `#!/usr/bin/node` -> that. None for a binary (or an unreadable file)."""
-    try:
-        with open(path, "rb") as source:
-            head = source.read(_MAX_SHEBANG)
-    except OSError:
+    interpreters = script_interpreters(path, search_path)
+    if not interpreters:
         return None
-    if not head.startswith(b"#!"):
-        return None
-    words = [os.fsdecode(w) for w in head[2:].split(b"\n", 1)[0].split()]
-    if not words or not words[0].startswith("/"):
-        return None
-    if os.path.basename(words[0]) == "env":
-        named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
-        if not named:
-            return None
-        found = shutil.which(named[0], path=os.pathsep.join(p for p in search_path.split(os.pathsep)
-                                                          if os.path.isabs(p)))
-        return os.path.realpath(found) if found is not None else None
-    return os.path.realpath(words[0])
+    if os.path.basename(interpreters[0]) == "env":  # the program env runs, or None when it is not found
+        return interpreters[1] if len(interpreters) > 1 else None
+    return interpreters[0]
 
 
 def package_dirs(real: str) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import glob
 import os
+import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,6 +34,8 @@ LD_SO_CONF = "/etc/ld.so.conf"
 _MULTIARCH = {"EM_X86_64": "x86_64-linux-gnu", "EM_AARCH64": "aarch64-linux-gnu", "EM_386": "i386-linux-gnu",
               "EM_RISCV": "riscv64-linux-gnu", "EM_PPC64": "powerpc64le-linux-gnu", "EM_S390": "s390x-linux-gnu"}
 _MAX_SHEBANG = 256
+# Where `#!/usr/bin/env NAME` finds NAME for a shell.allow script: the shell children's default PATH.
+SCRIPT_SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 _MAX_OBJECTS = 4096  # a closure larger than this is a malformed or hostile tree
 
 
@@ -72,9 +75,10 @@ def _walk(path: str, found: set[str], depth: int) -> None:
     if path in found or len(found) > _MAX_OBJECTS or depth > 4:
         return
     found.add(path)
-    interpreter = _shebang(path)
-    if interpreter is not None:
-        _walk(os.path.realpath(interpreter), found, depth + 1)
+    interpreters = script_interpreters(path, SCRIPT_SEARCH_PATH)
+    if interpreters is not None:
+        for interpreter in interpreters:
+            _walk(interpreter, found, depth + 1)
         return
     obj = _read(path)
     if obj is None:
@@ -96,7 +100,9 @@ def _walk(path: str, found: set[str], depth: int) -> None:
                 pending.append((library, needed))
 
 
-def _shebang(path: str) -> str | None:
+def script_interpreters(path: str, search_path: str) -> tuple[str, ...] | None:
+    """What a `#!` script runs, as real paths: `#!/bin/sh` -> (sh,); `#!/usr/bin/env node` -> (env,
+    node found on `search_path`, its absolute entries only). None for a binary or an unreadable file."""
     try:
         with open(path, "rb") as source:
             head = source.read(_MAX_SHEBANG)
@@ -104,8 +110,15 @@ def _shebang(path: str) -> str | None:
         return None
     if not head.startswith(b"#!"):
         return None
-    words = head[2:].split(b"\n", 1)[0].split()
-    return os.fsdecode(words[0]) if words and words[0].startswith(b"/") else None
+    words = [os.fsdecode(w) for w in head[2:].split(b"\n", 1)[0].split()]
+    if not words or not words[0].startswith("/"):
+        return ()
+    first = os.path.realpath(words[0])
+    if os.path.basename(words[0]) != "env":
+        return (first,)
+    named = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    found = shutil.which(named[0], path=os.pathsep.join(p for p in search_path.split(os.pathsep) if os.path.isabs(p))) if named else None
+    return (first, os.path.realpath(found)) if found is not None else (first,)
 
 
 @functools.lru_cache(maxsize=2048)
