@@ -452,6 +452,9 @@ async def chunk_stream(port: int, method: str, text: str, timeout: float = 300) 
             payload = json.loads(data).get("result", {})
             if "artifactUpdate" in payload:
                 frames += 1
+            elif "gap" in (payload.get("statusUpdate", {}).get("metadata") or {}).get("murmurd", {}):
+                gaps += 1  # an A2A gap frame: a status-update saying which events were dropped
+                return False
             elif payload.get("statusUpdate", {}).get("status", {}).get("state") in (
                     "TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"):
                 return True
