@@ -546,11 +546,12 @@ class Router:
                 yield _encode([data(snapshot)])
             if wire.is_final_state(record.state):
                 return
+            current = record  # as of the last status event: what a gap frame reports the task as
             async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
                 out: list[dict[str, str]] = []
                 final = False
                 for event in batch:
-                    view = _record_at(record, event)
+                    view = current = _record_at(current, event)
                     out += [data(rendered) for rendered in renderer.render_frames(event.type, view, _renderer_payload(event))]
                     if event.type == "status" and wire.is_final_state(view.state):
                         final = True
@@ -583,6 +584,8 @@ def _renderer_payload(event: StreamEvent) -> dict[str, Any]:
     tool artifact (`{"id", "artifact": {"tool_name", "content"}}`), the renderer wants it flat."""
     if event.type == "artifact" and isinstance(event.data.get("artifact"), dict):
         return event.data["artifact"]
+    if event.type == "gap":
+        return {**event.data, "after_id": event.after_id}
     return event.data
 
 

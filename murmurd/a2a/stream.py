@@ -4,8 +4,11 @@ Every event of every task gets the next id of one capsule-wide counter and goes 
 replay buffer, then to each live subscriber's bounded queue. Publishing is synchronous and never
 waits: a subscriber whose queue is full is dropped ("lagged"); it drains what it already has and
 ends, and its client reconnects with `Last-Event-ID`, getting a replay from the buffer or a `gap`
-frame when the events it missed were evicted. So a slow or vanished reader costs at most one full
-queue of memory and never slows the session worker or the other readers.
+frame when the events it missed were evicted (the SSE handlers resume by themselves with
+`follow_batches`; every framing then sends a frame saying what was dropped, the A2A ones as a
+status-update, see `murmurd.a2a.wire.events`). So a slow or vanished reader costs at most one
+full queue of memory, never slows the session worker or the other readers, and never loses an
+event without being told.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class StreamEvent:
     task_id: str | None
     data: dict[str, Any]
     final: bool = False  # True only for a `status` event whose frame says final: true
+    after_id: int | None = None  # a gap only: the last id its subscriber had (None: unknown, an earlier run's)
 
 
 def sse_frame(event: StreamEvent) -> dict[str, str]:
@@ -260,7 +264,8 @@ class EventLog:
             first = self.first_available_id
             stale = after_id > self.last_id
             if stale or after_id + 1 < first:
-                sub._replay.append(StreamEvent(None, GAP, task_id, {"first_available_id": first}))
+                sub._replay.append(StreamEvent(None, GAP, task_id, {"first_available_id": first},
+                                               after_id=None if stale else after_id))
             sub.resume_after = 0 if stale else after_id
             sub._replay.extend(e for e in self._buffer
                                if e.id is not None and e.id > sub.resume_after and sub._wants(e))

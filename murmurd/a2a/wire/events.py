@@ -9,7 +9,13 @@ The lead feeds the same domain events it publishes upstream:
 | `status`    | -                                            | status-update / `{"statusUpdate"}` | status update     |
 | `text`      | `{"text", "final", "append"?, "index"?}`     | artifact-update of `result`    | artifact update       |
 | `artifact`  | `{"tool_name", "content", "artifact_id"?, "index"?}` | artifact-update (tool name) | artifact update   |
-| `thinking`, `gap`, `error` | -                            | None (not sent)                | None                  |
+| `gap`       | `{"first_available_id", "after_id"?}`        | status-update, `metadata.murmurd.gap` | status update  |
+| `thinking`, `error` | -                                    | None (not sent)                | None                  |
+
+A `gap` (the subscriber fell further behind than the replay buffer reaches, or resumed from an
+evicted id) renders as a non-final status-update in the task's current state whose message says
+which event ids were dropped, with `metadata: {"murmurd": {"gap": {"firstAvailableId",
+"afterId"}}}` for a program to read: a stream never loses chunks silently (issue 29).
 
 An empty text chunk renders to None. Every returned dict is a JSON-RPC `result`: wrap it with
 `jsonrpc.result_response(request_id, event)` and send it as one SSE `data:` line.
@@ -28,16 +34,17 @@ supplies `append`/`index` in the payload (default: `append` false, `index` 0).
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from typing import Any, Protocol
 
 from murmurd.a2a.tasks import TaskRecord, TaskState
 from murmurd.a2a.wire import v02, v03, v10
-from murmurd.a2a.wire.common import RESULT_ARTIFACT
+from murmurd.a2a.wire.common import RESULT_ARTIFACT, is_final_state
 from murmurd.a2a.wire.dialects import Dialect
 
 STREAM_EVENT_TYPES = frozenset({"task", "status", "text", "thinking", "artifact", "gap", "error"})
-_SILENT = frozenset({"thinking", "gap", "error"})
+_SILENT = frozenset({"thinking", "error"})
 TOOL_OUTPUT_ARTIFACT = "tool-output"  # tools' live chunks, apart from the answer
 
 
@@ -71,6 +78,8 @@ def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
     if event_type in _SILENT:
         return None
     payload = payload or {}
+    if event_type == "gap":
+        return render_gap(dialect, record, int(payload.get("first_available_id", 0)), payload.get("after_id"))
     if event_type == "task":
         if dialect is Dialect.V10:
             return v10.render_task_event(record)
@@ -92,6 +101,33 @@ def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
     return module.render_tool_artifact(record, str(tool_name) if tool_name is not None else "artifact",
                                        payload.get("content"),
                                        artifact_id=str(payload.get("artifact_id") or new_artifact_id()), index=index)
+
+
+def gap_text(first_available_id: int, after_id: int | None) -> str:
+    """What a gap frame's status message says was lost."""
+    if after_id is None:
+        lost = f"every event before id {first_available_id} (the stream resumed from an earlier daemon run's id)"
+    elif after_id + 1 >= first_available_id - 1:
+        lost = f"event {after_id + 1}"
+    else:
+        lost = f"events {after_id + 1} to {first_available_id - 1}"
+    return (f"murmurd: this stream fell behind its replay buffer and {lost} of this capsule's stream "
+            "were dropped, some of them this task's; the task itself holds its complete result")
+
+
+def render_gap(dialect: Dialect, record: TaskRecord, first_available_id: int,
+               after_id: int | None) -> dict[str, Any]:
+    """The gap frame: a non-final status-update in the record's state, its message saying what
+    was dropped, its metadata saying the same for a program."""
+    state = record.state if not is_final_state(record.state) else TaskState.WORKING
+    view = dataclasses.replace(record, state=state, status_message=gap_text(first_available_id, after_id))
+    rendered = _CODECS[dialect].render_status_event(view)
+    gap: dict[str, Any] = {"firstAvailableId": first_available_id}
+    if after_id is not None:
+        gap["afterId"] = after_id
+    event = rendered["statusUpdate"] if dialect is Dialect.V10 else rendered
+    event["metadata"] = {**(event.get("metadata") or {}), "murmurd": {"gap": gap}}
+    return rendered
 
 
 class StreamRenderer:

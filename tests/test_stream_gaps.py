@@ -1,0 +1,158 @@
+"""A slow SSE reader never loses chunks silently, on every framing (issue 29).
+
+A real daemon streams one long answer, word by word, to a real reader that stops reading (its
+socket's receive buffer small) until the task has completed and then reads to the end. With a
+small replay buffer it must fall behind; what it then receives must be the answer's text with
+holes only where a gap frame stands: every run of chunks between gap frames is one contiguous
+piece of the answer, in order, the first from its start and the last to its end. The framings:
+upstream `message/stream`, A2A 0.2 `tasks/sendSubscribe`, 0.3 `message/stream`, 1.0
+`SendStreamingMessage`, and an EventSource's `GET /tasks/{id}/stream?framing=a2a`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from httpx_sse import EventSource
+
+from a2akit import Served, serving
+from conftest import EXAMPLES
+
+WORDS = 8_000
+ANSWER = " ".join(f"w{i:05d}-" + "x" * 110 for i in range(WORDS))
+
+
+@pytest.fixture(autouse=True)
+def _built(artifacts) -> None:
+    artifacts.example("scripted-driver")
+
+
+def _talker(root: Path) -> Path:
+    directory = root / "talker"
+    directory.mkdir()
+    manifest = {
+        "name": "talker", "version": "1.0.0",
+        "artifacts": [{"name": "scripted-driver", "runtime": "driver", "source": str(EXAMPLES / "scripted-driver"),
+                       "local_source": True}],
+        "inference": {"endpoint": "http://127.0.0.1:9", "model": "m", "driver": {
+            "artifact": "scripted-driver",
+            "config": {"responses": [{"stop_reason": "end_turn", "content": [{"type": "text", "text": ANSWER}]}]}}},
+        "lifecycle": {"after_task": "sleep", "task_acceptance": "queue", "queue_depth": 10},
+    }
+    (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    return directory
+
+
+def _request(framing: str) -> tuple[str, dict[str, Any], dict[str, str]]:
+    """(method, params, headers) of a streaming send in `framing`."""
+    stamp = time.monotonic_ns()
+    if framing == "0.2":
+        return "tasks/sendSubscribe", {"id": f"slow-{stamp}", "message": {
+            "role": "user", "parts": [{"type": "text", "text": "talk"}]}}, {}
+    if framing == "0.3":
+        return "message/stream", {"message": {"kind": "message", "messageId": f"m{stamp}", "role": "user",
+                                              "parts": [{"kind": "text", "text": "talk"}]}}, {"A2A-Version": "0.3"}
+    if framing == "1.0":
+        return "SendStreamingMessage", {"message": {"messageId": f"m{stamp}", "role": "ROLE_USER",
+                                                    "parts": [{"text": "talk"}]}}, {}
+    return "message/stream", {"message": {"messageId": f"m{stamp}", "role": "user", "parts": [{"text": "talk"}]}}, {}
+
+
+def _task_id(framing: str, params: dict[str, Any], event: str, data: Any) -> str:
+    if framing == "0.2":
+        return params["id"]
+    if framing == "upstream":
+        return data["id"]
+    result = data["result"]
+    return result["task"]["id"] if framing == "1.0" else result["id"]
+
+
+def _classify(framing: str, event: str, data: Any) -> tuple[str, Any]:
+    """("text", chunk), ("gap", what it says) or ("other", None) for one SSE frame."""
+    if framing == "upstream":
+        if event == "text":
+            return "text", data["text"]
+        if event == "gap":
+            return "gap", data
+        return "other", None
+    result = data["result"]
+    inner = result.get("statusUpdate") or result.get("artifactUpdate") or result
+    gap = (inner.get("metadata") or {}).get("murmurd", {}).get("gap")
+    if gap is not None:
+        message = inner["status"]["message"]
+        return "gap", {**gap, "said": "".join(part["text"] for part in message["parts"])}
+    artifact = inner.get("artifact")
+    if artifact is not None and artifact.get("name") == "result":
+        return "text", "".join(part["text"] for part in artifact["parts"])
+    return "other", None
+
+
+def _read_slowly(served: Served, framing: str) -> tuple[str, list[tuple[str, Any]]]:
+    """Open the stream, read its first frame, stop reading until the task has completed, then
+    read to the end."""
+    transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
+    frames: list[tuple[str, Any]] = []
+    if framing == "GET a2a":  # an EventSource's stream of a 1.0 task, started by a non-blocking send
+        _method, params, _headers = _request("1.0")
+        sent = served.rpc("SendMessage", {**params, "configuration": {"returnImmediately": True}})
+        task_id = sent["result"]["task"]["id"]
+        opening: dict[str, Any] = {"method": "GET", "url": f"{served.url}tasks/{task_id}/stream?framing=a2a"}
+        framing = "1.0"
+    else:
+        method, params, headers = _request(framing)
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        opening = {"method": "POST", "url": served.url, "json": body, "headers": headers}
+    with httpx.Client(transport=transport, timeout=120) as client:
+        headers = {"Accept": "text/event-stream", **opening.pop("headers", {})}
+        with client.stream(**opening, headers=headers) as response:
+            assert response.status_code == 200
+            events = (event for event in EventSource(response).iter_sse() if event.data)  # not the retry hint
+            first = next(events)
+            if opening["method"] == "POST":
+                task_id = _task_id(framing, params, first.event, json.loads(first.data))
+            served.wait_state(task_id, "completed", timeout=300)  # the reader reads nothing meanwhile
+            for event in events:
+                frames.append(_classify(framing, event.event, json.loads(event.data)))
+    return task_id, frames
+
+
+@pytest.mark.parametrize("framing", ["upstream", "0.2", "0.3", "1.0", "GET a2a"])
+def test_a_slow_reader_gets_every_chunk_or_a_gap_frame_saying_what_it_missed(tmp_path: Path, framing: str) -> None:
+    # --write-timeout: the reader stops for as long as the task takes; the write deadline that
+    # cuts off a reader stuck that long (a visible error, not a silent loss) is not what is tested
+    with serving(_talker(tmp_path), tmp_path / "state", "--stream-buffer", "16", "--write-timeout", "900") as served:
+        task_id, frames = _read_slowly(served, framing)
+        runs: list[str] = [""]
+        gaps: list[Any] = []
+        for kind, value in frames:
+            if kind == "text":
+                runs[-1] += value
+            elif kind == "gap":
+                gaps.append(value)
+                runs.append("")
+        if not gaps:  # it kept up (socket buffers absorbed the burst): then it has every chunk
+            assert runs == [ANSWER], f"{len(runs[0])} of {len(ANSWER)} characters arrived with no gap frame"
+        for gap in gaps:  # each says what was missed
+            first = gap.get("first_available_id", gap.get("firstAvailableId"))
+            assert isinstance(first, int) and first > 1
+            if framing != "upstream" and "afterId" in gap:
+                assert gap["afterId"] < first - 1
+                assert f"events {gap['afterId'] + 1} to {first - 1}" in gap["said"], gap
+        # Between gap frames nothing is missing: each run is one contiguous piece of the answer
+        # (the first is empty only when a gap came before any text: a GET stream replays from 0).
+        assert ANSWER.startswith(runs[0]) and (runs[0] or frames[0][0] == "gap")
+        assert ANSWER.endswith(runs[-1]) and runs[-1]
+        position = 0
+        for run in runs:
+            found = ANSWER.find(run, position)
+            assert found >= position, f"a run of {len(run)} characters is not the answer's next piece"
+            position = found + len(run)
+        # The task itself holds the whole answer, as the gap frame's message says.
+        assert ANSWER in json.dumps(served.get(task_id))
