@@ -40,7 +40,7 @@ from murmurd.manifest.diagnostics import REDACTED, ROOT, Diagnostic, Report, dia
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
 MANIFEST_FILE = "murmur.yaml"
-ARTIFACT_RUNTIMES = ("tool", "wasm", "driver", "hook", "skill")
+ARTIFACT_RUNTIMES = ("tool", "wasm", "native", "driver", "hook", "skill")  # native: python-native guide
 API_KEY_PATH = "inference.api_key"
 
 _ENV_REF = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")
