@@ -232,3 +232,24 @@ def test_build_refuses_a_native_tool_that_is_not_executable(tmp_path: Path) -> N
     proc = subprocess.run([sys.executable, "-m", "murmurd", "build", str(directory)], capture_output=True, text=True,
                           timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 1 and "is not executable (chmod 755 it)" in proc.stderr
+
+
+async def test_a_packed_native_tool_installs_and_runs_by_name(tmp_path: Path, host) -> None:
+    directory = native_tool(tmp_path / "src", "pynative")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    built = subprocess.run([sys.executable, "-m", "murmurd", "build", str(directory)], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT, env=env)
+    assert built.returncode == 0, built.stderr
+    archive = built.stdout.split()[1]
+    capsule = driver_capsule(tmp_path, "scripted-driver", calls(("pynative", {"mode": "echo"})),
+                             extra_artifacts=[{"name": "pynative", "version": "0.1.0"}])
+    installed = subprocess.run([sys.executable, "-m", "murmurd", "install", archive], capture_output=True, text=True,
+                               timeout=120, cwd=capsule, env=env)
+    assert installed.returncode == 0, installed.stderr
+    staged = stage_capsule(capsule, host=host, registry=None, env=os.environ)
+    resolved = staged.artifacts["pynative"].resolved
+    assert resolved.native and resolved.archived and resolved.payload.stat().st_mode & stat.S_IXUSR
+    assert not resolved.payload.is_relative_to(staged.workdir.root)  # what runs is outside the workdir
+    (outcome,) = await run_tasks(staged, host, "call it")
+    assert outcome.exit_status == "ok", outcome.error
+    assert json.loads(tool_texts(outcome)[0])["echo"] == {"mode": "echo"}
