@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from a2akit import serving
@@ -65,6 +66,8 @@ def test_a_served_capsule_tells_its_tools_its_url(tmp_path: Path, host) -> None:
         port = served.url.rstrip("/").rsplit(":", 1)[1]
         url = f"localhost:{port}"
         assert f"- Capsule URL: {url}" in (served.workdir / "MURMUR.md").read_text()
+        ready = httpx.get(served.url + "readyz", timeout=30)  # a native tool holds no component: still ready
+        assert ready.status_code == 200, ready.text
         task = served.send("show the environment")
         done = served.wait_state(task["id"], "completed", "failed", timeout=180)
         assert done["status"]["state"] == "completed", done

@@ -110,6 +110,7 @@ class ProcessLoop:
         host_env = self.staged.host_env
         policy = cli_policy(shell_policy(self.staged), host_env)
         env = cli_environment(host_env, policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME, policy.home)
+        env.update(self.staged.identity)  # the session's identity, as every driver sees it
         argv = self._argv(executable, task, bridge)
         claude = self.dialect == "claude"
         try:
