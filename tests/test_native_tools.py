@@ -253,3 +253,18 @@ async def test_a_packed_native_tool_installs_and_runs_by_name(tmp_path: Path, ho
     (outcome,) = await run_tasks(staged, host, "call it")
     assert outcome.exit_status == "ok", outcome.error
     assert json.loads(tool_texts(outcome)[0])["echo"] == {"mode": "echo"}
+
+
+async def test_a_capsule_component_invokes_a_native_tool(tmp_path: Path, host, artifacts) -> None:
+    # `murmur:tool-registry/invoke` reaches a native tool too (the invoke-capsule example calls `echo`).
+    from loopkit import capsule_dir
+
+    capsule = capsule_dir(tmp_path, {"name": "script", "version": "0.1.0",
+                                     "artifacts": [local("echo", "tool", native_tool(tmp_path / "src", "echo"))]},
+                          capsule_wasm=artifacts.example("invoke-capsule"))
+    staged = stage(capsule, host, tmp_path)
+    (outcome,) = await run_tasks(staged, host, "native, please")
+    assert outcome.exit_status == "ok", outcome.error
+    report = json.loads(staged.workdir.result.read_text())
+    assert report["echo"] == {"text": "native, please"}
+    assert report["env"]["MURMUR_SESSION_ID"] == staged.session_id
