@@ -268,3 +268,17 @@ async def test_a_capsule_component_invokes_a_native_tool(tmp_path: Path, host, a
     report = json.loads(staged.workdir.result.read_text())
     assert report["echo"] == {"text": "native, please"}
     assert report["env"]["MURMUR_SESSION_ID"] == staged.session_id
+
+
+def test_a_native_scripts_read_paths_name_its_interpreter(tmp_path: Path) -> None:
+    from murmurd.session.native import read_paths
+
+    exe = native_tool(tmp_path, "pynative") / "bin" / "pynative"
+    paths = read_paths(exe, os.environ.get("PATH"))
+    import shutil
+
+    assert paths[0] == str(exe.resolve()) and paths[1] == os.path.realpath("/usr/bin/env")
+    assert paths[2] == os.path.realpath(shutil.which("python3"))
+    binary = tmp_path / "elf"
+    binary.write_bytes(b"\x7fELF\x02\x01")
+    assert read_paths(binary, None) == [str(binary.resolve())]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,33 @@ def native_invocation(policy: ShellPolicy, name: str, executable: Path, host_env
     environment rules."""
     path = os.path.abspath(executable)
     return ShellInvocation(name, os.path.realpath(path), path, [name], child_environment(policy, (), host_env))
+
+
+def read_paths(executable: Path, path_env: str | None) -> list[str]:
+    """What a native call must be able to read beyond the system's binaries: the executable and,
+    for a `#!` script, its interpreter (through `env`, the one `PATH` finds). Not applied yet:
+    murmurd's Landlock confines writes and execution only, so every path is readable. When read
+    confinement (issue 22: the allowlisted binaries' closure) lands, these join the native
+    invocation's allowed paths."""
+    found = [os.path.realpath(executable)]
+    try:
+        with open(executable, "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return found
+    if not first.startswith(b"#!"):
+        return found
+    words = first[2:].decode("utf-8", errors="replace").split()
+    if not words:
+        return found
+    interpreter = words[0]
+    found.append(os.path.realpath(interpreter))
+    if os.path.basename(interpreter) == "env":
+        named = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
+        resolved = shutil.which(named, path=path_env) if named else None
+        if resolved:
+            found.append(os.path.realpath(resolved))
+    return found
 
 
 def request_bytes(data: str | None, log_path: str | None) -> bytes:
