@@ -13,8 +13,9 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
 - **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
   `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
   credentials (by name or value: `murmurd/manifest/credentials.py`); then the caller's
-  overrides, filtered the same way; then the session's identity (`runtime_env`); then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
-  empty, and the command runs in its own process group.
+  overrides, filtered the same way; then the session's identity (`runtime_env`); then `HOME` =
+  `<workdir>/.capsule-home`. cwd is the workdir, stdin is empty (a native tool's one JSON
+  request, `stdin_data`), and the command runs in its own process group.
 - **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
   bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
   written to `logs/shell-<UTC timestamp>.log` and `full_output_path` names it relative to
