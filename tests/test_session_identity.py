@@ -105,3 +105,20 @@ def test_run_without_a_task_anywhere_is_refused(tmp_path: Path) -> None:
     workdir.mkdir()
     proc = _run(str(directory), "--workdir", str(workdir))
     assert proc.returncode == 1 and "no task: pass --task, or put task.md (or input.txt) in the --workdir" in proc.stderr
+
+
+@pytest.mark.anyio
+async def test_the_driver_sees_the_identity_beside_its_inference_settings(tmp_path: Path, host) -> None:
+    from loopkit import run_tasks
+
+    directory = driver_capsule(tmp_path, "env-driver", {"k": 1})
+    staged = stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"))
+    (outcome,) = await run_tasks(staged, host, "who am I")
+    assert outcome.exit_status == "ok", outcome.error
+    seen = json.loads(outcome.result_text)
+    assert {k: seen.get(k) for k in ("MURMUR_CAPSULE_NAME", "MURMUR_CAPSULE_VERSION", "MURMUR_SESSION_ID",
+                                     "MURMUR_INFERENCE_TRANSPORT", "MURMUR_INFERENCE_DRIVER")} == {
+        "MURMUR_CAPSULE_NAME": "loop-test", "MURMUR_CAPSULE_VERSION": "0.3.0", "MURMUR_SESSION_ID": staged.session_id,
+        "MURMUR_INFERENCE_TRANSPORT": "http", "MURMUR_INFERENCE_DRIVER": "env-driver"}
+    assert seen["MURMUR_INFERENCE_ENDPOINT"] == "http://127.0.0.1:9" and seen["MURMUR_INFERENCE_MODEL"] == "scripted"
+    assert json.loads(seen["MURMUR_INFERENCE_DRIVER_CONFIG"]) == {"k": 1}
