@@ -282,3 +282,15 @@ def test_a_native_scripts_read_paths_name_its_interpreter(tmp_path: Path) -> Non
     binary = tmp_path / "elf"
     binary.write_bytes(b"\x7fELF\x02\x01")
     assert read_paths(binary, None) == [str(binary.resolve())]
+
+
+def test_inert_blocks_on_a_native_tool_are_warned_at_staging(tmp_path: Path, host) -> None:
+    said: list[str] = []
+    artifacts = [local("pynative", "tool", native_tool(tmp_path / "src", "pynative"),
+                       capabilities={"network": {"allow": ["https://example.com"]},
+                                     "limits": {"deadline_seconds": 30, "memory_bytes": 1 << 20}})]
+    directory = driver_capsule(tmp_path, "scripted-driver", calls(), extra_artifacts=artifacts)
+    staged = stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"), progress=said.append)
+    warned = [d for d in staged.report.warnings if d.code == "W-SEC-008"]
+    assert [d.path for d in warned] == ["artifacts[1].capabilities.network", "artifacts[1].capabilities.limits.memory_bytes"]
+    assert any("W-SEC-008" in line and "is a native tool" in line for line in said)

@@ -72,6 +72,8 @@ CODES: dict[str, CodeInfo] = {
     "W-SEC-002": CodeInfo("warning", "shell children's filesystem writes and execution are not confined (no Landlock)"),
     "W-SEC-003": CodeInfo("warning", "bash is allowed with a network allowlist and no network confinement"),
     "W-SEC-005": CodeInfo("warning", "shell children are confined (netns + Landlock); what is still not enforced"),
+    "W-SEC-008": CodeInfo("warning", "a capability block that is inert where it is declared (any block on a native tool "
+                                      "but limits.deadline_seconds)"),
     "W-SEC-010": CodeInfo("warning", "no pids cgroup: cgroup_pids_max (and, as root, max_processes) is not enforced"),
     "W-SEC-011": CodeInfo("warning", "filesystem.workdir_exec: true; the achieved class is advisory"),
     "W-SEC-013": CodeInfo("warning", "shell children's network is not confined (no network namespace)"),

@@ -25,7 +25,7 @@ from murmurd.manifest.validate import load_capsule
 from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
-from murmurd.staging.hook_contracts import bare_hook_warning
+from murmurd.staging.hook_contracts import bare_hook_warning, native_block_warnings
 from murmurd.staging.identity import identity_env
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
@@ -291,6 +291,10 @@ def stage_capsule(
         raise StagingError(problems, report)
 
     for index, artifact in enumerate(resolved):  # hook contracts: before anything is compiled
+        if artifact.native:
+            for warning in native_block_warnings(index, manifest.artifacts[index]):
+                report.add(warning)
+                report_progress(f"warning: {warning.to_text()}")
         if artifact.kind == "hook":
             problems += [f"{d.code}: {d.message}" for d in check_hook_contract(
                 artifact.manifest, path_prefix=f"artifacts[{index}]") if d.severity == "error"]
