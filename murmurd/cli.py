@@ -334,7 +334,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     host = ComponentHost()
     try:
         result = asyncio.run(run_once(
-            Path(args.capsule_dir), _task_text(args.task), host=host,
+            Path(args.capsule_dir), _task_text(args.task) if args.task is not None else None, host=host,
             workdir=Path(args.workdir) if args.workdir else None, progress=_eprint, events=events,
             env=env, system_prompt=args.system_prompt, on_staged=on_staged,
         ))
@@ -601,7 +601,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="stage a capsule and run one task, streaming the answer")
     run.add_argument("capsule_dir", metavar="capsule-dir", type=capsule_dir, help="the capsule's directory, or its murmur.yaml")
-    run.add_argument("--task", required=True, help="the task text, or a file holding it")
+    run.add_argument("--task", help="the task text, or a file holding it (default: task.md, else input.txt, "
+                                    "in --workdir)")
     run.add_argument("--workdir", help="session workdir (default <capsule-dir>/workdir/<session-id>)")
     run.add_argument("--system-prompt", help="replace the manifest's system prompt for this run (blank clears it)")
     run.add_argument("--json", action="store_true",

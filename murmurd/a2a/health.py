@@ -35,9 +35,9 @@ log = logging.getLogger("murmurd.health")
 
 
 def uncompiled(staged: StagedCapsule) -> list[str]:
-    """Artifacts that should hold a compiled component and do not (skills carry none)."""
+    """Artifacts that should hold a compiled component and do not (skills and native tools carry none)."""
     return sorted(name for name, artifact in staged.artifacts.items()
-                  if artifact.kind != "skill" and artifact.component is None)
+                  if artifact.kind != "skill" and not artifact.resolved.native and artifact.component is None)
 
 
 def acceptance(accepting: bool, stopping: bool) -> str:

@@ -31,6 +31,7 @@ from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
 from murmurd.a2a.daemon import CapsuleDaemon
 from murmurd.a2a.lifecycle import LifecyclePolicy
 from murmurd.a2a.public_url import check_public_url
+from murmurd.staging.identity import capsule_url_for
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.replicas.ticket_key import shared_ticket_key
@@ -217,6 +218,8 @@ async def _serve_locked(
         await store.close()
         raise
     port = sock.getsockname()[1]
+    staged.capsule_url = capsule_url_for(port)  # MURMUR_CAPSULE_URL, and MURMUR.md's identity
+    await asyncio.to_thread(staged.write_inventory)
     policy = LifecyclePolicy.from_manifest(
         staged.manifest, task_acceptance=options.task_acceptance, after_task=options.after_task,
         max_concurrent_tasks=options.max_concurrent_tasks, session_idle_secs=options.session_idle_secs,

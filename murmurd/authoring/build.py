@@ -162,6 +162,25 @@ def _publish(source: Path, dest: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _check_native(artifact_dir: Path, manifest: ArtifactManifest, report: Progress) -> BuildResult:
+    """A native tool has nothing to compile: its executable (`bin/<name>`, e.g. a Python script with
+    a `#!/usr/bin/env python3` line) is checked, and `murmurd build` then packs it."""
+    from murmurd.staging.artifacts import ResolveError, native_executable
+
+    started = time.monotonic()
+    try:
+        executable = native_executable(artifact_dir, manifest)
+    except ResolveError as exc:
+        raise BuildError(str(exc)) from None
+    with open(executable, "rb") as handle:
+        head = handle.read(4)
+    if not (head.startswith(b"#!") or head == b"\x7fELF"):
+        raise BuildError(f"{executable}: a native tool is an ELF binary or a script starting with #! "
+                         "(e.g. #!/usr/bin/env python3)")
+    report(f"native tool {manifest.name}: {executable.relative_to(artifact_dir)}")
+    return BuildResult(manifest, executable, False, time.monotonic() - started)
+
+
 def build_artifact(
     artifact_dir: Path,
     *,
@@ -175,6 +194,8 @@ def build_artifact(
     artifact_dir = artifact_dir.resolve()
     manifest_path = artifact_dir / "murmur.yaml"
     manifest = load_artifact_manifest(manifest_path)
+    if manifest.is_native:
+        return _check_native(artifact_dir, manifest, report)
     entry = artifact_dir / f"{ENTRY_MODULE}.py"
     if not entry.is_file():
         raise BuildError(f"{entry}: missing; a Python artifact's entry module is {ENTRY_MODULE}.py")

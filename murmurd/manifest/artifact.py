@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, read_text_file
 
-ArtifactRuntime = Literal["tool", "wasm", "driver", "hook", "skill", "capsule"]
+# `native` is upstream's older spelling of `runtime: tool` + `implementation: native` (python-native guide).
+ArtifactRuntime = Literal["tool", "wasm", "native", "driver", "hook", "skill", "capsule"]
 
 
 class ArtifactManifestError(ValueError):
@@ -42,6 +43,19 @@ class ArtifactManifest(BaseModel):
     binding: str | None = None  # the one handler this hook binds to; None = every event
     execution_mode: str = "blocking"  # blocking | async
     commit_policy: str = "none"  # the hook-output arm it expects committed
+
+    @property
+    def is_native(self) -> bool:
+        """A native tool: a host executable reading one JSON request on stdin (upstream's
+        `implementation: native`, or the older `runtime: native`)."""
+        if self.runtime == "native":
+            return True
+        return self.runtime in ("tool", "wasm") and (self.model_extra or {}).get("implementation") == "native"
+
+    @property
+    def role(self) -> str:
+        """tool | driver | hook | skill | capsule: `wasm` and `native` are tools."""
+        return "tool" if self.runtime in ("wasm", "native") else self.runtime
 
 
 def load_artifact_manifest(path: Path) -> ArtifactManifest:

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
-ArtifactRuntimeName = Literal["tool", "wasm", "driver", "hook", "skill"]
+ArtifactRuntimeName = Literal["tool", "wasm", "native", "driver", "hook", "skill"]
 OnOverflow = Literal["drop", "block"]
 TaskAcceptance = Literal["none", "single", "queue"]
 AfterTask = Literal["exit", "sleep"]
@@ -202,8 +202,8 @@ class ArtifactRef(_Model):
 
     @property
     def kind(self) -> Literal["tool", "driver", "hook", "skill"]:
-        """The runtime with the older spelling `wasm` folded into `tool`."""
-        return "tool" if self.runtime == "wasm" else self.runtime
+        """The runtime with the older spellings `wasm` and `native` folded into `tool`."""
+        return "tool" if self.runtime in ("wasm", "native") else self.runtime
 
     @property
     def is_local(self) -> bool:

@@ -74,6 +74,8 @@ CODES: dict[str, CodeInfo] = {
     "W-SEC-003": CodeInfo("warning", "bash is allowed with a network allowlist and no network confinement"),
     "W-SEC-005": CodeInfo("warning", "shell children are confined (netns, Landlock, seccomp); what holds and the unix_sockets exception"),
     "W-SEC-009": CodeInfo("warning", "an interpreter_runtime grant widens the shell children's read+execute scope"),
+    "W-SEC-008": CodeInfo("warning", "a capability block that is inert where it is declared (any block on a native tool "
+                                      "but limits.deadline_seconds)"),
     "W-SEC-010": CodeInfo("warning", "no pids cgroup: cgroup_pids_max (and, as root, max_processes) is not enforced"),
     "W-SEC-011": CodeInfo("warning", "filesystem.workdir_exec: true; the achieved class is advisory"),
     "W-SEC-013": CodeInfo("warning", "shell children's network is not confined (no network namespace)"),

@@ -43,7 +43,7 @@ from murmurd.manifest.reading import UnreadableFile, YamlRefused, load_yaml, rea
 from murmurd.staging.preflight import dialect_of
 
 MANIFEST_FILE = "murmur.yaml"
-ARTIFACT_RUNTIMES = ("tool", "wasm", "driver", "hook", "skill")
+ARTIFACT_RUNTIMES = ("tool", "wasm", "native", "driver", "hook", "skill")  # native: python-native guide
 API_KEY_PATH = "inference.api_key"
 
 _ENV_REF = re.compile(r"\$\{([A-Z][A-Z0-9_]*)\}")

@@ -70,14 +70,25 @@ def registry_runtime(manifest: ArtifactManifest) -> str:
         return execution
     if manifest.runtime == "skill":
         return "static"
-    if manifest.runtime == "tool" and extra.get("implementation") == "native":
+    if manifest.is_native:
         return "native"
     return "wasm"
 
 
+def native_entry(manifest: ArtifactManifest, names: list[str]) -> str | None:
+    """A native tool's executable among `names`: `bin/<name>` (upstream's packaging), else
+    `bin/run` (the python-native guide), else the one `bin/` file `requires_files` lists."""
+    for candidate in (f"bin/{manifest.name}", "bin/run"):
+        if candidate in names:
+            return candidate
+    listed = (manifest.model_extra or {}).get("requires_files") or []
+    in_bin = [n for n in listed if isinstance(n, str) and n.startswith("bin/") and n in names]
+    return in_bin[0] if len(in_bin) == 1 else None
+
+
 def role_of(manifest: ArtifactManifest) -> str:
     """The role murmurd stages the artifact as: tool, driver, hook or skill."""
-    return "tool" if manifest.runtime == "wasm" else manifest.runtime
+    return manifest.role
 
 
 @dataclass(frozen=True)
@@ -94,11 +105,15 @@ class Archive:
             return read_entry(archive, name, self.ceiling)
 
     def payload(self) -> tuple[str, bytes]:
-        """The entry staging installs: `skill.md` for a skill, else the root wasm."""
-        if registry_runtime(self.manifest) == "native":
-            raise ArchiveError(f"{self.manifest.name} is a native tool (bin/{self.manifest.name}); "
-                               "murmurd runs WebAssembly components and skills only")
+        """The entry staging installs: `skill.md` for a skill, a native tool's executable, else the root wasm."""
         with _open(self.data) as archive:
+            if registry_runtime(self.manifest) == "native":
+                names = [info.filename for info in archive.infolist()]
+                name = native_entry(self.manifest, names)
+                if name is None:
+                    raise ArchiveError(f"{self.manifest.name} is a native tool but its archive holds no "
+                                       f"bin/{self.manifest.name} (nor bin/run, nor one bin/ entry in requires_files)")
+                return name, read_entry(archive, name, self.ceiling)
             name = SKILL_ENTRY if self.manifest.runtime == "skill" else select_root_wasm(archive)
             return name, read_entry(archive, name, self.ceiling)
 
@@ -235,6 +250,8 @@ def pack(artifact_dir: Path, manifest: ArtifactManifest, built: Path | None = No
             skill = artifact_dir / SKILL_ENTRY
             if skill.is_file() and not skill.is_symlink():
                 entries.append((SKILL_ENTRY, skill))
+        elif built is not None and manifest.is_native:
+            entries.append((built.relative_to(artifact_dir).as_posix(), built))
         elif built is not None:
             entries.append((f"{manifest.name}.wasm", built))
     if manifest.runtime != "skill" and registry_runtime(manifest) == "wasm":

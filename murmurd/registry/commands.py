@@ -337,9 +337,11 @@ def pack_built(directory: Path, manifest, built: Path) -> Path:  # type: ignore[
     """`<dir>/<name>-<version>.mur.zip` beside the component `murmurd build` made."""
     from murmurd.registry.archive import archive_name, pack
 
-    from murmurd.registry.stores import write_atomic
+    from murmurd.registry.stores import host_platform, write_atomic
 
-    target = directory / archive_name(manifest.name, manifest.version)
+    # A native tool's archive names its platform, as upstream's (`<name>-<ver>-<platform>.mur.zip`).
+    platform = host_platform() if manifest.is_native else None
+    target = directory / archive_name(manifest.name, manifest.version, platform)
     write_atomic(target, pack(directory, manifest, built))
     return target
 

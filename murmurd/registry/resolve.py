@@ -44,9 +44,12 @@ def materialize(stored: StoredArtifact, env: Mapping[str, str] = os.environ) -> 
         raise RegistryError("E-IO-003", f"failed to read artifact archive for {stored.name}@{stored.version}: "
                                         f"{exc.message}") from None
     folder = cache_dir() / "archives" / archive.sha256
-    target = folder / (SKILL_ENTRY if role == "skill" else "component.wasm")
+    native = manifest.is_native
+    target = folder / (SKILL_ENTRY if role == "skill" else "native-tool" if native else "component.wasm")
     if not target.is_file():
         write_atomic(target, payload)
+    if native:
+        target.chmod(0o755)  # the cache's own copy, outside every workdir: what the session executes
     return ResolvedArtifact(stored.name, stored.version, role, manifest, target, archive.sha256, False,
                             f"{stored.scope}:{stored.archive}", archived=True)
 

@@ -14,7 +14,8 @@ from murmurd.terminal import terminal_text
 from murmurd.host import ComponentHost
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
-from murmurd.staging.stage import StagedCapsule, stage_capsule
+from murmurd.staging.stage import StagedCapsule, StagingError, stage_capsule
+from murmurd.staging.workdir import TASK, TASK_FALLBACK, read_task_input
 
 
 class PrintingEvents(TaskEvents):
@@ -49,7 +50,7 @@ class RunResult:
 
 async def run_once(
     capsule_dir: Path,
-    task_text: str,
+    task_text: str | None,
     *,
     host: ComponentHost,
     workdir: Path | None = None,
@@ -61,6 +62,8 @@ async def run_once(
 ) -> RunResult:
     """Stage, then run `task_text` as the one task of a fresh session (the session writes `task.md`).
 
+    `task_text` None: the task waiting in the workdir (`--workdir DIR`), `task.md` else `input.txt`
+    as upstream reads it; StagingError when there is none.
     Like `mur run --task`, the task gets fresh task and context ids, so two runs of one capsule
     send different `prompt_cache_key`s. `system_prompt` is `--system-prompt` (None: not given).
     """
@@ -68,6 +71,14 @@ async def run_once(
         stage_capsule, capsule_dir, host=host, workdir=workdir, progress=progress,
         env=os.environ if env is None else env,
     )
+    if task_text is None:
+        try:
+            task_text = await asyncio.to_thread(read_task_input, staged.workdir)
+        except OSError as exc:
+            raise StagingError([f"cannot read the task in {staged.workdir.root}: {exc}"]) from None
+        if task_text is None:
+            raise StagingError([f"no task: pass --task, or put {TASK} (or {TASK_FALLBACK}) in the --workdir "
+                                f"({staged.workdir.root})"])
     if on_staged is not None:
         on_staged(staged)
     session = Session(staged, host, cli_system_prompt=system_prompt)

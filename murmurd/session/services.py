@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
-from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult
+from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult, ToolStatus
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
 from murmurd.host.http_policy import EgressDenial
 from murmurd.host.interrupt import CallGuard
+from murmurd.session.native import NativeToolError, call_native
 from murmurd.session.shell import ShellError, run_shell
 from murmurd.session.tools import shell_policy
 from murmurd.staging.grants import network_allows
@@ -59,9 +60,16 @@ class CapsuleServices(SessionContext):
             return NO_ACTIVE_TASK
         return self.loop.bridge.wait(self.loop.ask_for_input(prompt))
 
-    # murmur:tool-registry/invoke: only installed WASM tools; anything else is an error result.
+    # murmur:tool-registry/invoke: installed WASM and native tools; anything else is an error result.
     def invoke_tool(self, name: str, tool_input: ToolInput) -> ToolResult:
         artifact = self.staged.artifacts.get(name)
+        if artifact is not None and artifact.kind == "tool" and artifact.resolved.native:
+            try:
+                result = call_native(self.staged, self.shell_policy, name, tool_input.data)
+            except (NativeToolError, ShellError) as exc:
+                raise ImportFailed(str(exc)) from None
+            return ToolResult(ToolStatus(result.status), result.summary, result.data, result.data_path,
+                              False, list(result.metadata.items()))
         if artifact is None or artifact.kind != "tool" or artifact.component is None:
             raise ImportFailed(f"tool-registry: {name!r} is not a declared tool of this capsule")
         grant = self.staged.call_grant(name, log_name=f"tool-{name}.log")

@@ -109,6 +109,7 @@ def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact:
         "MURMUR_INFERENCE_API_KEY": inference.api_key.get_secret_value() if inference.api_key else "",
         "MURMUR_INFERENCE_MODEL": inference.model or "",
         "MURMUR_INFERENCE_DRIVER_CONFIG": json.dumps(config),
+        **staged.identity,  # upstream's identity and inference names (murmurd/staging/identity.py)
     }
     return DriverSetup(
         name=inference.driver.artifact if inference.driver else "",

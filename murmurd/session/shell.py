@@ -13,8 +13,9 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
 - **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
   `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
   credentials (by name or value: `murmurd/manifest/credentials.py`); then the caller's
-  overrides, filtered the same way; then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
-  empty, and the command runs in its own process group.
+  overrides, filtered the same way; then the session's identity (`runtime_env`); then `HOME` =
+  `<workdir>/.capsule-home`. cwd is the workdir, stdin is empty (a native tool's one JSON
+  request, `stdin_data`), and the command runs in its own process group.
 - **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
   bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
   written to `logs/shell-<UTC timestamp>.log` and `full_output_path` names it relative to
@@ -54,6 +55,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -134,6 +136,8 @@ class ShellPolicy:
     # relay, murmurd/containment/egress_relay.py), and who hears each refusal (`egress_denied`).
     egress: EgressGrant | None = None
     on_egress_refused: Callable[[str, Refusal], None] | None = field(default=None, compare=False)
+    # The runtime-owned MURMUR_* identity (murmurd/staging/identity.py): set after every filter.
+    runtime_env: tuple[tuple[str, str], ...] = ()
     # `workdir_max_bytes`, shared by every shell command of a session (None: not watched).
     workdir_guard: WorkdirGuard | None = field(default=None, compare=False)
 
@@ -142,6 +146,7 @@ class ShellPolicy:
         object.__setattr__(self, "workdir", workdir)
         object.__setattr__(self, "allow", frozenset(self.allow))
         object.__setattr__(self, "strip_env", tuple(self.strip_env))
+        object.__setattr__(self, "runtime_env", tuple(dict(self.runtime_env).items()))
         if self.baseline_env is not None:
             object.__setattr__(self, "baseline_env", tuple(self.baseline_env))
         object.__setattr__(self, "home", Path(self.home) if self.home is not None else workdir / HOME_DIR_NAME)
@@ -282,6 +287,7 @@ def child_environment(
         name, value = _check_env_name(*pair)
         if _admissible(policy, name, value):
             env[name] = value
+    env.update(policy.runtime_env)
     env["HOME"] = str(policy.home)
     if policy.containment is not None and policy.containment.landlock:
         # Landlock allows writes beneath the workdir only: temporary files go beneath HOME.
@@ -342,9 +348,11 @@ def run_shell(
 
 
 def run_prepared(
-    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None = None
+    policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None = None,
+    stdin_data: bytes | None = None,
 ) -> ShellOutcome:
-    """Run an invocation `prepare_shell` produced under the same policy."""
+    """Run an invocation `prepare_shell` produced under the same policy. `stdin_data` (a native
+    tool's JSON request) is written to the command's stdin, which is then closed; None: empty."""
     if invocation.executable is None:
         raise ShellFailed(f"shell: {invocation.binary!r} is allowed but was not found on PATH")
     root, home = _beneath_workdir(policy, policy.home)
@@ -359,12 +367,12 @@ def run_prepared(
         raise ShellCanceled(f"shell: {invocation.binary!r} was canceled before it started")
     guard = policy.workdir_guard
     if guard is None:
-        return _run_bounded(policy, invocation, cancel)
+        return _run_bounded(policy, invocation, cancel, stdin_data)
     if guard.breach is not None:
         raise WorkdirExceeded(guard.breach)
     watch = guard.watch(cancel)  # set by the caller's cancel, or by a walk that finds the bound passed
     try:
-        outcome = _run_bounded(policy, invocation, watch)
+        outcome = _run_bounded(policy, invocation, watch, stdin_data)
     except ShellCanceled:
         if watch.breached():
             raise WorkdirExceeded(guard.breach or "E-RUN-013") from None
@@ -376,12 +384,13 @@ def run_prepared(
     return outcome
 
 
-def _run_bounded(policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None) -> ShellOutcome:
+def _run_bounded(policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None,
+                 stdin_data: bytes | None = None) -> ShellOutcome:
     group = _pids_cgroup(policy)
     scope: resources.CommandScope | None = None
     try:
         scope = _resource_scope(policy, group)
-        return _run_in_group(policy, invocation, cancel, group, scope)
+        return _run_in_group(policy, invocation, cancel, group, scope, stdin_data)
     finally:
         if group is not None:
             group.kill_all()
@@ -510,19 +519,22 @@ def _read_refusal(fd: int, timeout: float) -> str | None:
 
 def _run_in_group(
     policy: ShellPolicy, invocation: ShellInvocation, cancel: CancelFlag | None, group: PidsCgroup | None,
-    scope: resources.CommandScope | None = None,
+    scope: resources.CommandScope | None = None, stdin_data: bytes | None = None,
 ) -> ShellOutcome:
     out = _Collector(policy)
     err = _Collector(policy)
     started = time.monotonic()
     relay = egress_relay(policy, invocation.binary)
     try:
-        proc = spawn_confined(policy, invocation, group, scope, relay)
+        proc = spawn_confined(policy, invocation, group, scope, relay,
+                              stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE)
     except BaseException:
         if relay is not None:
             relay.stop()
         raise
     shell_watchdog.register(proc.pid)
+    if stdin_data is not None:
+        _feed_stdin(proc, stdin_data)
 
     try:
         timed_out = _pump(proc, invocation.binary, out, err, started + policy.timeout_seconds, cancel)
@@ -563,6 +575,24 @@ def _run_in_group(
             relay.stop()  # the command's connections end with it
         out.close()
         err.close()
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write `data` to the command's stdin from a thread (a command that never reads cannot block
+    the call past its deadline: the group's kill breaks the pipe), then close it."""
+    def feed() -> None:
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(data)
+        except OSError:
+            pass  # it exited, or closed its stdin, without reading it all
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    threading.Thread(target=feed, name="murmurd-stdin", daemon=True).start()
 
 
 def _pump(

@@ -1,6 +1,7 @@
 """The model-visible tools of a staged capsule and how a tool call is carried out.
 
-Resolution order (runtime-notes §3): a shell binary in `capabilities.shell.allow`, then a skill
+Resolution order (upstream's dispatch): a native tool (`implementation: native`,
+murmurd/session/native.py), a shell binary in `capabilities.shell.allow`, a skill
 (`tools/<name>/skill.md`, returned verbatim), then a WASM tool. Anything else is an error
 result fed back to the model; the loop goes on.
 """
@@ -18,6 +19,7 @@ from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
 from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import SessionEnded, raise_if_aborted
+from murmurd.session.native import NativeToolError, call_native
 from murmurd.session.rlimits import ShellLimits
 from murmurd.session.shell import (
     ShellFailed,
@@ -115,6 +117,7 @@ def shell_policy(staged: StagedCapsule, egress_denied: Any = None) -> ShellPolic
                                        workdir_guard=WorkdirGuard(staged.workdir.root, limits.workdir_max_bytes),
                                        containment=containment_plan(staged.manifest, staged.host_env),
                                        egress=shell_egress_grant(staged.grants.capsule.network),
+                                       runtime_env=tuple(staged.identity.items()),
                                        on_egress_refused=refusal_reporter(egress_denied))
 
 
@@ -167,9 +170,11 @@ class ToolRunner:
             staged, getattr(session, "egress_denied", None))
 
     def kind_of(self, name: str) -> str | None:
+        artifact = self.staged.artifacts.get(name)
+        if artifact is not None and artifact.kind == "tool" and artifact.resolved.native:
+            return "native"
         if name in self.policy.allow:
             return "shell"
-        artifact = self.staged.artifacts.get(name)
         if artifact is not None and artifact.kind in ("skill", "tool"):
             return artifact.kind
         return None
@@ -200,6 +205,8 @@ class ToolRunner:
         guard = self.policy.workdir_guard
         if guard is not None and guard.breach is not None:  # passed during a component's shell call
             raise SessionEnded(guard.breach)
+        if kind == "native":
+            return await self._native(name, tool_input, started)
         if kind == "shell":
             call = shell_call or await self.resolve_shell(name, tool_input)
             return await self._shell(name, tool_input, call, started)
@@ -229,6 +236,31 @@ class ToolRunner:
             "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
             "resource_limit": outcome.resource_limit,
         }, shell=outcome)
+
+    async def _native(self, name: str, tool_input: Any, started: float) -> ToolOutcome:
+        """A native tool: one contained process, one JSON request in, one JSON result out."""
+        data = json.dumps(tool_input)
+        trace: dict[str, Any] = {"tool_name": name, "input": tool_input, "input_bytes": len(data.encode())}
+        cancel = threading.Event()
+        try:
+            result = await asyncio.to_thread(call_native, self.staged, self.policy, name, data, cancel)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+        except WorkdirExceeded as exc:
+            raise SessionEnded(str(exc)) from None
+        except (NativeToolError, ShellRefused, ShellFailed) as exc:
+            text, is_error = f"error: {exc}", True
+        else:
+            text, is_error = _result_text(result.data, result.data_path, result.summary,
+                                          result.status != "passed", self.staged.workdir.root)
+            for key in RESERVED_METADATA:
+                if result.metadata.get(key):
+                    trace[key] = result.metadata[key]
+        trace.update(output_bytes=len(text.encode()), duration_ms=_ms(started), status="error" if is_error else "ok")
+        if self.include_output:
+            trace["output"] = text
+        return ToolOutcome(text, is_error, "tool_call", trace)
 
     def _skill(self, name: str, started: float) -> ToolOutcome:
         artifact = self.staged.artifacts[name]
@@ -277,6 +309,24 @@ class ToolRunner:
         if self.include_output:
             trace["output"] = text
         return ToolOutcome(text, is_error, "tool_call", trace)
+
+
+def _result_text(data: str | None, data_path: str | None, summary: str | None, is_error: bool,
+                 root: Any) -> tuple[str, bool]:
+    """The text the model sees for a native tool's result, as for a WASM tool's: `data`, else the
+    `data_path` file's text, else the summary; a failure's summary leads when `data` lacks it."""
+    if data is not None:
+        text = data
+    elif data_path:
+        try:
+            text = read_data_path(root, data_path)
+        except DataPathError as exc:
+            return f"error: {exc}", True
+    else:
+        text = summary or ""
+    if is_error and summary and summary not in text:
+        text = f"{summary}\n{text}".strip()
+    return text, is_error
 
 
 def _ms(started: float) -> int:

@@ -25,7 +25,7 @@ class ResolvedArtifact:
     version: str
     kind: str  # tool | driver | hook | skill
     manifest: ArtifactManifest
-    payload: Path  # the .wasm component, or the skill's markdown
+    payload: Path  # the .wasm component, the skill's markdown, or a native tool's executable
     sha256: str  # of the payload bytes; of the whole `.mur.zip` when `archived`
     local: bool
     origin: str
@@ -39,8 +39,16 @@ class ResolvedArtifact:
         return "skill" if self.kind == "skill" and not self.archived else "wasm"
 
     @property
+    def native(self) -> bool:
+        """A native tool (`implementation: native`): `payload` is the executable the session runs."""
+        return self.kind == "tool" and self.manifest.is_native
+
+    @property
     def installed_name(self) -> str:
-        """The payload's file name under `tools/<name>/`."""
+        """The payload's file name under `tools/<name>/` (a native tool's copy there is inventory:
+        the session executes `payload`, outside the workdir, which no capsule process can rewrite)."""
+        if self.native:
+            return self.name
         return SKILL_FILE if self.kind == "skill" else f"{self.name}.wasm"
 
 
@@ -58,3 +66,20 @@ def find_skill_file(directory: Path) -> Path | None:
         if child.is_file() and child.name.lower() == SKILL_FILE:
             return child
     return None
+
+
+def native_executable(directory: Path, manifest: ArtifactManifest) -> Path:
+    """A native tool directory's executable: `bin/<name>`, else `bin/run`, else the one `bin/`
+    file in `requires_files`. ResolveError when none is a regular executable file."""
+    candidates = [directory / "bin" / manifest.name, directory / "bin" / "run"]
+    listed = (manifest.model_extra or {}).get("requires_files") or []
+    in_bin = [n for n in listed if isinstance(n, str) and n.startswith("bin/")]
+    if len(in_bin) == 1:
+        candidates.append(directory / in_bin[0])
+    for path in candidates:
+        if path.is_file() and not path.is_symlink():
+            if not path.stat().st_mode & 0o111:
+                raise ResolveError(f"artifact {manifest.name}: native tool {path} is not executable (chmod 755 it)")
+            return path
+    raise ResolveError(f"artifact {manifest.name}: a native tool needs an executable bin/{manifest.name} "
+                       f"(or bin/run) in {directory}")

@@ -31,6 +31,26 @@ def bare_hook_warning(index: int, ref: ArtifactRef) -> Diagnostic:
     return diagnostic(BARE_HOOK, f"artifacts[{index}].source", rule, ref.source)
 
 
+INERT_ON_NATIVE = "W-SEC-008"
+
+
+def native_block_warnings(index: int, ref: ArtifactRef) -> list[Diagnostic]:
+    """Blocks of a native tool's `artifacts[]` entry that do nothing (upstream's W-SEC-008): it runs
+    under the capsule's shell containment and environment rules, not a WASM grant. Only
+    `limits.deadline_seconds` (the call's deadline) applies."""
+    caps = ref.capabilities
+    if caps is None:
+        return []
+    inert = [block for block in ("network", "filesystem", "shell", "env") if getattr(caps, block) is not None]
+    if caps.limits is not None:
+        inert += [f"limits.{key}" for key in ("memory_bytes", "table_elements", "instances")
+                  if getattr(caps.limits, key) is not None]
+    return [diagnostic(INERT_ON_NATIVE, f"artifacts[{index}].capabilities.{block}",
+                       f"{ref.name!r} is a native tool: it runs under the capsule's shell containment "
+                       "(capabilities.shell, capabilities.resources), so this block is inert")
+            for block in inert]
+
+
 def local_hook_findings(manifest: CapsuleManifest, capsule_dir: Path) -> list[Diagnostic]:
     """Every local hook's contract findings and bare-`.wasm` warnings, as staging would find them.
     A source that is missing or whose manifest does not load is left to staging, which names it."""

@@ -20,7 +20,12 @@ from murmurd.staging.stage import KIND_ROLES, InstalledArtifact, StagedCapsule, 
 
 
 def _summary(artifact: InstalledArtifact) -> ArtifactSummary:
-    return ArtifactSummary(artifact.resolved.name, artifact.resolved.version, "wasm")
+    return ArtifactSummary(artifact.resolved.name, artifact.resolved.version, _runtime(artifact))
+
+
+def _runtime(artifact: InstalledArtifact) -> str:
+    """The WIT `runtime-type`: `native` for a native tool, else `wasm`."""
+    return "native" if artifact.resolved.native else "wasm"
 
 
 class ArtifactManager:
@@ -42,7 +47,7 @@ class ArtifactManager:
             version=artifact.resolved.version,
             description=own.description,
             tags=list(own.tags),
-            runtime="wasm",
+            runtime=_runtime(artifact),
             input_schema=json.dumps(own.input_schema) if own.input_schema is not None else None,
             output_schema=json.dumps(own.output_schema) if own.output_schema is not None else None,
         )

@@ -79,7 +79,7 @@ class FileRegistry:
             raise ResolveError(
                 f"artifact {name} {chosen}: payload hash {actual[:16]}… does not match the registry's {entry['sha256'][:16]}…"
             )
-        kind = "tool" if manifest.runtime == "wasm" else manifest.runtime
+        kind = manifest.role
         return ResolvedArtifact(name, chosen, kind, manifest, payload, actual, False, f"registry:{self.root}")
 
     def publish(self, artifact_dir: Path) -> ResolvedArtifact:

@@ -9,7 +9,14 @@ from pathlib import Path
 from murmurd.authoring.build import BuildError, build_artifact
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.manifest.capsule import ArtifactRef
-from murmurd.staging.artifacts import ArtifactNotFound, ResolveError, ResolvedArtifact, find_skill_file, sha256_file
+from murmurd.staging.artifacts import (
+    ArtifactNotFound,
+    ResolveError,
+    ResolvedArtifact,
+    find_skill_file,
+    native_executable,
+    sha256_file,
+)
 from murmurd.staging.bundled import bundled_artifacts, find_bundled, resolve_bundled
 from murmurd.staging.lock import LockError, LockFile, check_pin
 from murmurd.staging.registry import Registry
@@ -73,7 +80,9 @@ def resolve_local(ref: ArtifactRef, manifest_dir: Path, progress: Progress | Non
         return _local(ref, path, "skill", manifest or _synthetic_manifest(ref), skill)
     if manifest is None:
         raise ResolveError(f"artifact {ref.name}: {ref.source} has no murmur.yaml")
-    if (path / "app.py").is_file():  # a Python artifact: build it (content-addressed, usually a cache hit)
+    if manifest.is_native:  # a host executable (any language: a Python script with a shebang)
+        payload = native_executable(path, manifest)
+    elif (path / "app.py").is_file():  # a Python artifact: build it (content-addressed, usually a cache hit)
         try:
             payload = build_artifact(path, progress=progress).output
         except BuildError as exc:
@@ -85,7 +94,7 @@ def resolve_local(ref: ArtifactRef, manifest_dir: Path, progress: Progress | Non
             if len(wasm) != 1:
                 raise ResolveError(f"artifact {ref.name}: {ref.source} holds no single .wasm payload")
             payload = wasm[0]
-    kind = "tool" if manifest.runtime == "wasm" else manifest.runtime
+    kind = manifest.role
     return _local(ref, path, kind, manifest, payload)
 
 

@@ -14,9 +14,8 @@ from dataclasses import replace
 
 from murmurd import workdir_fs
 from murmurd.manifest.writing import dump_yaml
-from murmurd.staging.inventory import InventoryItem, render_inventory
 from murmurd.staging.stage import InstalledArtifact, StagedCapsule, _write_shell_manifest
-from murmurd.staging.workdir import INVENTORY, Workdir, new_session_id, tool_file
+from murmurd.staging.workdir import Workdir, new_session_id, tool_file
 
 
 def session_workdir(staged: StagedCapsule, session_id: str) -> Workdir:
@@ -40,15 +39,11 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     for grant in [grants.capsule, *grants.components.values()]:
         if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
             workdir_fs.make_dirs(layout.root, grant.filesystem)
-    items = [InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
-             for a in staged.artifacts.values()]
-    allow = list(shell.allow) if shell else []
-    manifest = staged.manifest
-    inventory = render_inventory(manifest.name, manifest.version, session_id, items, allow)
-    workdir_fs.write_text(layout.root, layout.book(INVENTORY), inventory)
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
-    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
-                   history_home=staged.history_workdir)
+    opened = replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
+                     history_home=staged.history_workdir)
+    opened.write_inventory()
+    return opened
 
 
 def _install(layout: Workdir, name: str, artifact: InstalledArtifact) -> None:

@@ -25,9 +25,10 @@ from murmurd.manifest.validate import load_capsule
 from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
-from murmurd.staging.hook_contracts import bare_hook_warning
+from murmurd.staging.hook_contracts import bare_hook_warning, native_block_warnings
+from murmurd.staging.identity import identity_env
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
-from murmurd.staging.inventory import InventoryItem, render_inventory
+from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import Registry
 from murmurd.staging.resolve import resolve_artifact
@@ -90,11 +91,42 @@ class StagedCapsule:
     # Where threaded contexts' durable histories live when it is not this workdir: a context
     # session's are kept by the daemon's own session, so they outlive the context session.
     history_home: Workdir | None = None
+    # `localhost:<port>` once `serve` has bound its port (MURMUR_CAPSULE_URL); None under `run`.
+    capsule_url: str | None = None
+
+    @property
+    def identity(self) -> dict[str, str]:
+        """The runtime-owned MURMUR_* variables every driver, tool and child process sees."""
+        return identity_env(self.manifest, self.session_id, self.capsule_url)
 
     @property
     def history_workdir(self) -> Workdir:
         """The workdir holding `contexts/<id>/history.json`."""
         return self.history_home or self.workdir
+
+    def write_inventory(self) -> None:
+        """(Re)write `MURMUR.md` for this session: after staging, and under serve once the port
+        (the capsule URL) is known."""
+        manifest = self.manifest
+        inference = manifest.inference
+        hooks = [a for a in self.artifacts.values() if a.kind == "hook"]
+        max_tokens = manifest.context.max_tokens if manifest.context else None
+        facts = SessionFacts(
+            manifest.name, manifest.version, self.session_id, self.capsule_url,
+            model=inference.model if inference else None, context_max_tokens=max_tokens,
+            compaction_configured=max_tokens is not None and any(
+                a.resolved.manifest.binding in (None, "on-compaction") for a in hooks),
+            system_prompt_artifact=inference.system_prompt_artifact if inference else None,
+        )
+        items = [
+            InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description,
+                          "native" if a.resolved.native else "wasm" if a.kind == "tool" else "")
+            for a in self.artifacts.values()
+        ]
+        shell = manifest.capabilities.shell
+        text = render_inventory(manifest.name, manifest.version, self.session_id, items,
+                                list(shell.allow) if shell else [], facts)
+        workdir_fs.write_text(self.workdir.root, self.workdir.book(INVENTORY), text)
 
     def read_installed(self, name: str) -> str:
         """The payload text of installed artifact `name` (a skill); a symlink on its way is refused."""
@@ -112,9 +144,12 @@ class StagedCapsule:
         """The host-level grant for one call of component `name` (`None`: the capsule component)."""
         grant = self.grant_for(name)
         env = {key: self.host_env[key] for key in grant.env if key in self.host_env}
-        if name is not None and name in self.artifacts and self.artifacts[name].kind == "hook":
+        kind = self.artifacts[name].kind if name is not None and name in self.artifacts else None
+        if kind == "hook":
             env.update(hook_env(self.manifest.observability, self.host_env))
         env.update(extra_env or {})
+        if kind != "hook":  # tools, drivers and the capsule component: the runtime's names win
+            env.update(self.identity)
         limits = grant.limits
         return CallGrant(
             env=env,
@@ -184,7 +219,7 @@ def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: li
 
 def _lay_out(
     layout: Workdir, manifest: CapsuleManifest, resolved: list[ResolvedArtifact],
-    components: dict[str, LoadedComponent], shell_allow: list[str], session_id: str, env: Mapping[str, str],
+    components: dict[str, LoadedComponent], shell_allow: list[str], env: Mapping[str, str],
 ) -> tuple[dict[str, InstalledArtifact], GrantSet]:
     """Create the workdir and install everything into it (every path through workdir_fs)."""
     layout.create()
@@ -198,13 +233,6 @@ def _lay_out(
     for grant in [grants.capsule, *grants.components.values()]:
         if grant.filesystem is not None and layout.path(grant.filesystem) != layout.root:
             workdir_fs.make_dirs(layout.root, grant.filesystem)
-    items = [
-        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description)
-        for a in installed.values()
-    ]
-    workdir_fs.write_text(
-        layout.root, layout.book(INVENTORY), render_inventory(manifest.name, manifest.version, session_id, items, shell_allow)
-    )
     return installed, grants
 
 
@@ -268,6 +296,10 @@ def stage_capsule(
         raise StagingError(problems, report)
 
     for index, artifact in enumerate(resolved):  # hook contracts: before anything is compiled
+        if artifact.native:
+            for warning in native_block_warnings(index, manifest.artifacts[index]):
+                report.add(warning)
+                report_progress(f"warning: {warning.to_text()}")
         if artifact.kind == "hook":
             problems += [f"{d.code}: {d.message}" for d in check_hook_contract(
                 artifact.manifest, path_prefix=f"artifacts[{index}]") if d.severity == "error"]
@@ -281,6 +313,8 @@ def stage_capsule(
     for artifact in resolved:
         if artifact.kind == "skill":
             problems += _oversized_skill(artifact)
+            continue
+        if artifact.native:  # a host executable: nothing to compile (murmurd/session/native.py runs it)
             continue
         try:
             components[artifact.name] = _compile(host, artifact, report_progress)
@@ -317,7 +351,7 @@ def stage_capsule(
     session_id = new_session_id()
     layout = operator_workdir(workdir, session_id) if workdir is not None else default_workdir(capsule_dir, session_id)
     try:
-        installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, session_id, env)
+        installed, grants = _lay_out(layout, manifest, resolved, components, shell_allow, env)
     except OSError as exc:  # an existing --workdir holding a symlink (refused by workdir_fs), a full disk
         raise StagingError([f"cannot lay out the workdir {layout.root}: {exc}"], report) from None
     _log_warnings(layout, report)
@@ -325,7 +359,8 @@ def stage_capsule(
         manifest, capsule_dir, session_id, layout, installed, grants, capsule_component, registry, report, dict(env)
     )
     try:
+        staged.write_inventory()
         _run_stage_hooks(staged, host, shell_allow)
     except OSError as exc:
-        raise StagingError([f"cannot write a stage hook's manifest: {exc}"], report) from None
+        raise StagingError([f"cannot write MURMUR.md or a stage hook's manifest: {exc}"], report) from None
     return staged

@@ -20,6 +20,8 @@ _ACCESSIBLE_SUBDIRS = ("out", "logs", "checkpoints", ".capsule-home")
 _RUNTIME_SUBDIRS = ("out", "logs", "tools", "contexts")
 
 TASK = "task.md"
+TASK_FALLBACK = "input.txt"  # upstream reads it when there is no task.md
+MAX_TASK_BYTES = 10 * 1024 * 1024
 RESULT = "out/result.txt"
 COMPACTION_SUMMARIES = "out/compaction-summaries.jsonl"  # inference.compaction.dump_summaries
 TRACE = "trace.jsonl"
@@ -139,6 +141,17 @@ class Workdir:
             workdir_fs.make_dirs(self.root, sub)
         for sub in _RUNTIME_SUBDIRS:
             workdir_fs.make_dirs(self.root, self.book(sub))
+
+
+def read_task_input(workdir: Workdir) -> str | None:
+    """The task waiting in the accessible workdir, as upstream reads it: `task.md`, else
+    `input.txt` (None when neither is there). A symlink on the way is refused (OSError)."""
+    for name in (TASK, TASK_FALLBACK):
+        try:
+            return workdir_fs.read_text(workdir.root, name, max_bytes=MAX_TASK_BYTES, errors="replace")
+        except FileNotFoundError:
+            continue
+    return None
 
 
 def default_workdir(manifest_dir: Path, session_id: str) -> Workdir:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from murmurd import workdir_fs
 from murmurd.hooks.dispatcher import InferenceEvent, LifecycleDispatcher
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
@@ -28,7 +27,7 @@ from murmurd.session.process import spawn
 from murmurd.session.process.spawn import CliProcess, cli_environment, cli_policy
 from murmurd.session.process.stream import Done, HostCommand, StreamFailed, Turn
 from murmurd.session.shell import HOME_DIR_NAME, TMP_DIR_NAME, ShellError
-from murmurd.staging.workdir import MAX_RESULT_BYTES, TASK
+from murmurd.staging.workdir import read_task_input
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 STDERR_TAIL_BYTES = 4096
@@ -89,10 +88,10 @@ class ProcessLoop:
             return await self._spawn_and_read(state, events, executable, task, bridge)
 
     async def _task_text(self, state: LoopState) -> str:
-        """`task.md` (upstream reads it; "" when missing), and a reopen's feedback after it."""
+        """`task.md`, else `input.txt` (upstream reads them; "" when missing), and a reopen's
+        feedback after it."""
         try:
-            task = await asyncio.to_thread(workdir_fs.read_text, self.staged.workdir.root, TASK,
-                                       max_bytes=MAX_RESULT_BYTES, errors="replace")
+            task = await asyncio.to_thread(read_task_input, self.staged.workdir) or ""
         except OSError:
             task = ""
         last = state.messages[-1] if state.messages else None
@@ -111,6 +110,7 @@ class ProcessLoop:
         policy = cli_policy(self.tools.runner.policy, host_env, executable, self.dialect,
                             bridge.url if bridge is not None else None, self.staged.grants.capsule.network)
         env = cli_environment(host_env, policy.workdir / HOME_DIR_NAME / TMP_DIR_NAME, policy.home)
+        env.update(self.staged.identity)  # the session's identity, as every driver sees it
         argv = self._argv(executable, task, bridge)
         claude = self.dialect == "claude"
         try:
