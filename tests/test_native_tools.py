@@ -33,6 +33,7 @@ SECRETS = {
     "DATABASE_URL": "postgres://user:hunter2@db.example/prod",
     "AWS_SECRET_ACCESS_KEY": "abcdEFGHijklMNOPqrstUVWXyz0123456789abcd",
 }
+DEBIAN_PATH = "/usr/bin:/bin"
 IDENTITY = ("MURMUR_CAPSULE_NAME", "MURMUR_CAPSULE_VERSION", "MURMUR_SESSION_ID",
             "MURMUR_INFERENCE_TRANSPORT", "MURMUR_INFERENCE_DRIVER")
 
@@ -98,8 +99,10 @@ def native_capsule(tmp_path: Path, host, steps: list[tuple[str, dict[str, Any]]]
         *extra.pop("extra_artifacts", []),
     ]
     directory = driver_capsule(tmp_path, "scripted-driver", calls(*steps), extra_artifacts=artifacts, **extra)
+    # Debian's tools on PATH (`#!/usr/bin/env python3` finds /usr/bin/python3, never a pyenv shim):
+    # under `scoped` the tool may read its interpreter's closure and standard library only
     return stage_capsule(directory, host=host, registry=FileRegistry(tmp_path / "no-registry"),
-                         env={**os.environ, **SECRETS, **(env or {})})
+                         env={**os.environ, **SECRETS, "PATH": DEBIAN_PATH, **(env or {})})
 
 
 def tool_texts(outcome) -> list[str]:
@@ -149,7 +152,7 @@ async def test_timeout_crash_and_garbage_are_clear_error_results(tmp_path: Path,
 async def test_the_native_environment_has_the_identity_and_no_credentials(tmp_path: Path, host) -> None:
     staged = native_capsule(tmp_path, host, [("pynative", {"mode": "env"}), ("sh", {"command": "env"}),
                                              ("probe", {})],
-                            capabilities={"shell": {"allow": ["sh"], "strip_env": ["NATIVE_STRIPPED*"]}},
+                            capabilities={"shell": {"allow": ["sh", "env"], "strip_env": ["NATIVE_STRIPPED*"]}},
                             env={"NATIVE_STRIPPED_X": "1", "LANG": "C.UTF-8"},
                             extra_artifacts=[local("probe", "tool", FIXTURES / "probe",
                                                    capabilities={"env": {"allow": ["MURMUR_SESSION_ID"]}})])
@@ -246,7 +249,7 @@ async def test_a_packed_native_tool_installs_and_runs_by_name(tmp_path: Path, ho
     installed = subprocess.run([sys.executable, "-m", "murmurd", "install", archive], capture_output=True, text=True,
                                timeout=120, cwd=capsule, env=env)
     assert installed.returncode == 0, installed.stderr
-    staged = stage_capsule(capsule, host=host, registry=None, env=os.environ)
+    staged = stage_capsule(capsule, host=host, registry=None, env={**os.environ, "PATH": DEBIAN_PATH})
     resolved = staged.artifacts["pynative"].resolved
     assert resolved.native and resolved.archived and resolved.payload.stat().st_mode & stat.S_IXUSR
     assert not resolved.payload.is_relative_to(staged.workdir.root)  # what runs is outside the workdir
@@ -262,7 +265,8 @@ async def test_a_capsule_component_invokes_a_native_tool(tmp_path: Path, host, a
     capsule = capsule_dir(tmp_path, {"name": "script", "version": "0.1.0",
                                      "artifacts": [local("echo", "tool", native_tool(tmp_path / "src", "echo"))]},
                           capsule_wasm=artifacts.example("invoke-capsule"))
-    staged = stage(capsule, host, tmp_path)
+    staged = stage_capsule(capsule, host=host, registry=FileRegistry(tmp_path / "no-registry"),
+                           env={**os.environ, "PATH": DEBIAN_PATH})
     (outcome,) = await run_tasks(staged, host, "native, please")
     assert outcome.exit_status == "ok", outcome.error
     report = json.loads(staged.workdir.result.read_text())
@@ -274,11 +278,15 @@ def test_a_native_scripts_read_paths_name_its_interpreter(tmp_path: Path) -> Non
     from murmurd.session.native import read_paths
 
     exe = native_tool(tmp_path, "pynative") / "bin" / "pynative"
-    paths = read_paths(exe, os.environ.get("PATH"))
+    paths = read_paths(exe, DEBIAN_PATH)
     import shutil
 
+    from murmurd.session.native import interpreter_runtime
+
     assert paths[0] == str(exe.resolve()) and paths[1] == os.path.realpath("/usr/bin/env")
-    assert paths[2] == os.path.realpath(shutil.which("python3"))
+    assert paths[2] == os.path.realpath(shutil.which("python3", path=DEBIAN_PATH))
+    python = Path(paths[2])  # its standard library is derived from its path: <prefix>/lib/python3.N
+    assert interpreter_runtime(paths[1:]) == ((str(python.parent.parent / "lib" / python.name), True),)
     binary = tmp_path / "elf"
     binary.write_bytes(b"\x7fELF\x02\x01")
     assert read_paths(binary, None) == [str(binary.resolve())]

@@ -62,7 +62,7 @@ def test_a_served_capsule_tells_its_tools_its_url(tmp_path: Path, host) -> None:
                                      ("probe", {})),
                                extra_artifacts=artifacts, capabilities={"shell": {"allow": ["sh"]}},
                                trace={"include_tool_output": True})
-    with serving(directory, tmp_path / "state") as served:
+    with serving(directory, tmp_path / "state", env={"PATH": "/usr/bin:/bin"}) as served:  # /usr/bin/python3 for the tool
         port = served.url.rstrip("/").rsplit(":", 1)[1]
         url = f"localhost:{port}"
         assert f"- Capsule URL: {url}" in (served.workdir / "MURMUR.md").read_text()
@@ -71,12 +71,15 @@ def test_a_served_capsule_tells_its_tools_its_url(tmp_path: Path, host) -> None:
         task = served.send("show the environment")
         done = served.wait_state(task["id"], "completed", "failed", timeout=180)
         assert done["status"]["state"] == "completed", done
-        outputs = [e["output"] for e in served.trace() if e["event_type"] == "tool_call"]
+        # `serve` runs queue + sleep (issue 24): the task may run in its context's own session
+        ran = {sid: [e["output"] for e in trace if e["event_type"] == "tool_call"]
+               for sid, trace in served.session_traces().items()}
+        ((session_id, outputs),) = [(sid, found) for sid, found in ran.items() if found]
         native, shell, probe = outputs
         assert json.loads(native)["env"]["MURMUR_CAPSULE_URL"] == url
         assert f"URL={url}" in shell
         wasm_env = json.loads(probe)["env"]
-        assert wasm_env["MURMUR_CAPSULE_URL"] == url and wasm_env["MURMUR_SESSION_ID"] == served.session_id
+        assert wasm_env["MURMUR_CAPSULE_URL"] == url and wasm_env["MURMUR_SESSION_ID"] == session_id
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

@@ -25,12 +25,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from murmurd.containment.closure import script_interpreters
 from murmurd.session.shell import (
     CancelFlag,
     ShellInvocation,
@@ -69,36 +70,46 @@ def native_policy(shell: ShellPolicy, deadline_seconds: float) -> ShellPolicy:
 
 def native_invocation(policy: ShellPolicy, name: str, executable: Path, host_env: Mapping[str, str]) -> ShellInvocation:
     """The checked call: the executable's absolute path, `argv[0]` the tool's name, the shell's
-    environment rules."""
+    environment rules; what it may read and execute is the executable and its interpreter's
+    closure (`read_paths`)."""
     path = os.path.abspath(executable)
-    return ShellInvocation(name, os.path.realpath(path), path, [name], child_environment(policy, (), host_env))
+    env = child_environment(policy, (), host_env)
+    return ShellInvocation(name, os.path.realpath(path), path, [name], env,
+                           allowed_paths=tuple(read_paths(Path(path), env.get("PATH"))))
 
 
 def read_paths(executable: Path, path_env: str | None) -> list[str]:
-    """What a native call must be able to read beyond the system's binaries: the executable and,
-    for a `#!` script, its interpreter (through `env`, the one `PATH` finds). Not applied yet:
-    murmurd's Landlock confines writes and execution only, so every path is readable. When read
-    confinement (issue 22: the allowlisted binaries' closure) lands, these join the native
-    invocation's allowed paths."""
-    found = [os.path.realpath(executable)]
-    try:
-        with open(executable, "rb") as handle:
-            first = handle.readline(256)
-    except OSError:
-        return found
-    if not first.startswith(b"#!"):
-        return found
-    words = first[2:].decode("utf-8", errors="replace").split()
-    if not words:
-        return found
-    interpreter = words[0]
-    found.append(os.path.realpath(interpreter))
-    if os.path.basename(interpreter) == "env":
-        named = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), None)
-        resolved = shutil.which(named, path=path_env) if named else None
-        if resolved:
-            found.append(os.path.realpath(resolved))
-    return found
+    """What a native call must be able to read and execute: the executable and, for a `#!`
+    script, its interpreter (through `env`, the one the child's `PATH` finds)."""
+    real = os.path.realpath(executable)
+    return [real, *(script_interpreters(real, path_env or os.defpath) or ())]
+
+
+_PYTHON = re.compile(r"python3(\.\d+)?")
+
+
+def interpreter_runtime(interpreters: list[str]) -> tuple[tuple[str, bool], ...]:
+    """The standard library a native script's interpreter loads, granted read+list as an
+    `interpreter_runtime` entry would be: for CPython, `<prefix>/lib/python3.N` beside its binary.
+    Derived from the binary's path alone (the interpreter is never run to ask)."""
+    found: list[tuple[str, bool]] = []
+    for interpreter in interpreters:
+        name = os.path.basename(interpreter)
+        if not _PYTHON.fullmatch(name):
+            continue
+        library = Path(interpreter).parent.parent / "lib" / name
+        if library.is_dir() and (str(library), True) not in found:
+            found.append((str(library), True))
+    return tuple(found)
+
+
+def with_runtime(policy: ShellPolicy, invocation: ShellInvocation) -> ShellPolicy:
+    """The policy with the invocation's interpreter runtime added to the capsule's grants."""
+    plan = policy.containment
+    extra = interpreter_runtime(list(invocation.allowed_paths[1:]))
+    if plan is None or not extra:
+        return policy
+    return dataclasses.replace(policy, containment=dataclasses.replace(plan, runtime=(*plan.runtime, *extra)))
 
 
 def request_bytes(data: str | None, log_path: str | None) -> bytes:
@@ -112,7 +123,8 @@ def call_native(staged: Any, shell: ShellPolicy, name: str, data: str | None,
     policy = native_policy(shell, float(staged.grant_for(name).limits.deadline_seconds))
     executable = staged.artifacts[name].resolved.payload
     request = request_bytes(data, staged.workdir.book(f"logs/tool-{name}.log"))
-    return run_native(policy, native_invocation(policy, name, executable, staged.host_env), request, cancel)
+    invocation = native_invocation(policy, name, executable, staged.host_env)
+    return run_native(with_runtime(policy, invocation), invocation, request, cancel)
 
 
 def run_native(policy: ShellPolicy, invocation: ShellInvocation, request: bytes,
