@@ -1,0 +1,71 @@
+"""Issue 28 item 4: what upstream-built and upstream-layout components found murmurd doing
+differently, each through a real session (real components in wasmtime, a real shell): the
+`shell` trace line's `command` for an interpreter, `shell.baseline_env` adding to the default
+environment (upstream's `baseline_env: [DATABASE_URL]` example), and the shape of the line
+`out/compaction-summaries.jsonl` receives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hookkit import end_turn, run_session, tool_call
+from loopkit import driver_capsule, stage, trace_events
+
+pytestmark = pytest.mark.anyio
+
+DATABASE_URL = "postgres://app:s3cret@db.internal:5432/app"
+
+
+def _shell_capsule(tmp_path: Path, responses: list[dict], shell: dict) -> Path:
+    return driver_capsule(tmp_path, "scripted-driver", {"responses": responses}, capabilities={"shell": shell})
+
+
+async def test_the_shell_line_of_an_interpreter_call_carries_the_script_text(tmp_path: Path, host) -> None:
+    script = "printf '%s\\n' \"it's here\" && echo done"
+    responses = [tool_call("c1", "sh", {"command": script}), tool_call("c2", "printf", {"command": "'%s' hi"}),
+                 end_turn()]
+    staged = stage(_shell_capsule(tmp_path, responses, {"allow": ["sh", "printf"]}), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok
+    shells = [e for e in trace_events(staged) if e["event_type"] == "shell"]
+    assert [e["exit_code"] for e in shells] == [0, 0]
+    assert shells[0]["command"] == script  # upstream: the -c script, not `-c '...'`
+    assert shells[1]["command"] == "%s hi"  # any other binary: its argument list
+    assert "it's here\ndone" in outcome.messages[2].text  # the script did run as written
+
+
+async def test_baseline_env_adds_to_the_default_environment_as_upstreams_example_does(
+        tmp_path: Path, host, monkeypatch) -> None:
+    """`baseline_env: [DATABASE_URL]`: the child keeps PATH (so `env` is found and runs) and gets
+    the database URL it was named for; a credential nobody named stays out."""
+    monkeypatch.setenv("DATABASE_URL", DATABASE_URL)
+    monkeypatch.setenv("REDIS_URL", "redis://:pw@cache.internal/0")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-conformance-not-real-000000")
+    script = 'echo "path=$PATH"; echo "db=$DATABASE_URL"; echo "redis=${REDIS_URL:-unset}"; echo "key=${OPENAI_API_KEY:-unset}"'
+    responses = [tool_call("c1", "sh", {"command": script}), end_turn()]
+    shell = {"allow": ["sh"], "baseline_env": ["DATABASE_URL", "OPENAI_API_KEY"]}
+    staged = stage(_shell_capsule(tmp_path, responses, shell), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    text = outcome.messages[2].text
+    assert "Exit code: 0" in text, text
+    lines = dict(line.split("=", 1) for line in text.splitlines() if "=" in line and line.split("=", 1)[0].isalpha())
+    assert lines["path"] and "/" in lines["path"]  # the default baseline survived
+    assert lines["db"] == DATABASE_URL  # named by baseline_env: not stripped
+    assert lines["redis"] == "unset"  # a credential no one named
+    assert lines["key"] == "unset"  # upstream's built-in strips win even over baseline_env
+    assert "sk-conformance" not in staged.workdir.trace.read_text()
+
+
+async def test_a_shell_call_is_traced_as_a_tool_call_then_a_shell_line(tmp_path: Path, host) -> None:
+    responses = [tool_call("c1", "sh", {"command": "exit 3"}), end_turn()]
+    staged = stage(_shell_capsule(tmp_path, responses, {"allow": ["sh"]}), host, tmp_path)
+    await run_session(staged, host, "go")
+    trace = trace_events(staged)
+    order = [e["event_type"] for e in trace if e["event_type"] in ("tool_call", "shell")]
+    assert order == ["tool_call", "shell"]
+    call, shell = (e for e in trace if e["event_type"] in ("tool_call", "shell"))
+    assert call["tool_name"] == "sh" and call["status"] == "error" and shell["exit_code"] == 3
+    assert shell["command"] == "exit 3"
