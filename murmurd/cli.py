@@ -274,7 +274,7 @@ def _containment_check(args: argparse.Namespace, env: dict[str, str], command: s
     reason = shortfall(floor, containment_plan(manifest, env))
     if reason is None:
         return None
-    _eprint(f"murmurd {command}: E-CAP-010: containment floor not met: {reason}")
+    _eprint(f"murmurd {command}: E-CAP-003: containment floor not met: {reason}")
     return 1
 
 
