@@ -108,7 +108,7 @@ def test_validate_reports_every_error_as_json_and_exits_one(tmp_path: Path) -> N
     assert proc.returncode == 1
     report = json.loads(proc.stdout)
     found = {(d["code"], d["path"]) for d in report["diagnostics"]}
-    assert ("E-MAN-004", "name") in found
+    assert ("E-MAN-001", "name") in found
     assert ("E-INF-002", "inference.endpoint") in found
     assert ("W-MAN-001", "surprise") in found
 
@@ -140,7 +140,7 @@ HOSTILE_MANIFESTS = {
                   "  model: m\nobservability:\n  otel_endpoint: *e\n",
                   "E-MAN-010", "holds a YAML alias (*e) at line 7, column 18"),
     "larger-than-a-mebibyte": ("name: x\nversion: '1'\n# " + "x" * (1024 * 1024) + "\n",
-                               "E-MAN-001", "larger than 1048576 bytes"),
+                               "E-IO-001", "larger than 1048576 bytes"),
 }
 
 
@@ -163,14 +163,14 @@ def test_hostile_manifest_text_is_one_diagnostic(case: str, tmp_path: Path) -> N
 def test_a_manifest_linked_to_dev_zero_is_refused_without_reading_it(tmp_path: Path) -> None:
     (tmp_path / "murmur.yaml").symlink_to("/dev/zero")
     found = _only_diagnostic(_murmurd("validate", str(tmp_path), "--json"))
-    assert found["code"] == "E-MAN-001"
+    assert found["code"] == "E-IO-001"
     assert "not a regular file (a character device)" in found["message"]
 
 
 def test_a_manifest_that_is_a_fifo_is_refused_without_waiting(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "murmur.yaml")
     found = _only_diagnostic(_murmurd("validate", str(tmp_path), "--json"))
-    assert found["code"] == "E-MAN-001"
+    assert found["code"] == "E-IO-001"
     assert "not a regular file (a FIFO)" in found["message"]
 
 

@@ -264,10 +264,10 @@ def test_a_scoped_floor_is_refused_where_it_cannot_be_met(tmp_path: Path) -> Non
     proc = murmurd("validate", str(directory), "--json", env=UNCONFINED)
     report = json.loads(proc.stdout)
     (error,) = [d for d in report["diagnostics"] if d["severity"] == "error"]
-    assert proc.returncode == 1 and error["code"] == "E-CAP-010"
+    assert proc.returncode == 1 and error["code"] == "E-CAP-003"
     assert "MURMURD_SHELL_CONFINEMENT=none" in error["message"]
     proc = murmurd("run", str(directory), "--task", "x", env=UNCONFINED)
-    assert proc.returncode != 0 and "E-CAP-010" in proc.stderr
+    assert proc.returncode != 0 and "E-CAP-003" in proc.stderr
 
 
 def test_an_unknown_confinement_setting_is_an_error(tmp_path: Path) -> None:

@@ -258,7 +258,7 @@ def murmurd(*args: str, deny: str = "", no_cgroup: bool = False) -> subprocess.C
 @needs_scoped
 @pytest.mark.parametrize(("floor", "deny", "no_cgroup", "code", "names"), [
     ("scoped", "unshare", False, "E-CAP-005", "no network namespace"),
-    ("sealed", "pivot_root", False, "E-CAP-010", "no composed root"),
+    ("sealed", "pivot_root", False, "E-CAP-003", "no composed root"),
     ("scoped", "", True, "E-RUN-012", "no cgroup"),
 ])
 def test_a_floor_the_host_cannot_meet_refuses_before_anything_runs(tmp_path: Path, floor: str, deny: str,

@@ -53,8 +53,9 @@ def test_the_context_demo_seeds_compacts_and_reopens_in_one_run(tmp_path: Path, 
     (compaction,) = _events(trace, "compaction")
     assert compaction["tokens_after"] < compaction["tokens_before"]
     (summary,) = [json.loads(line) for line in (book / "out" / "compaction-summaries.jsonl").read_text().splitlines()]
-    assert summary["kept_messages"] == 2  # the latest tool call and its answer, verbatim
-    assert summary["summary"][0]["source_id"] == "murmur-hook-compact:summary"
+    assert set(summary) == {"turn", "tokens_before", "tokens_after", "summary"}  # upstream's shape
+    assert (summary["tokens_before"], summary["tokens_after"]) == (compaction["tokens_before"], compaction["tokens_after"])
+    assert isinstance(summary["summary"], str) and summary["summary"].strip()
     (reopened,) = _events(trace, "task_reopened")
     assert reopened["hook_name"] == "gatekeeper-hook" and "VERIFIED" in reopened["reason"]
     hook_turns = [e for e in _events(trace, "inference") if e.get("origin") == "hook:compaction-hook"]

@@ -92,12 +92,12 @@ def test_validate_warns_what_would_score_nothing(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("evals, code, path", [
-    ({"scorers": "exit_ok"}, "E-MAN-005", "observability.eval.scorers"),
-    ({"scorers": [{"name": "x"}]}, "E-MAN-004", "observability.eval.scorers[0].type"),
+    ({"scorers": "exit_ok"}, "E-MAN-003", "observability.eval.scorers"),
+    ({"scorers": [{"name": "x"}]}, "E-MAN-001", "observability.eval.scorers[0].type"),
     ({"scorers": [{"type": "max_turns", "max": -1}]}, "E-MAN-006", "observability.eval.scorers[0].max"),
-    ({"scorers": [{"type": "max_turns", "max": "5"}]}, "E-MAN-005", "observability.eval.scorers[0].max"),
-    ({"scorers": [{"type": "tool_sequence", "expected": "echo"}]}, "E-MAN-005", "observability.eval.scorers[0].expected"),
-    ({"dataset_id": 7, "scorers": [{"type": "exit_ok"}]}, "E-MAN-005", "observability.eval.dataset_id"),
+    ({"scorers": [{"type": "max_turns", "max": "5"}]}, "E-MAN-003", "observability.eval.scorers[0].max"),
+    ({"scorers": [{"type": "tool_sequence", "expected": "echo"}]}, "E-MAN-003", "observability.eval.scorers[0].expected"),
+    ({"dataset_id": 7, "scorers": [{"type": "exit_ok"}]}, "E-MAN-003", "observability.eval.dataset_id"),
 ])
 def test_validate_refuses_a_malformed_block(tmp_path: Path, evals: Any, code: str, path: str) -> None:
     report = _validate(tmp_path, evals)

@@ -103,7 +103,7 @@ async def test_a_published_0_5_0_hook_receives_its_events_and_commits(tmp_path: 
     tools = [e for e in seen if e.get("event") == "on-tool-call"]
     # one dispatch per call, after it (0.5.0 has no decision point), flat fields; a shell
     # command is its on-shell
-    assert [t["tool_name"] for t in tools] == ["echo"]
+    assert [t["tool_name"] for t in tools] == ["echo", "printf"]  # a shell call is a tool call too
     assert set(tools[0]) == {"event", "n", "turn", "tool_name", "input_bytes", "output_bytes", "duration_ms", "status"}
     assert tools[0]["status"] == "ok" and tools[0]["output_bytes"] > 0
     (shell,) = [e for e in seen if e.get("event") == "on-shell"]

@@ -180,24 +180,79 @@ async def test_an_async_hook_never_commits_issue_10_arms(tmp_path: Path, host, a
 
 # -- on-tool-call / on-shell: deny, at the decision point only -----------------------------------
 
-@pytest.mark.parametrize("binding, denied, survivor", [("on-tool-call", "echo", "printf"), ("on-shell", "printf", "echo")])
+@pytest.mark.parametrize("binding, denied, survivor", [("on-tool-call", {"echo", "printf"}, set()),
+                                                      ("on-shell", {"printf"}, {"echo"})])
 async def test_deny_at_the_decision_point_refuses_the_call(tmp_path: Path, host, arm, monkeypatch, binding: str,
-                                                          denied: str, survivor: str) -> None:
+                                                          denied: set[str], survivor: set[str]) -> None:
+    """A shell call is a tool call too: a deny bound at on-tool-call refuses it as well."""
     config = {f"{binding}@decision": {"arm": "deny", "value": "not on my watch"}}
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config, binding=binding, policy="deny"), host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok
-    answer = next(m for m in outcome.messages if m.role == "tool" and m.tool_call_id == ("c1" if denied == "echo" else "c2"))
-    assert answer.is_error and answer.text == "denied by hook committer: not on my watch"
+    ids = {"echo": "c1", "printf": "c2"}
+    for name in denied:
+        answer = next(m for m in outcome.messages if m.role == "tool" and m.tool_call_id == ids[name])
+        assert answer.is_error and answer.text == "denied by hook committer: not on my watch"
     trace = trace_events(staged)
-    (denial,) = [e for e in trace if e["event_type"] == "call_denied"]
-    assert denial == {**denial, "hook_name": "committer", "tool_name": denied, "reason": "not on my watch"}
-    assert isinstance(denial["turn"], int)
+    denials = [e for e in trace if e["event_type"] == "call_denied"]
+    assert {e["tool_name"] for e in denials} == denied
+    for denial in denials:
+        assert denial == {**denial, "hook_name": "committer", "reason": "not on my watch"}
+        assert isinstance(denial["turn"], int)
+        assert denial["kind"] == ("shell" if denial["tool_name"] == "printf" else "tool")
     ran = {e.get("tool_name") or e.get("binary", "").rsplit("/", 1)[-1] for e in trace
            if e["event_type"] in ("tool_call", "shell")}
-    assert denied not in ran and survivor in ran  # the denied call was never made
-    assert not [e for e in hook_events(staged.workdir.root, "committer") if e["dispatch"] == "observation"
-                and (e.get("tool_name") == denied or e["event"] == "on-shell" and denied == "printf")]
+    assert not denied & ran and survivor <= ran  # the denied calls were never made
+    observed = [e for e in hook_events(staged.workdir.root, "committer") if e["dispatch"] == "observation"]
+    assert not [e for e in observed if e.get("tool_name") in denied or e["event"] == "on-shell" and "printf" in denied]
+
+
+async def test_a_shell_call_is_dispatched_as_a_tool_call_then_as_a_shell_call(tmp_path: Path, host, arm,
+                                                                               monkeypatch) -> None:
+    """Upstream's order for a shell call: the tool-call event, then the shell event, at the
+    decision point (deny hooks of both bindings) and at the observation."""
+    tool_hook = hook_ref(tmp_path, "tools", arm, binding="on-tool-call", policy="deny", config_var="ARM_HOOK")
+    shell_hook = hook_ref(tmp_path, "shells", arm, binding="on-shell", policy="deny", config_var="ARM_HOOK")
+    watcher = hook_ref(tmp_path, "watcher", arm, config_var="ARM_HOOK")
+    monkeypatch.setenv("ARM_HOOK", json.dumps({}))
+    responses = [tool_call("c2", "printf", {"command": "hi"}), end_turn()]
+    root = hooked_capsule(tmp_path, [tool_hook, shell_hook, watcher], responses,
+                          capabilities={"shell": {"allow": ["printf"]}})
+    staged = stage(root, host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok
+    tools = [(e["event"], e["dispatch"]) for e in hook_events(staged.workdir.root, "tools")
+             if e["event"] in ("on-tool-call", "on-shell")]
+    shells = [(e["event"], e["dispatch"]) for e in hook_events(staged.workdir.root, "shells")
+              if e["event"] in ("on-tool-call", "on-shell")]
+    seen = [(e["event"], e["dispatch"], e.get("tool_name")) for e in hook_events(staged.workdir.root, "watcher")
+            if e["event"] in ("on-tool-call", "on-shell")]
+    assert tools == [("on-tool-call", "decision"), ("on-tool-call", "observation")]
+    assert shells == [("on-shell", "decision"), ("on-shell", "observation")]
+    assert seen[0] == ("on-tool-call", "observation", "printf") and seen[1][:2] == ("on-shell", "observation")
+    assert len(seen) == 2
+    observed = next(e for e in hook_events(staged.workdir.root, "watcher") if e["event"] == "on-tool-call")
+    assert json.loads(observed["input"]) == {"command": "hi"}
+
+
+async def test_a_deny_at_on_tool_call_stops_a_shell_call_before_on_shell(tmp_path: Path, host, arm,
+                                                                          monkeypatch) -> None:
+    """The on-tool-call deny comes first: the on-shell policy never sees the call, nothing runs,
+    and the trace says why (a `call_denied` naming the binary, no tool_call or shell line)."""
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-tool-call@decision": {"arm": "deny", "value": "no shells"}}))
+    tool_hook = hook_ref(tmp_path, "tools", arm, binding="on-tool-call", policy="deny", config_var="ARM_HOOK")
+    shell_hook = hook_ref(tmp_path, "shells", arm, binding="on-shell", policy="deny", config_var="ARM_HOOK")
+    responses = [tool_call("c2", "printf", {"command": "hi"}), end_turn()]
+    root = hooked_capsule(tmp_path, [tool_hook, shell_hook], responses, capabilities={"shell": {"allow": ["printf"]}})
+    staged = stage(root, host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok and outcome.messages[2].text == "denied by hook tools: no shells"
+    assert not [e for e in hook_events(staged.workdir.root, "shells") if e["event"] == "on-shell"]
+    order = [e["event_type"] for e in trace_events(staged)]
+    assert "tool_call" not in order and "shell" not in order
+    assert order.index("inference") < order.index("call_denied")
+    (denial,) = [e for e in trace_events(staged) if e["event_type"] == "call_denied"]
+    assert denial["kind"] == "shell" and denial["binary"].endswith("/printf") and denial["hook_name"] == "tools"
 
 
 async def test_a_shell_denial_names_the_canonical_binary(tmp_path: Path, host, arm, monkeypatch) -> None:
@@ -217,7 +272,8 @@ async def test_deny_at_the_observation_dispatch_is_a_fault_the_call_already_ran(
     trace = trace_events(staged)
     assert outcome.ok and not [e for e in trace if e["event_type"] == "call_denied"]
     assert {e["event_type"] for e in trace} >= {"tool_call", "shell"}
-    assert faults(trace) == [("committer", binding, "deny")]
+    # on-tool-call observes both calls (the shell call is a tool call too), on-shell the shell call
+    assert faults(trace) == [("committer", binding, "deny")] * (2 if binding == "on-tool-call" else 1)
     assert _fault_logged(staged.workdir.root, binding, "deny")
 
 
@@ -255,7 +311,9 @@ async def test_session_handlers_commit_nothing(tmp_path: Path, host, arm, monkey
     assert recorder.artifacts == [] and faults(trace) == [("committer", handler, "artifact")]
     assert _fault_logged(staged.workdir.root, handler, "artifact")
     order = [e["event_type"] for e in trace]
-    if handler == "on-session-start":  # held until the first session_end
+    if handler == "on-session-start" and mode == "blocking":  # traced as it happens: before any inference
+        assert order.index("hook_dispatch_error") < order.index("inference")
+    elif handler == "on-session-start":  # an async hook's fault is held until the first session_end
         assert order.index("hook_dispatch_error") < order.index("session_end")
     else:  # dispatched at the close: no later session_end to precede, so the trace's last line
         assert order[-3:] == ["session_end", "task_end", "hook_dispatch_error"]

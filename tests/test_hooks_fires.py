@@ -18,8 +18,10 @@ pytestmark = pytest.mark.anyio
 
 MODES = ["blocking", "async"]
 SCRIPT = [tool_call("c1", "echo", {"text": "x"}), tool_call("c2", "printf", {"command": "'%s' hi"}), end_turn("all done")]
-# what a hook hears of one SCRIPT task (observation dispatches only: no deny policy)
-ONE_TASK = ["on-task-start", "on-inference", "on-tool-call", "on-inference", "on-shell", "on-inference", "on-task-end"]
+# what a hook hears of one SCRIPT task (observation dispatches only: no deny policy); a shell call
+# is a tool call too: on-tool-call, then on-shell (upstream's order)
+ONE_TASK = ["on-task-start", "on-inference", "on-tool-call", "on-inference", "on-tool-call", "on-shell", "on-inference",
+            "on-task-end"]
 
 
 @pytest.fixture(scope="module")
@@ -116,17 +118,20 @@ async def test_on_tool_call_an_ordinary_hook_sees_the_observation_alone(tmp_path
     staged = stage(_capsule(tmp_path, arm, mode), host, tmp_path)
     await run_session(staged, host, "go")
     calls = [e for e in hook_events(staged.workdir.root, "watch") if e["event"] == "on-tool-call"]
-    assert len(calls) == 1 and calls[0]["dispatch"] == "observation"
+    assert [c["dispatch"] for c in calls] == ["observation", "observation"]  # echo, then the shell call
     assert (calls[0]["tool_name"], json.loads(calls[0]["input"]), calls[0]["input_bytes"]) == ("echo", {"text": "x"}, 13)
     assert calls[0]["outcome"]["status"] == "ok" and calls[0]["outcome"]["output_bytes"] > 0
+    assert (calls[1]["tool_name"], json.loads(calls[1]["input"])) == ("printf", {"command": "'%s' hi"})
+    assert calls[1]["outcome"]["status"] == "ok"
 
 
 async def test_on_tool_call_a_deny_hook_sees_the_decision_point_then_the_observation(tmp_path: Path, host, arm: Path) -> None:
     staged = stage(_capsule(tmp_path, arm, binding="on-tool-call", policy="deny"), host, tmp_path)
     await run_session(staged, host, "go")
     calls = hook_events(staged.workdir.root, "watch")
-    assert [(e["event"], e["dispatch"]) for e in calls] == [("on-tool-call", "decision"), ("on-tool-call", "observation")]
+    assert [(e["event"], e["dispatch"]) for e in calls] == [("on-tool-call", "decision"), ("on-tool-call", "observation")] * 2
     assert calls[0]["outcome"] is None and calls[1]["outcome"]["status"] == "ok"
+    assert calls[2]["tool_name"] == "printf" and calls[2]["outcome"] is None  # the shell call, before it runs
 
 
 @pytest.mark.parametrize("mode", MODES)

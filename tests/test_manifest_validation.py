@@ -57,11 +57,11 @@ def _driver(name: str = "anthropic", runtime: str = "driver") -> dict[str, Any]:
 # (fragment, expected code, field path the diagnostic names)
 INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     # identity
-    "missing-name": ({"name": DELETE}, "E-MAN-004", "name"),
-    "missing-version": ({"version": DELETE}, "E-MAN-004", "version"),
-    "empty-name": ({"name": ""}, "E-MAN-004", "name"),
+    "missing-name": ({"name": DELETE}, "E-MAN-001", "name"),
+    "missing-version": ({"version": DELETE}, "E-MAN-001", "version"),
+    "empty-name": ({"name": ""}, "E-MAN-001", "name"),
     "version-read-as-number": ({"version": 1.0}, "E-MAN-009", "version"),
-    "artifact-missing-name": ({"artifacts": [{"version": "1.0.0"}]}, "E-MAN-004", "artifacts[0].name"),
+    "artifact-missing-name": ({"artifacts": [{"version": "1.0.0"}]}, "E-MAN-001", "artifacts[0].name"),
     # artifacts
     "unknown-runtime": ({"artifacts": [{"name": "x", "runtime": "magic"}]}, "E-ART-001", "artifacts[0].runtime"),
     "capsule-is-not-an-artifact-runtime": (
@@ -121,7 +121,7 @@ INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     "driver-declared-as-tool": (
         {"artifacts": [_driver(runtime="tool")], "inference": {"driver": {"artifact": "anthropic"}}},
         "E-INF-008", "inference.driver.artifact"),
-    "driver-block-without-artifact": ({"inference": {"driver": {"config": {}}}}, "E-MAN-004", "inference.driver.artifact"),
+    "driver-block-without-artifact": ({"inference": {"driver": {"config": {}}}}, "E-MAN-001", "inference.driver.artifact"),
     # compaction threshold and other ranges
     "threshold-zero": ({"inference": {"compaction": {"threshold": 0}}}, "E-INF-009", "inference.compaction.threshold"),
     "threshold-above-one": ({"inference": {"compaction": {"threshold": 1.5}}}, "E-INF-009", "inference.compaction.threshold"),
@@ -158,21 +158,21 @@ INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     "scope-absolute": ({"capabilities": {"filesystem": {"scope": "/etc"}}}, "E-CAP-002", "capabilities.filesystem.scope"),
     "scope-home": ({"capabilities": {"filesystem": {"scope": "~/data"}}}, "E-CAP-002", "capabilities.filesystem.scope"),
     "scope-dotdot": ({"capabilities": {"filesystem": {"scope": "data/../../etc"}}},
-                     "E-CAP-003", "capabilities.filesystem.scope"),
+                     "E-CAP-002", "capabilities.filesystem.scope"),
     "scope-per-artifact": (
         {"artifacts": [{"name": "h", "runtime": "hook", "capabilities": {"filesystem": {"scope": ".."}}}]},
-        "E-CAP-003", "artifacts[0].capabilities.filesystem.scope"),
+        "E-CAP-002", "artifacts[0].capabilities.filesystem.scope"),
     # capabilities.shell
     "shell-path": ({"capabilities": {"shell": {"allow": ["git", "/usr/bin/python3"]}}},
-                   "E-CAP-004", "capabilities.shell.allow[1]"),
-    "shell-relative-path": ({"capabilities": {"shell": {"allow": ["./run.sh"]}}}, "E-CAP-004", "capabilities.shell.allow[0]"),
+                   "E-CAP-013", "capabilities.shell.allow[1]"),
+    "shell-relative-path": ({"capabilities": {"shell": {"allow": ["./run.sh"]}}}, "E-CAP-013", "capabilities.shell.allow[0]"),
     "shell-with-arguments": ({"capabilities": {"shell": {"allow": ["git status"]}}},
-                             "E-CAP-004", "capabilities.shell.allow[0]"),
-    "shell-glob": ({"capabilities": {"shell": {"allow": ["py*"]}}}, "E-CAP-004", "capabilities.shell.allow[0]"),
-    "shell-empty-allow": ({"capabilities": {"shell": {"allow": []}}}, "E-CAP-006", "capabilities.shell.allow"),
+                             "E-CAP-013", "capabilities.shell.allow[0]"),
+    "shell-glob": ({"capabilities": {"shell": {"allow": ["py*"]}}}, "E-CAP-013", "capabilities.shell.allow[0]"),
+    "shell-empty-allow": ({"capabilities": {"shell": {"allow": []}}}, "E-CAP-014", "capabilities.shell.allow"),
     "shell-block-without-allow": ({"capabilities": {"shell": {"strip_env": ["AWS_*"]}}},
-                                  "E-CAP-006", "capabilities.shell.allow"),
-    "shell-null-block": ({"capabilities": {"shell": None}}, "E-CAP-006", "capabilities.shell.allow"),
+                                  "E-CAP-014", "capabilities.shell.allow"),
+    "shell-null-block": ({"capabilities": {"shell": None}}, "E-CAP-014", "capabilities.shell.allow"),
     # capabilities.limits
     "limit-zero": ({"capabilities": {"limits": {"memory_bytes": 0}}}, "E-CAP-007", "capabilities.limits.memory_bytes"),
     "limit-negative": ({"capabilities": {"limits": {"instances": -5}}}, "E-CAP-007", "capabilities.limits.instances"),
@@ -183,19 +183,19 @@ INVALID: dict[str, tuple[dict[str, Any], str, str]] = {
     "unknown-task-acceptance": ({"lifecycle": {"task_acceptance": "many"}}, "E-MAN-007", "lifecycle.task_acceptance"),
     "unknown-conversation": ({"lifecycle": {"conversation": "forked"}}, "E-MAN-007", "lifecycle.conversation"),
     "unknown-transport": ({"inference": {"transport": "grpc"}}, "E-MAN-007", "inference.transport"),
-    "type-int": ({"inference": {"max_turns": "ten"}}, "E-MAN-005", "inference.max_turns"),
-    "type-bool-is-not-int": ({"inference": {"max_tokens": True}}, "E-MAN-005", "inference.max_tokens"),
-    "type-list": ({"capabilities": {"network": {"allow": "api.example.com"}}}, "E-MAN-005", "capabilities.network.allow"),
-    "type-mapping": ({"inference": "claude"}, "E-MAN-005", "inference"),
-    "type-artifact-entry": ({"artifacts": ["just-a-name"]}, "E-MAN-005", "artifacts[0]"),
-    "type-bool": ({"trace": {"include_tool_output": "yes"}}, "E-MAN-005", "trace.include_tool_output"),
+    "type-int": ({"inference": {"max_turns": "ten"}}, "E-MAN-003", "inference.max_turns"),
+    "type-bool-is-not-int": ({"inference": {"max_tokens": True}}, "E-MAN-003", "inference.max_tokens"),
+    "type-list": ({"capabilities": {"network": {"allow": "api.example.com"}}}, "E-MAN-003", "capabilities.network.allow"),
+    "type-mapping": ({"inference": "claude"}, "E-MAN-003", "inference"),
+    "type-artifact-entry": ({"artifacts": ["just-a-name"]}, "E-MAN-003", "artifacts[0]"),
+    "type-bool": ({"trace": {"include_tool_output": "yes"}}, "E-MAN-003", "trace.include_tool_output"),
     # network.cors_origins (murmurd extension)
     "cors-wildcard": ({"network": {"cors_origins": ["*"]}}, "E-CAP-011", "network.cors_origins[0]"),
     "cors-with-path": ({"network": {"cors_origins": ["https://ok.example", "https://app.example/console"]}},
                        "E-CAP-011", "network.cors_origins[1]"),
     "cors-no-scheme": ({"network": {"cors_origins": ["localhost:5173"]}}, "E-CAP-011", "network.cors_origins[0]"),
     "cors-bad-port": ({"network": {"cors_origins": ["http://localhost:99999"]}}, "E-CAP-011", "network.cors_origins[0]"),
-    "cors-not-a-list": ({"network": {"cors_origins": "http://localhost:5173"}}, "E-MAN-005", "network.cors_origins"),
+    "cors-not-a-list": ({"network": {"cors_origins": "http://localhost:5173"}}, "E-MAN-003", "network.cors_origins"),
     # observability
     "otel-not-a-url": ({"observability": {"otel_endpoint": "collector:4318"}}, "E-MAN-008", "observability.otel_endpoint"),
 }
@@ -278,8 +278,8 @@ def test_all_errors_are_collected(manifest_dir: Path) -> None:
     model, report = validate_manifest(raw, manifest_dir, {})
     assert model is None
     assert sorted(report.codes()) == sorted([
-        "E-MAN-004", "E-ART-001", "E-ART-002", "E-CAP-001", "E-CAP-002", "E-CAP-006", "E-CAP-007",
-        "E-INF-002", "E-INF-004", "E-INF-007", "E-INF-008", "E-INF-009", "E-MAN-005", "E-MAN-007",
+        "E-MAN-001", "E-ART-001", "E-ART-002", "E-CAP-001", "E-CAP-002", "E-CAP-014", "E-CAP-007",
+        "E-INF-002", "E-INF-004", "E-INF-007", "E-INF-008", "E-INF-009", "E-MAN-003", "E-MAN-007",
     ])
     # A field a rule already reported is not reported again by the type pass.
     paths = [d.path for d in report.diagnostics]
@@ -310,7 +310,7 @@ def test_unknown_keys_are_warnings_with_their_path(manifest_dir: Path) -> None:
 
 def test_unknown_keys_are_reported_alongside_errors(manifest_dir: Path) -> None:
     _, report = validate({"name": DELETE, "extra": 1}, manifest_dir)
-    assert [d.code for d in report.errors] == ["E-MAN-004"]
+    assert [d.code for d in report.errors] == ["E-MAN-001"]
     assert [d.path for d in report.warnings] == ["extra"]
 
 
@@ -425,7 +425,7 @@ class TestLoadCapsule:
 
     def test_missing_file_is_a_diagnostic(self, tmp_path: Path) -> None:
         model, report = load_capsule(tmp_path, env={})
-        assert model is None and report.codes() == ["E-MAN-001"]
+        assert model is None and report.codes() == ["E-IO-001"]
 
     def test_yaml_error_is_a_diagnostic(self, tmp_path: Path) -> None:
         (tmp_path / "murmur.yaml").write_text("name: demo\nversion: [1.0\n", encoding="utf-8")
@@ -453,7 +453,7 @@ class TestReport:
         assert data["ok"] is False and data["errors"] == 1 and data["warnings"] == 1
         assert set(data["diagnostics"][0]) == {"code", "severity", "path", "value", "message"}
         text = report.to_text()
-        assert text.splitlines()[0].startswith("error E-MAN-004 version:")
+        assert text.splitlines()[0].startswith("error E-MAN-001 version:")
         assert text.splitlines()[-1] == "invalid: 1 error, 1 warning"
 
     def test_ok_report(self) -> None:

@@ -218,7 +218,7 @@ def test_a_containment_floor_murmurd_cannot_meet_refuses_the_launch(tmp_path: Pa
     capsule = _capsule(tmp_path)
     extra = ["--task", "x"] if command == "run" else ["--state-dir", str(tmp_path / "state")]
     proc = _murmurd(command, str(capsule), *extra, "--containment", "sealed")
-    assert proc.returncode == 1 and "E-CAP-010: containment floor not met" in proc.stderr
+    assert proc.returncode == 1 and "E-CAP-003: containment floor not met" in proc.stderr
     assert not (capsule / "workdir").exists()
     advisory = _murmurd("run", str(capsule), "--task", "x", "--containment", "advisory")
     assert advisory.returncode == 0, advisory.stderr

@@ -185,8 +185,27 @@ def test_baseline_globs_select_host_variables(policy: ShellPolicy) -> None:
     wide = ShellPolicy(allow=ALLOW, workdir=policy.workdir, baseline_env=("PATH", "LD_*", "ED*", "*_TOKEN"))
     env = child_environment(wide, host_env=HOST_ENV)
     assert env["EDITOR"] == "vi" and env["LD_PRELOAD"] == "/tmp/evil.so"
-    assert "GITHUB_TOKEN" not in env  # a credential is never passed, whatever the baseline says
-    assert "LANG" not in env
+    assert "GITHUB_TOKEN" not in env  # a credential is never passed, whatever a glob says
+    assert env["LANG"] == HOST_ENV["LANG"]  # baseline_env adds to the default baseline (upstream)
+
+
+def test_baseline_env_adds_to_the_default_and_a_named_variable_passes(policy: ShellPolicy) -> None:
+    """Upstream's own example: `baseline_env: [DATABASE_URL]` hands the child the database URL
+    and still a PATH; upstream's built-in strips and `strip_env` win even over a named variable."""
+    host = {**LEAKY_HOST_ENV, "DATABASE_URL": "postgres://app:pw@db.internal/app", "OPENAI_API_KEY": "sk-x",
+            "AWS_SECRET_ACCESS_KEY": "aws-secret"}
+    named = ShellPolicy(allow=ALLOW, workdir=policy.workdir,
+                        baseline_env=("DATABASE_URL", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD"),
+                        strip_env=("PGPASS*",))
+    outcome = run_shell(named, "env", [], host_env=host)
+    env = child_env(outcome)
+    assert env["DATABASE_URL"] == "postgres://app:pw@db.internal/app"
+    assert env["PATH"] == host["PATH"] and env["LANG"] == host["LANG"]
+    assert "OPENAI_API_KEY" not in env and "AWS_SECRET_ACCESS_KEY" not in env and "PGPASSWORD" not in env
+    assert "aws-secret" not in outcome.stdout and "pg-secret-1" not in outcome.stdout
+    # a glob naming it is no explicit choice: the credential rule still drops it
+    globbed = ShellPolicy(allow=ALLOW, workdir=policy.workdir, baseline_env=("DATABASE_*",))
+    assert "DATABASE_URL" not in child_environment(globbed, host_env=host)
 
 
 LEAKY_HOST_ENV = {

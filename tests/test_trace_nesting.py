@@ -137,7 +137,8 @@ async def test_the_closing_phase_drains_then_writes_its_faults_after_the_last_se
     """At close: on-session-end, the final drain, the instances freed. A fault of that phase (an
     async on-session-end that errs, a blocking one returning an arm it cannot commit) has no later
     `session_end` to precede, so it is the trace's last line; the attempt's own faults precede
-    its `session_end`. A hook's on-session-start fault waits for the first `session_end`."""
+    its `session_end` (an async hook's is held until then). A blocking hook's fault is traced when
+    it happens: its on-session-start fault comes before the first task."""
     monkeypatch.setenv("ARM_HOOK_LATE", json.dumps({"on-session-end": {"do": "err"}, "on-inference": {"do": "err"}}))
     monkeypatch.setenv("ARM_HOOK_LOUD", json.dumps({"on-session-start": {"arm": "artifact", "value": {}},
                                                     "on-session-end": {"arm": "reopen-task", "value": "no"}}))
@@ -148,7 +149,7 @@ async def test_the_closing_phase_drains_then_writes_its_faults_after_the_last_se
     trace = trace_events(staged)
     fault = "hook_dispatch_error"
     assert [e["event_type"] for e in trace] == [
-        "task_start", "session_start", "inference", fault, fault, "session_end", "task_end",
+        fault, "task_start", "session_start", "inference", fault, "session_end", "task_end",
         "task_start", "session_start", "inference", fault, "session_end", "task_end",
         fault, fault]
     assert faults(trace) == [("loud", "on-session-start", "artifact"), ("late", "on-inference", "error"),

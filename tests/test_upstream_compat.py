@@ -181,7 +181,7 @@ def _skill_not_local(m: dict) -> None:
     m["artifacts"][1]["local_source"] = False
 
 
-@pytest.mark.parametrize(("edit", "code"), [(_drop_driver, "E-INF-010"), (_seal, "E-CAP-010"),
+@pytest.mark.parametrize(("edit", "code"), [(_drop_driver, "E-INF-010"), (_seal, "E-CAP-003"),
                                             (_skill_not_local, "E-ART-007")])
 def test_what_murmurd_cannot_honour_is_refused_before_launch(tmp_path: Path, edit, code) -> None:
     capsule = coding_agent(tmp_path)

@@ -84,7 +84,7 @@ def test_the_top_level_network_port_is_read(tmp_path: Path) -> None:
     ({"network": {"internal_port": 70000}}, "E-CAP-008", "network.internal_port"),
     ({"network": {"internal_port": 8000}, "capabilities": {"network": {"internal_port": 8001}}},
      "E-CAP-009", "network.internal_port"),
-    ({"network": {"internal_port": "80"}}, "E-MAN-005", "network.internal_port"),
+    ({"network": {"internal_port": "80"}}, "E-MAN-003", "network.internal_port"),
 ])
 def test_a_bad_top_level_port_is_an_error(tmp_path: Path, raw, code, path) -> None:
     model, report = check(raw, tmp_path)
@@ -160,7 +160,7 @@ def test_transport_process_refuses_the_http_fields_each_by_name(tmp_path: Path) 
 
 def test_transport_process_needs_a_command_and_a_known_transport(tmp_path: Path) -> None:
     model, report = check({"inference": {"transport": "process"}}, tmp_path)
-    assert model is None and [(d.code, d.path) for d in report.errors] == [("E-MAN-004", "inference.command")]
+    assert model is None and [(d.code, d.path) for d in report.errors] == [("E-MAN-001", "inference.command")]
     model, report = check({"inference": {"transport": "grpc", "driver": {"artifact": "drv"}}, "artifacts": [DRIVER]},
                           tmp_path)
     assert model is None and [d.path for d in report.errors] == ["inference.transport"]
@@ -171,7 +171,7 @@ def test_transport_process_needs_a_command_and_a_known_transport(tmp_path: Path)
 def test_a_containment_floor_murmurd_cannot_meet_is_refused(tmp_path: Path, floor: str, env: dict) -> None:
     model, report = validate_manifest({"name": "up", "version": "0.1.0", "capabilities": {"containment": floor}},
                                       tmp_path, env)
-    assert model is None and codes_at(report) == [("E-CAP-010", "capabilities.containment")]
+    assert model is None and codes_at(report) == [("E-CAP-003", "capabilities.containment")]
 
 
 def test_an_advisory_floor_is_met(tmp_path: Path) -> None:

@@ -119,7 +119,7 @@ def floor_refusal(floor: str, plan: ContainmentPlan, support: HostSupport,
                   subprocesses: bool = True) -> tuple[str, str] | None:
     """(code, reason) when a capsule with this floor must not launch here, else None. The code
     names what is missing: `E-CAP-005` no network namespace, `E-RUN-012` no cgroup for a capsule
-    with a subprocess tree, `E-CAP-010` any other shortfall (`sealed` unavailable included)."""
+    with a subprocess tree, `E-CAP-003` any other shortfall (`sealed` unavailable included)."""
     if floor == "advisory":
         return None
     if not support.netns:
@@ -129,7 +129,7 @@ def floor_refusal(floor: str, plan: ContainmentPlan, support: HostSupport,
         return "E-RUN-012", (f"the floor is {floor!r} but no cgroup can be delegated for the shell children "
                              f"({support.pids_error}); their process count would be unbounded")
     reason = shortfall(floor, plan)
-    return ("E-CAP-010", reason) if reason is not None else None
+    return ("E-CAP-003", reason) if reason is not None else None
 
 
 def shell_warnings(

@@ -4,7 +4,7 @@ For every point the loop announces, each hook that receives it is called in mani
 a `blocking` hook is awaited (its call runs on a WASM worker under its own deadline), an `async`
 hook's event goes to its queue (`hooks.queue`). What a blocking hook returns goes through the
 commit table (`hooks.commit`): a committed arm is handed back to the loop, anything else is a
-fault (`hooks.faults`). A hook that errs, traps or overruns its deadline is logged and the
+fault (`hooks.faults`: a blocking hook's is traced as it happens). A hook that errs, traps or overruns its deadline is logged and the
 session goes on; at a decision point it denies the call (fail closed).
 """
 
@@ -134,7 +134,7 @@ class HookDispatcher(LifecycleDispatcher):
                 return CompactionFailed(runner.name, output.reason)
             verdict = judge("on-compaction", Dispatch.ONCE, output.arm, output.value)
             if isinstance(verdict, Fault):
-                self.log.discarded(runner.name, "on-compaction", verdict.arm, verdict.reason)
+                self.log.discarded(runner.name, "on-compaction", verdict.arm, verdict.reason, now=True)
             elif verdict is not None:
                 found = _context_arm(runner.name, verdict.value)
         return found
@@ -182,7 +182,7 @@ class HookDispatcher(LifecycleDispatcher):
             verdict = judge(handler, dispatch, output.arm, output.value,
                             artifact_max_bytes=self.settings.artifact_max_bytes)
             if isinstance(verdict, Fault):
-                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
+                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason, now=True)
             elif verdict is not None:
                 committed.append((runner.name, verdict))
         return committed
@@ -197,7 +197,7 @@ class HookDispatcher(LifecycleDispatcher):
                 return Denial(runner.name, f"the policy hook failed ({output.reason}); denied (fail closed)")
             verdict = judge(handler, Dispatch.DECISION, output.arm, output.value)
             if isinstance(verdict, Fault):
-                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason)
+                self.log.discarded(runner.name, handler, verdict.arm, verdict.reason, now=True)
             elif verdict is not None:
                 return Denial(runner.name, str(verdict.value))
         return None

@@ -32,11 +32,12 @@ class CodeInfo:
 
 CODES: dict[str, CodeInfo] = {
     # -- the document and generic field rules ------------------------------------------------
-    "E-MAN-001": CodeInfo("error", "murmur.yaml is missing or cannot be read"),
+    # Upstream's codes keep upstream's meanings (docs/reference/diagnostics.md); murmurd's own
+    # findings take codes upstream does not use.
+    "E-IO-001": CodeInfo("error", "murmur.yaml is missing or cannot be read"),
+    "E-MAN-001": CodeInfo("error", "a required field is missing (or empty)"),
     "E-MAN-002": CodeInfo("error", "murmur.yaml is not valid YAML"),
-    "E-MAN-003": CodeInfo("error", "the top level of murmur.yaml is not a mapping"),
-    "E-MAN-004": CodeInfo("error", "a required field is missing"),
-    "E-MAN-005": CodeInfo("error", "a field has the wrong type"),
+    "E-MAN-003": CodeInfo("error", "a field (or the document's top level) has the wrong type"),
     "E-MAN-006": CodeInfo("error", "a number is outside its allowed range"),
     "E-MAN-007": CodeInfo("error", "a field is not one of its allowed values"),
     "E-MAN-008": CodeInfo("error", "observability.otel_endpoint is not an http(s) URL"),
@@ -55,15 +56,14 @@ CODES: dict[str, CodeInfo] = {
     "E-ART-006": CodeInfo("error", "an artifact name is not a plain name (letters, digits, '_', '-'; at most 64)"),
     # -- capabilities (capsule-wide and per-artifact) ----------------------------------------
     "E-CAP-001": CodeInfo("error", "malformed network.allow entry"),
-    "E-CAP-002": CodeInfo("error", "filesystem.scope is absolute"),
-    "E-CAP-003": CodeInfo("error", "filesystem.scope escapes the workdir with '..'"),
-    "E-CAP-004": CodeInfo("error", "shell.allow entry is not a bare binary name (a path, spaces, a glob)"),
+    "E-CAP-002": CodeInfo("error", "filesystem.scope is not relative to the workdir, or escapes it with '..'"),
+    "E-CAP-003": CodeInfo("error", "capabilities.containment (or --containment) asks for a class murmurd cannot achieve on this host"),
     "E-CAP-005": CodeInfo("error", "a containment floor needs a network namespace this host cannot create"),
-    "E-CAP-006": CodeInfo("error", "shell block present with an empty allow list"),
+    "E-CAP-013": CodeInfo("error", "shell.allow entry is not a bare binary name (a path, spaces, a glob)"),
+    "E-CAP-014": CodeInfo("error", "shell block present with an empty allow list"),
     "E-CAP-007": CodeInfo("error", "a resource limit is zero or negative"),
     "E-CAP-008": CodeInfo("error", "network.internal_port is not a TCP port (1-65535)"),
     "E-CAP-009": CodeInfo("error", "network.internal_port and capabilities.network.internal_port disagree"),
-    "E-CAP-010": CodeInfo("error", "capabilities.containment (or --containment) asks for a class murmurd cannot achieve on this host"),
     "E-CAP-011": CodeInfo("error", "a network.cors_origins entry is not an origin (scheme://host[:port]); '*' is refused"),
     "E-CAP-012": CodeInfo("error", "MURMURD_SHELL_CONFINEMENT is not auto or none, or MURMURD_SECCOMP_ALLOW names an unknown syscall"),
     "E-RUN-012": CodeInfo("error", "a containment floor needs a cgroup for shell children and none can be delegated"),

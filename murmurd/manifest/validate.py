@@ -79,7 +79,7 @@ def load_capsule(
     return model, report
 
 
-FLOOR_CODES = frozenset({"E-CAP-005", "E-RUN-012", "E-CAP-010"})
+FLOOR_CODES = frozenset({"E-CAP-005", "E-RUN-012", "E-CAP-003"})
 
 
 def load_capsule_for_report(manifest_dir: Path, env: Mapping[str, str] = os.environ) -> CapsuleManifest | None:
@@ -128,9 +128,9 @@ def _read_yaml(file: Path) -> tuple[Any, Diagnostic | None]:
     try:
         text = read_text_file(file)
     except FileNotFoundError:
-        return None, diagnostic("E-MAN-001", ROOT, f"no {MANIFEST_FILE} at {file}")
+        return None, diagnostic("E-IO-001", ROOT, f"no {MANIFEST_FILE} at {file}")
     except UnreadableFile as exc:
-        return None, diagnostic("E-MAN-001", ROOT, str(exc))
+        return None, diagnostic("E-IO-001", ROOT, str(exc))
     try:
         return load_yaml(text), None
     except yaml.YAMLError as exc:
@@ -276,7 +276,7 @@ def _rule_capabilities(ctx: _Context) -> list[Diagnostic]:
 
 
 def _containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
-    """The floor against what this host achieves (`E-CAP-005`, `E-RUN-012`, `E-CAP-010`), and the
+    """The floor against what this host achieves (`E-CAP-005`, `E-RUN-012`, `E-CAP-003`), and the
     `W-SEC` warnings that say what is not enforced on shell children: the same at `validate` and
     at every launch."""
     try:
@@ -479,7 +479,7 @@ def _filesystem_rules(filesystem: dict | None, prefix: str) -> list[Diagnostic]:
         return [diagnostic("E-CAP-002", path, rule, scope)]
     if ".." in PurePosixPath(scope.replace("\\", "/")).parts:
         rule = "must not contain '..'; the scope stays inside the session workdir"
-        return [diagnostic("E-CAP-003", path, rule, scope)]
+        return [diagnostic("E-CAP-002", path, rule, scope)]
     return []
 
 
@@ -498,7 +498,7 @@ def _shell_rules(caps: dict, prefix: str, narrowing: bool) -> list[Diagnostic]:
             "the shell block is present, so allow must list at least one binary "
             "(remove the block for no shell)"
         )
-        return [diagnostic("E-CAP-006", path, rule, allow if allow is not None else [])]
+        return [diagnostic("E-CAP-014", path, rule, allow if allow is not None else [])]
     if not isinstance(allow, list):
         return []
     found: list[Diagnostic] = []
@@ -507,10 +507,10 @@ def _shell_rules(caps: dict, prefix: str, narrowing: bool) -> list[Diagnostic]:
             continue
         if "/" in entry or "\\" in entry:
             rule = "must be a bare binary name resolved on PATH, not a path"
-            found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
+            found.append(diagnostic("E-CAP-013", f"{path}[{i}]", rule, entry))
         elif not _BARE_BINARY.fullmatch(entry):
             rule = "must be a bare binary name (letters, digits, '.', '_', '+', '-'; no spaces or arguments)"
-            found.append(diagnostic("E-CAP-004", f"{path}[{i}]", rule, entry))
+            found.append(diagnostic("E-CAP-013", f"{path}[{i}]", rule, entry))
     return found
 
 
@@ -579,7 +579,7 @@ def _process_rules(inference: dict) -> list[Diagnostic]:
                                 "is not valid with transport: process (no driver payload is built)"))
     command = inference.get("command")
     if not isinstance(command, str) or not command.strip():
-        found.append(diagnostic("E-MAN-004", "inference.command",
+        found.append(diagnostic("E-MAN-001", "inference.command",
                                 "is required with transport: process (the CLI agent to spawn: claude, codex)"))
     return found
 
@@ -817,7 +817,7 @@ def _from_pydantic(err: Any) -> Diagnostic:
     path = render_loc(err["loc"])
     kind = err["type"]
     if kind == "missing":
-        return diagnostic("E-MAN-004", path, "is required")
+        return diagnostic("E-MAN-001", path, "is required")
     code, rule = _classify(kind, str(err["msg"]))
     shown = REDACTED if _may_hold_secret(path) else render_value(err.get("input"))
     return diagnostic(code, path, rule, rendered=shown)
@@ -825,13 +825,13 @@ def _from_pydantic(err: Any) -> Diagnostic:
 
 def _classify(kind: str, msg: str) -> tuple[str, str]:
     if kind == "string_too_short":
-        return "E-MAN-004", "must not be empty"
+        return "E-MAN-001", "must not be empty"
     rule = _TYPE_RULES.get(kind) or msg.replace("Input should be", "must be", 1)
     if kind == "literal_error":
         return "E-MAN-007", rule
     if kind in _RANGE_ERRORS:
         return "E-MAN-006", rule
-    return "E-MAN-005", rule
+    return "E-MAN-003", rule
 
 
 def _may_hold_secret(path: str) -> bool:

@@ -4,8 +4,8 @@ When the full conversation (never the smaller continuation payload) reaches
 `inference.compaction.threshold` of `context.max_tokens`, `on-compaction` fires before anything
 is replaced. A committed `replace-context` is checked (`rebuild`), recounted, replaces the
 history, drops a held continuation (the driver's state no longer matches) and is traced as
-`compaction`; with `dump_summaries` the messages the hook wrote go to
-`out/compaction-summaries.jsonl`. A bound hook's failure ends the session: nothing else can get
+`compaction`; with `dump_summaries` one line in upstream's shape (`turn`, `tokens_before`,
+`tokens_after`, `summary`: the replacement's text) goes to `out/compaction-summaries.jsonl`. A bound hook's failure ends the session: nothing else can get
 the conversation back under the window. `prompt_cache_key` is per task, so it never changes here.
 
 Hooks see messages as role and text. A message a hook hands back unchanged (its `id` names a
@@ -101,14 +101,12 @@ def _kept(message: Message, by_id: Message | None, history: list[Message], used:
     return next((m for m in history if m.role == "tool" and m.id not in used and m.text == message.text), None)
 
 
-def summary_line(turn: int, hook_name: str, before: int, after: int, rebuilt: Rebuilt) -> str:
-    """One `out/compaction-summaries.jsonl` line: what the hook wrote, and what it kept."""
-    record: dict[str, Any] = {
-        "turn": turn, "hook_name": hook_name, "tokens_before": before, "tokens_after": after,
-        "kept_messages": len(rebuilt.messages) - len(rebuilt.written),
-        "summary": [{"role": m.role, "content": m.text, **({"source_id": m.source_id} if m.source_id else {})}
-                    for m in rebuilt.written],
-    }
+def summary_line(turn: int, before: int, after: int, rebuilt: Rebuilt) -> str:
+    """One `out/compaction-summaries.jsonl` line, upstream's four fields: `turn`, the two token
+    counts the `compaction` trace line records, and `summary`, the replacement's text (every
+    message but the `tool` answers, in order, joined by newlines) as one string."""
+    summary = "\n".join(m.text for m in rebuilt.messages if m.role != "tool" and m.text)
+    record = {"turn": turn, "tokens_before": before, "tokens_after": after, "summary": summary}
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -163,7 +161,7 @@ class Compactor:
         except TraceWriteError as exc:  # the one event whose loss does not end the session
             self.note(f"turn {turn}: compaction trace event not written: {exc}\n")
         if self.settings.dump_summaries:
-            self._dump(summary_line(turn, answer.hook_name, tokens, after, rebuilt), turn)
+            self._dump(summary_line(turn, tokens, after, rebuilt), turn)
         return True
 
     def _dump(self, line: str, turn: int) -> None:

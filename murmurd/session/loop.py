@@ -262,17 +262,19 @@ class AgentLoop:
             self._trace("tool_call", turn=turn, **self.runner.shell_tool_call(name, tool_input, outcome))
             self._count_tool_call(state)
         self._trace(outcome.event_type, turn=turn, **outcome.trace)
+        if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
+            self._count_tool_call(state)
+        # every model-requested call is a tool call (upstream: the tool-call event, then the
+        # shell event of a shell call)
+        failed = outcome.is_error or (outcome.event_type == "shell" and outcome.trace.get("exit_code") != 0)
+        await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
+            "status": "error" if failed else "ok", "output_bytes": len(outcome.text.encode()),
+            "duration_ms": outcome.trace.get("duration_ms", 0),
+        }))
         if outcome.event_type == "shell":
             state.counters.shell_calls += 1
             self.totals.shell_calls += 1
             await self.dispatcher.on_shell(_observed_shell(turn, name, tool_input, shape, outcome))
-        else:
-            if outcome.event_type == "tool_call":  # a skill call is counted apart, never here
-                self._count_tool_call(state)
-            await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input), {
-                "status": "error" if outcome.is_error else "ok", "output_bytes": len(outcome.text.encode()),
-                "duration_ms": outcome.trace.get("duration_ms", 0),
-            }))
         events.tool_result(name, outcome.text)
         return outcome.text, outcome.is_error
 
@@ -284,13 +286,12 @@ class AgentLoop:
                       turn: int) -> Denial | None:
         """The decision point, after the manifest's own check: an unknown tool or a shell call the
         allowlist refuses never reaches a policy hook (it fails on its own)."""
-        if kind is None:
+        if kind is None or (kind == "shell" and shape is None):
             return None
-        if kind == "shell":
-            if shape is None:
-                return None
-            return await self.dispatcher.on_shell(ShellEvent(turn, shape.binary, shape.command, shape.argv, shape.script))
-        return await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input)))
+        denial = await self.dispatcher.on_tool_call(ToolEvent(turn, name, json.dumps(tool_input)))
+        if denial is not None or shape is None:  # a deny at on-tool-call refuses a shell call too
+            return denial
+        return await self.dispatcher.on_shell(ShellEvent(turn, shape.binary, shape.command, shape.argv, shape.script))
 
     # -- compaction --------------------------------------------------------------------------
 

@@ -10,12 +10,14 @@ Rules (seed: `murmur:shell/execute`; runtime notes §3 and §5):
   (a guest's own `PATH` override cannot redirect an allowed name to another program), and
   the absolute path found is what runs; `argv[0]` stays the bare name. `binary_path` is that
   path canonicalized, or the bare name when nothing resolved (running it then fails).
-- **Environment.** Host variables matching `baseline_env` globs (default: `PATH`, `LANG`,
-  `LC_ALL`, `TERM`, `TZ`, `USER`, `LOGNAME`), minus `strip_env` glob matches and
-  credentials (by name or value: `murmurd/manifest/credentials.py`); then the caller's
-  overrides, filtered the same way; then the session's identity (`runtime_env`); then `HOME` =
-  `<workdir>/.capsule-home`. cwd is the workdir, stdin is empty (a native tool's one JSON
-  request, `stdin_data`), and the command runs in its own process group.
+- **Environment.** Host variables matching the default baseline (`PATH`, `LANG`, `LC_ALL`,
+  `TERM`, `TZ`, `USER`, `LOGNAME`) or a `baseline_env` glob (added to the default, as upstream),
+  minus `strip_env` glob matches and credentials (by name or value:
+  `murmurd/manifest/credentials.py`). A variable `baseline_env` names literally (no glob) is the
+  operator's explicit choice and passes the credential heuristic (`DATABASE_URL`), never
+  upstream's built-in credential strips (`UPSTREAM_CREDENTIAL_STRIPS`) nor `strip_env`. Then
+  the caller's overrides, filtered like a glob match; then `HOME` = `<workdir>/.capsule-home`. cwd is the workdir, stdin is
+  empty, and the command runs in its own process group.
 - **Output.** Each of stdout/stderr is cut at 16 KiB (on a UTF-8 character boundary, invalid
   bytes replaced) and `truncated` is set; the full output of both streams, labelled, is then
   written to `logs/shell-<UTC timestamp>.log` and `full_output_path` names it relative to
@@ -76,6 +78,12 @@ from murmurd.session.workdir_guard import WorkdirGuard
 
 SHELL_INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "fish"})
 DEFAULT_BASELINE_ENV: tuple[str, ...] = ("PATH", "LANG", "LC_ALL", "TERM", "TZ", "USER", "LOGNAME")
+# Upstream's built-in strips: removed even when `baseline_env` names the variable itself.
+UPSTREAM_CREDENTIAL_STRIPS: tuple[str, ...] = (
+    "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GOOGLE_API_KEY", "HUGGING_FACE_HUB_TOKEN", "NEXUS_API_KEY", "GITHUB_TOKEN",
+    "GH_TOKEN", "KUBECONFIG", "NPM_TOKEN", "PYPI_TOKEN", "CARGO_REGISTRY_TOKEN", "AWS_*", "DOCKER_*", "*_API_KEY",
+)
+_GLOB_CHARS = frozenset("*?[")
 DEFAULT_TIMEOUT_SECONDS = 300.0
 MAX_STREAM_BYTES = 16 * 1024
 MAX_LOG_STREAM_BYTES = 256 * 1024 * 1024
@@ -162,7 +170,7 @@ class ShellPolicy:
     def from_capability(cls, capability: object, workdir: Path, **overrides: object) -> ShellPolicy:
         """From a manifest `ShellCapability` (`allow`, `strip_env`, `baseline_env` lists).
 
-        An empty `baseline_env` list means "not given": the default baseline applies."""
+        `baseline_env` adds to the default baseline; an empty list adds nothing."""
         baseline = list(getattr(capability, "baseline_env", None) or ())
         return cls(
             allow=frozenset(getattr(capability, "allow", ())),
@@ -267,12 +275,20 @@ def _check_env_name(name: object, value: object) -> tuple[str, str]:
     return name, value
 
 
+def _named_outright(policy: ShellPolicy, name: str) -> bool:
+    """`baseline_env` names the variable itself (no glob), and upstream strips nothing of it."""
+    return (name in (policy.baseline_env or ()) and not _GLOB_CHARS.intersection(name)
+            and not _matches(name, UPSTREAM_CREDENTIAL_STRIPS) and not _matches(name, policy.strip_env))
+
+
 def _host_environment(policy: ShellPolicy, host_env: Mapping[str, str]) -> dict[str, str]:
-    patterns = policy.baseline_env if policy.baseline_env is not None else DEFAULT_BASELINE_ENV
+    """The default baseline plus `baseline_env` (upstream adds, never replaces)."""
+    patterns = (*DEFAULT_BASELINE_ENV, *(policy.baseline_env or ()))
     return {
         name: value
         for name, value in host_env.items()
-        if _matches(name, patterns) and _admissible(policy, name, value) and "\x00" not in value
+        if _matches(name, patterns) and "\x00" not in value and name != "HOME"
+        and (_named_outright(policy, name) or _admissible(policy, name, value))
     }
 
 

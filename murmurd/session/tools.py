@@ -227,12 +227,14 @@ class ToolRunner:
         except WorkdirExceeded as exc:
             raise SessionEnded(str(exc)) from None
         except (ShellRefused, ShellFailed) as exc:
+            # what the model asked for: the -c script, the argument list, else its input as given
+            shown = display_command(call.args, call.script) if call.args else display_command([], str(tool_input))
             return ToolOutcome(f"error: {exc}", True, "shell", {
-                "binary": binary, "command": display_command([str(tool_input)]), "exit_code": -1,
+                "binary": binary, "command": shown, "exit_code": -1,
                 "stdout_bytes": 0, "stderr_bytes": 0, "duration_ms": _ms(started),
             })
         return ToolOutcome(format_shell_result(call.command, outcome), False, "shell", {
-            "binary": outcome.binary_path, "command": display_command(call.args), "exit_code": outcome.exit_code,
+            "binary": outcome.binary_path, "command": display_command(call.args, call.script), "exit_code": outcome.exit_code,
             "stdout_bytes": outcome.stdout_bytes, "stderr_bytes": outcome.stderr_bytes, "duration_ms": _ms(started),
             "resource_limit": outcome.resource_limit,
         }, shell=outcome)
