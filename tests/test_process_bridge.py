@@ -4,6 +4,7 @@ CLI gets, the two stream dialects, and who may reach the capsule's tools."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
@@ -123,3 +124,23 @@ async def test_the_bridge_serves_the_capsule_tools_only_to_the_holder_of_its_tok
             refused = (await client.post(bridge.url, json=other, headers={**MCP_HEADERS, **auth})).json()["result"]
             assert refused["isError"] is True and "not one of this capsule's tools" in refused["content"][0]["text"]
     assert calls == [("echo", {"text": "x"})]
+
+
+def test_the_cli_never_gets_a_home_that_holds_murmurd_s_own_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A writable HOME holding the compile cache would let the agent plant native code the daemon loads.
+    from murmurd.session.process.spawn import cli_home
+
+    operator = tmp_path / "operator"
+    (operator / ".cache" / "murmurd").mkdir(parents=True)
+    workdir = tmp_path / "capsule" / "workdir" / "ses_1"
+    workdir.mkdir(parents=True)
+    monkeypatch.delenv("MURMUR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(operator))  # Path.home(): where the cache is by default
+    assert cli_home({"HOME": str(operator)}, workdir) == str(workdir / ".capsule-home")
+    monkeypatch.setenv("MURMUR_CACHE_DIR", str(tmp_path / "elsewhere"))  # cache moved out: the login is kept
+    assert cli_home({"HOME": str(operator)}, workdir) == str(operator)
+    (operator / ".murmur").mkdir()  # the stores and registry
+    assert cli_home({"HOME": str(operator)}, workdir) == str(workdir / ".capsule-home")
+    assert cli_home({"HOME": str(tmp_path)}, workdir) == str(workdir / ".capsule-home")  # it holds the workdir
+    assert cli_home({}, workdir) == str(workdir / ".capsule-home")

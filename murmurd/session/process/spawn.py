@@ -10,8 +10,9 @@ the CLI as a shell child's grants are derived from `shell.allow`:
 - read + execute of the CLI's real path and, for a `#!` script, its interpreter (env -> node),
   with their ELF closures; its npm package directory and the packages it depends on; read of
   its own `/proc/self`, the resolver's files and the TLS trust store;
-- its HOME (the operator's: where the CLI keeps its login and state) writable beside the
-  workdir, TMPDIR `<workdir>/.capsule-home/tmp`, neither executable (the workdir's noexec mount);
+- its HOME (the operator's: where the CLI keeps its login and state, unless that HOME holds
+  murmurd's own cache, stores or the workdir: then the capsule's `.capsule-home`; `cli_home`)
+  writable beside the workdir, TMPDIR `<workdir>/.capsule-home/tmp`, neither executable (the workdir's noexec mount);
 - the network namespace with the egress relay as its only way out: the provider origins of the
   CLI's configuration that `capabilities.network.allow` lists, and the session's MCP bridge;
 - no address-space rlimit (`memory_bytes`): see `cli_policy`.
@@ -34,6 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from murmurd import workdir_fs
+from murmurd.paths import cache_dir
 from murmurd.containment import cli_profile
 from murmurd.containment.cgroup import PidsCgroup
 from murmurd.containment.egress_relay import EgressRelay
@@ -73,15 +75,30 @@ def cli_environment(host_env: Mapping[str, str], tmpdir: Path, home: Path | None
     return env
 
 
+def cli_home(host_env: Mapping[str, str], workdir: Path) -> str:
+    """The HOME the CLI may write: the operator's (its login and state) only when it holds none of
+    murmurd's own state: the compiled-component cache (native code the daemon loads), the stores
+    and registry under `~/.murmur`, the session workdir (and so the capsule and its task store).
+    Otherwise, or with no usable HOME, the capsule's own `.capsule-home`, as a shell child's."""
+    home = host_env.get("HOME") or ""
+    if not (os.path.isabs(home) and os.path.isdir(home)):
+        return str(workdir / HOME_DIR_NAME)
+    real = Path(os.path.realpath(home))
+    guarded = [Path(os.path.realpath(cache_dir())), Path(os.path.realpath(workdir))]
+    if (real / ".murmur").exists():
+        guarded.append(real / ".murmur")
+    if any(path == real or path.is_relative_to(real) for path in guarded):
+        return str(workdir / HOME_DIR_NAME)
+    return home
+
+
 def cli_policy(shell: ShellPolicy, host_env: Mapping[str, str], executable: str | None = None,
                dialect: str = "claude", bridge_url: str | None = None,
                network_allow: tuple[str, ...] | list[str] = ()) -> ShellPolicy:
     """The capsule's shell policy, adapted for the CLI at `executable` (see the module docstring):
     its profile in place of the shell children's grants, its egress the granted provider origins
     and the bridge at `bridge_url`."""
-    home = host_env.get("HOME") or ""
-    if not (os.path.isabs(home) and os.path.isdir(home)):  # none to keep: the capsule's own, as a shell child's
-        home = str(shell.workdir / HOME_DIR_NAME)
+    home = cli_home(host_env, shell.workdir)
     plan = shell.containment
     # No address-space limit: a JIT runtime (Claude Code's JavaScriptCore) reserves far more
     # address space than it uses, and dies at start under RLIMIT_AS (2 GiB by default).
