@@ -45,10 +45,18 @@ def materialize(stored: StoredArtifact, env: Mapping[str, str] = os.environ) -> 
                                         f"{exc.message}") from None
     folder = cache_dir() / "archives" / archive.sha256
     target = folder / (SKILL_ENTRY if role == "skill" else "component.wasm")
-    if not target.is_file():
+    if not _holds(target, payload):  # whatever wrote the cache, staging stages the archive's own bytes
         write_atomic(target, payload)
     return ResolvedArtifact(stored.name, stored.version, role, manifest, target, archive.sha256, False,
                             f"{stored.scope}:{stored.archive}", archived=True)
+
+
+def _holds(target: Path, payload: bytes) -> bool:
+    """Is `target` a regular file (not a symlink) holding exactly `payload`?"""
+    try:
+        return target.is_file() and not target.is_symlink() and target.read_bytes() == payload
+    except OSError:
+        return False
 
 
 class StoreRegistry:
