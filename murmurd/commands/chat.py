@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd.commands.tasks import TOKEN_HELP, base_url, client_token
+from murmurd.terminal import safe_text
 
 END = object()  # the stream closed
 TERMINAL = ("completed", "failed", "canceled", "rejected")
@@ -66,8 +67,8 @@ class Conversation:
         self.url, self.shown_url, self.token = url, shown_url, token
         self.context_id: str | None = None
 
-    def out(self, text: str) -> None:
-        sys.stdout.write(text)
+    def out(self, text: str) -> None:  # the capsule's words: their terminal controls escaped
+        sys.stdout.write(safe_text(text))
         sys.stdout.flush()
 
     def turn(self, text: str) -> None:

@@ -10,13 +10,20 @@ import sys
 from pathlib import Path
 
 from murmurd.commands import task_view
+from murmurd.terminal import safe_text
 
 TOKEN_HELP = "present the bearer token in this file (default $MURMUR_TOKEN_FILE or $MURMUR_TOKEN)"
 STATES = ("submitted", "working", "input-required", "completed", "failed", "canceled", "rejected")
 
 
 def _eprint(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    print(safe_text(message), file=sys.stderr, flush=True)
+
+
+def _print(text: str) -> None:
+    """Text a daemon sent (a task's words, a capsule's answer) on the terminal, its controls
+    escaped (`murmurd.terminal`): a peer's task must not write the operator's clipboard."""
+    print(safe_text(text), flush=True)
 
 
 def base_url(url: str) -> str:
@@ -53,7 +60,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     try:
         if args.task_id:
             task = tasks_client.get_task(url, args.task_id, token)
-            print(json.dumps(task, indent=2) if args.json else "\n".join(task_view.detail_lines(task, _now(), args.url)))
+            _print(json.dumps(task, indent=2) if args.json else "\n".join(task_view.detail_lines(task, _now(), args.url)))
             return 0
         tasks = tasks_client.list_tasks(url, token, state=args.state, context_id=args.context_id)
     except ClientError as exc:
@@ -64,7 +71,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     elif not tasks:
         print("no tasks" + (f" in state {args.state}" if args.state else "") + f" on {args.url}")
     else:
-        print("\n".join(task_view.list_lines(tasks, _now())))
+        _print("\n".join(task_view.list_lines(tasks, _now())))
     return 0
 
 
@@ -131,10 +138,10 @@ def cmd_send(args: argparse.Namespace) -> int:
                                                  task_id=args.task_id):
             status = frame.data.get("status") or {}
             if frame.state == "completed":
-                print(status.get("response") or status.get("message") or "", flush=True)
+                _print(str(status.get("response") or status.get("message") or ""))
                 return 0
             if frame.state == "input-required":
-                print(f"{frame.data.get('id')} asks: {status.get('message', '')}", flush=True)
+                _print(f"{frame.data.get('id')} asks: {status.get('message', '')}")
                 _eprint(f"answer it: murmurd reply {args.url} {frame.data.get('id')} TEXT")
                 return 0
             if frame.state in ("failed", "canceled", "rejected"):

@@ -5,7 +5,10 @@ Reading never extracts the archive: each entry murmurd needs (`murmur.yaml`, the
 are inflated (the size a header claims is not trusted), and refused past the ceiling
 (`MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES`, default 500 MiB). An entry whose name starts with `/`
 or has a `..` component is never selected, a symlink entry is never read, and a name that occurs
-twice in the archive is refused rather than guessed at.
+twice in the archive is refused rather than guessed at. Before the zip reader parses the central
+directory, its end record is checked: more than `MAX_ENTRIES` entries, or a directory larger than
+`MAX_DIRECTORY_BYTES` (the reader walks the directory by its size, whatever count the end record
+claims), is refused, so a small archive of empty entries cannot cost gigabytes of records.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ SKILL_ENTRY = "skill.md"
 DEFAULT_CEILING = 500 * 1024 * 1024
 CEILING_ENV = "MURMUR_MAX_ARTIFACT_DECOMPRESSED_BYTES"
 _CHUNK = 1 << 16
+MAX_ENTRIES = 10_000  # an artifact holds a manifest, a component or skill and its listed files
+MAX_DIRECTORY_BYTES = 2 * 1024 * 1024
 
 
 class ArchiveError(RegistryError):
@@ -118,9 +123,23 @@ class Archive:
             return name, read_entry(archive, name, self.ceiling)
 
 
+def _directory_bounds(stream: io.BytesIO) -> None:
+    """Refuse an end record announcing too many entries or too large a central directory."""
+    end = zipfile._EndRecData(stream)  # type: ignore[attr-defined]  # what ZipFile reads first
+    if end is None:
+        return  # ZipFile itself refuses it
+    entries, size = end[zipfile._ECD_ENTRIES_TOTAL], end[zipfile._ECD_SIZE]  # type: ignore[attr-defined]
+    if entries > MAX_ENTRIES:
+        raise ArchiveError(f"the archive holds {entries} entries (at most {MAX_ENTRIES})")
+    if size > MAX_DIRECTORY_BYTES:
+        raise ArchiveError(f"the archive's central directory is {size} bytes (at most {MAX_DIRECTORY_BYTES})")
+
+
 def _open(data: bytes) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(io.BytesIO(data))
+        stream = io.BytesIO(data)
+        _directory_bounds(stream)
+        return zipfile.ZipFile(stream)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
         raise ArchiveError(f"not a zip archive: {exc}") from None
 

@@ -46,12 +46,20 @@ def materialize(stored: StoredArtifact, env: Mapping[str, str] = os.environ) -> 
     folder = cache_dir() / "archives" / archive.sha256
     native = manifest.is_native
     target = folder / (SKILL_ENTRY if role == "skill" else "native-tool" if native else "component.wasm")
-    if not target.is_file():
+    if not _holds(target, payload):  # whatever wrote the cache, staging stages the archive's own bytes
         write_atomic(target, payload)
     if native:
         target.chmod(0o755)  # the cache's own copy, outside every workdir: what the session executes
     return ResolvedArtifact(stored.name, stored.version, role, manifest, target, archive.sha256, False,
                             f"{stored.scope}:{stored.archive}", archived=True)
+
+
+def _holds(target: Path, payload: bytes) -> bool:
+    """Is `target` a regular file (not a symlink) holding exactly `payload`?"""
+    try:
+        return target.is_file() and not target.is_symlink() and target.read_bytes() == payload
+    except OSError:
+        return False
 
 
 class StoreRegistry:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import httpx
 
 from murmurd.registry.errors import NotFound, RegistryError
+from murmurd.registry.sources.capped import request_capped
 
 DEFAULT_BASE = "https://api.github.com"
 TIMEOUT = 30.0
@@ -70,8 +71,8 @@ class GitHubSource:
         return headers
 
     def _release(self, client: httpx.Client, path: str) -> tuple[str, list[Asset]] | None:
-        response = client.get(f"{self.base}/repos/{self.repo}/releases/{path}",
-                              headers=self._headers("application/vnd.github+json"))
+        response = request_capped(client, "GET", f"{self.base}/repos/{self.repo}/releases/{path}",
+                                  headers=self._headers("application/vnd.github+json"))
         if response.status_code == 404:
             return None
         if not response.is_success:

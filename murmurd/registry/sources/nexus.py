@@ -9,6 +9,7 @@ import httpx
 
 from murmurd.registry.archive import sha256_hex
 from murmurd.registry.errors import NotFound, RegistryError
+from murmurd.registry.sources.capped import read_capped, request_capped
 
 TIMEOUT = 30.0
 MAX_BYTES = 512 * 1024 * 1024
@@ -44,8 +45,7 @@ class NexusClient:
                     raise NotFound(f"artifact {name}@{version} not found in registry",
                                    "configure a registry.sources entry in ~/.murmur/config.yaml")
                 if not response.is_success:
-                    response.read()
-                    raise self._error(response)
+                    raise self._error(read_capped(response))
                 expected = response.headers.get(SHA_HEADER)
                 if not expected:
                     raise RegistryError("E-IO-003", "registry response missing x-murmur-sha256 header")
@@ -63,8 +63,8 @@ class NexusClient:
     def publish(self, name: str, version: str, runtime: str, data: bytes, platforms: list[str] = ()) -> dict:
         params = [("name", name), ("version", version), ("runtime", runtime), *(("platform", p) for p in platforms)]
         with httpx.Client(timeout=TIMEOUT, follow_redirects=True) as client:
-            response = client.post(f"{self.url}/v1/artifacts", params=params, content=data,
-                                   headers={**self._headers(), "Content-Type": "application/octet-stream"})
+            response = request_capped(client, "POST", f"{self.url}/v1/artifacts", params=params, content=data,
+                                      headers={**self._headers(), "Content-Type": "application/octet-stream"})
         if response.status_code == 201:
             return response.json()
         if response.status_code == 409:
@@ -82,7 +82,7 @@ class NexusClient:
 
     def list(self) -> list[dict]:
         with httpx.Client(timeout=TIMEOUT, follow_redirects=True) as client:
-            response = client.get(f"{self.url}/v1/artifacts", headers=self._headers())
+            response = request_capped(client, "GET", f"{self.url}/v1/artifacts", headers=self._headers())
         if not response.is_success:
             raise self._error(response)
         rows = response.json()
