@@ -135,8 +135,10 @@ def test_wire_ids_never_become_paths(tmp_path: Path) -> None:
         assert served.wait_state(climbing["id"], "completed")["contextId"] == "../../../../escape"
         again = served.send("climb again", contextId="../../../../escape")
         assert served.wait_state(again["id"], "completed")["status"]["response"] == "answer: climb again"
-        nul = served.send("nul", contextId="ctx\x00nul")
-        assert served.wait_state(nul["id"], "completed")["status"]["response"] == "answer: nul"
+        # an id holding U+0000 is refused at the edge on every store (issue 21 item 4), naming the field
+        nul = served.rpc("message/send", {"message": {"messageId": "m-nul", "role": "user", "parts": [{"text": "nul"}],
+                                                      "contextId": "ctx\x00nul"}})
+        assert nul["error"]["code"] == -32602 and "contextId" in nul["error"]["message"], nul
         # A2A 0.2: the client chooses the task id, which names out/result_<id>.txt.
         chosen = served.rpc("tasks/send", {"id": "../../../../escape/pwn", "sessionId": "../../../../escape",
                                            "message": {"role": "user", "parts": [{"type": "text", "text": "v02"}]}})
@@ -147,12 +149,12 @@ def test_wire_ids_never_become_paths(tmp_path: Path) -> None:
         assert sorted(p.name for p in escape.iterdir()) == ["history.json"]
         assert (escape / "history.json").read_text() == planted
         stored = sorted(p.name for p in (served.workdir / "contexts").iterdir())
-        assert "ctx_plain" in stored and len(stored) == 3 and all(n == "ctx_plain" or n.startswith("_") for n in stored)
+        assert "ctx_plain" in stored and len(stored) == 2 and all(n == "ctx_plain" or n.startswith("_") for n in stored)
         histories = [(served.workdir / "contexts" / n / "history.json").read_text() for n in stored]
         assert not any("PLANTED-HISTORY" in text for text in histories)
         assert any("climb again" in text and "climb" in text for text in histories)  # the history still threads
         results = sorted(p.name for p in (served.workdir / "out").iterdir() if p.name.startswith("result_"))
-        assert len(results) == 5 and all("/" not in n and "\x00" not in n for n in results)
+        assert len(results) == 4 and all("/" not in n and "\x00" not in n for n in results)
     assert not (tmp_path / "pwn.txt").exists() and not (tmp_path / "escape" / "pwn.txt").exists()
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd.containment.closure import script_interpreters
+from murmurd.staging.workdir import log_file
 from murmurd.session.shell import (
     CancelFlag,
     ShellInvocation,
@@ -122,7 +123,7 @@ def call_native(staged: Any, shell: ShellPolicy, name: str, data: str | None,
     """One call of the staged capsule's native tool `name` under the capsule's shell policy."""
     policy = native_policy(shell, float(staged.grant_for(name).limits.deadline_seconds))
     executable = staged.artifacts[name].resolved.payload
-    request = request_bytes(data, staged.workdir.book(f"logs/tool-{name}.log"))
+    request = request_bytes(data, staged.workdir.book(log_file(f"tool-{name}.log")))
     invocation = native_invocation(policy, name, executable, staged.host_env)
     return run_native(with_runtime(policy, invocation), invocation, request, cancel)
 
