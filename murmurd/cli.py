@@ -19,8 +19,8 @@ from murmurd.commands.serve_flags import add_serve_arguments
 from murmurd.commands.tasks import add_task_commands
 
 if TYPE_CHECKING:
-    from murmurd.a2a.auth.config import AuthConfig
-    from murmurd.a2a.auth.tls import TlsFiles
+    from murmurd.a2a.http.auth.config import AuthConfig
+    from murmurd.a2a.http.auth.tls import TlsFiles
 
 
 def _eprint(message: str) -> None:
@@ -384,10 +384,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from murmurd.a2a.auth.binding import UnsafeServe
+    from murmurd.a2a.http.auth.binding import UnsafeServe
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
-    from murmurd.a2a.state_dir import StateDirError
-    from murmurd.a2a.store import TaskStoreError
+    from murmurd.a2a.core.state_dir import StateDirError
+    from murmurd.a2a.stores.base import TaskStoreError
     from murmurd.host import ComponentHost
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
@@ -448,8 +448,8 @@ def _serve_security(
     reporting why they are unusable."""
     import os
 
-    from murmurd.a2a.auth.config import CredentialsError, load_auth
-    from murmurd.a2a.auth.tls import TlsFiles
+    from murmurd.a2a.http.auth.config import CredentialsError, load_auth
+    from murmurd.a2a.http.auth.tls import TlsFiles
 
     if (args.tls_cert is None) != (args.tls_key is None) or (args.tls_client_ca and args.tls_cert is None):
         _eprint("murmurd serve: --tls-cert and --tls-key go together; --tls-client-ca needs both")
@@ -478,7 +478,7 @@ def _client_token(args: argparse.Namespace, command: str) -> str | None | bool:
     """The bearer token `send`/`watch` present (None: none); False after reporting a bad one."""
     import os
 
-    from murmurd.a2a.auth.config import CredentialsError, client_token
+    from murmurd.a2a.http.auth.config import CredentialsError, client_token
 
     try:
         return client_token(Path(args.token_file) if args.token_file else None, os.environ)
@@ -488,7 +488,7 @@ def _client_token(args: argparse.Namespace, command: str) -> str | None | bool:
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
-    from murmurd.a2a import client
+    from murmurd.a2a.peers import client
 
     token = _client_token(args, "watch")
     if token is False:
@@ -662,14 +662,14 @@ def _check_serve_options(parser: argparse.ArgumentParser, args: argparse.Namespa
     if args.max_streams is not None and args.max_streams >= args.max_connections:
         parser.error(f"--max-streams {args.max_streams} must be below --max-connections {args.max_connections}, "
                      "so ordinary requests always have a connection")
-    from murmurd.a2a.cors import BadOrigin, check_origin
+    from murmurd.a2a.http.cors import BadOrigin, check_origin
 
     for origin in args.cors_origins:
         try:
             check_origin(origin)
         except BadOrigin as exc:
             parser.error(f"--cors-origin: {exc}")
-    from murmurd.a2a.public_url import BadPublicUrl, check_public_url
+    from murmurd.a2a.http.public_url import BadPublicUrl, check_public_url
 
     if args.public_url is not None:
         try:

@@ -26,10 +26,12 @@ from a2a.types import a2a_pb2 as pb
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 from google.protobuf import json_format
 
-from murmurd.a2a import jsonrpc, wire
-from murmurd.a2a.card import agent_card
-from murmurd.a2a.jsonrpc import JsonRpcError, JsonRpcRequest
-from murmurd.a2a.tasks import TaskArtifact, TaskMessage, TaskRecord, TaskState, new_context_id, new_task_id
+from murmurd.a2a.wire import jsonrpc
+
+from murmurd.a2a import wire
+from murmurd.a2a.http.card import agent_card
+from murmurd.a2a.wire.jsonrpc import JsonRpcError, JsonRpcRequest
+from murmurd.a2a.core.tasks import TaskArtifact, TaskMessage, TaskRecord, TaskState, new_context_id, new_task_id
 from murmurd.a2a.wire import Dialect, Operation, StreamRenderer
 
 URL = "http://capsule.test/"

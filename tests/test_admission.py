@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from murmurd.a2a.admission import (
+from murmurd.a2a.core.admission import (
     DEFAULT_QUEUE_BOUND,
     Ambiguous,
     NewTask,

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from murmurd.a2a.auth import tokens
-from murmurd.a2a.auth.binding import UnsafeServe, check_serve, is_loopback
-from murmurd.a2a.auth.config import AuthConfig, CredentialsError, client_token, load_auth, parse_credentials
-from murmurd.a2a.auth.outbound import peer_key
-from murmurd.a2a.auth.principal import (ANONYMOUS_OPERATOR, Principal, TaskIdentity, Widening,
+from murmurd.a2a.http.auth import tokens
+from murmurd.a2a.http.auth.binding import UnsafeServe, check_serve, is_loopback
+from murmurd.a2a.http.auth.config import AuthConfig, CredentialsError, client_token, load_auth, parse_credentials
+from murmurd.a2a.peers.outbound import peer_key
+from murmurd.a2a.http.auth.principal import (ANONYMOUS_OPERATOR, Principal, TaskIdentity, Widening,
                                         at_least_as_trusted, narrow)
-from murmurd.a2a.auth.tls import TlsFiles, parse_subject
-from murmurd.a2a.auth.verify import Unauthenticated, authenticate
+from murmurd.a2a.http.auth.tls import TlsFiles, parse_subject
+from murmurd.a2a.http.auth.verify import Unauthenticated, authenticate
 
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 OPS_TOKEN = "ops-" + "o" * 40
@@ -291,8 +291,8 @@ def test_a_public_bind_needs_a_credential_or_insecure() -> None:
 
 
 def test_the_exempt_paths_are_the_card_and_the_probes_only() -> None:
-    from murmurd.a2a.auth.edge import EXEMPT_PATHS
-    from murmurd.a2a.health import HEALTH_PATH, METRICS_PATH, READY_PATH
+    from murmurd.a2a.http.auth.edge import EXEMPT_PATHS
+    from murmurd.a2a.http.health import HEALTH_PATH, METRICS_PATH, READY_PATH
 
     assert EXEMPT_PATHS == {"/.well-known/agent-card.json", "/.well-known/agent.json", HEALTH_PATH, READY_PATH}
     assert METRICS_PATH not in EXEMPT_PATHS

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from conftest import EXAMPLES, ROOT
-from murmurd.a2a.client import render_frame
+from murmurd.a2a.peers.client import render_frame
 from murmurd.cli import build_parser
 from murmurd.commands.serve_flags import GROUPS
 from murmurd.host import ComponentHost

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from a2akit import chaos_capsule
-from murmurd.a2a.daemon import CapsuleDaemon
-from murmurd.a2a.intake import Submission
-from murmurd.a2a.lifecycle import LifecyclePolicy
-from murmurd.a2a.store import SqliteTaskStore
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.core.daemon import CapsuleDaemon
+from murmurd.a2a.core.intake import Submission
+from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.host import ComponentHost
 from murmurd.staging.stage import stage_capsule
 

@@ -22,11 +22,12 @@ from hypothesis import strategies as st
 
 from a2akit import chaos_capsule
 from murmurd.a2a import wire
-from murmurd.a2a.daemon import CapsuleDaemon
-from murmurd.a2a.lifecycle import LifecyclePolicy
-from murmurd.a2a.server import ServerConfig, create_app
-from murmurd.a2a.store import Retention, SqliteTaskStore
-from murmurd.a2a.stream import EventLog
+from murmurd.a2a.core.daemon import CapsuleDaemon
+from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from murmurd.a2a.http.server import ServerConfig, create_app
+from murmurd.a2a.stores.base import Retention
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.stream import EventLog
 from murmurd.a2a.wire import METHOD_TABLE, Dialect
 from murmurd.staging.stage import stage_capsule
 

@@ -9,8 +9,8 @@ from a2a.types import a2a_pb2 as pb
 from google.protobuf import json_format
 
 from murmurd.a2a import wire
-from murmurd.a2a.stream import EventLog
-from murmurd.a2a.tasks import TaskRecord, TaskState, new_context_id, new_task_id
+from murmurd.a2a.core.stream import EventLog
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, new_context_id, new_task_id
 from murmurd.a2a.wire import Dialect
 
 

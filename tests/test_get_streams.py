@@ -16,7 +16,7 @@ import pytest
 
 from a2akit import ROOT, Served, serving
 from browserkit import FIRST_WORDS, scripted_capsule
-from murmurd.a2a.get_streams import BadStreamRequest, check_task_id, parse_query
+from murmurd.a2a.http.get_streams import BadStreamRequest, check_task_id, parse_query
 from murmurd.manifest.origins import BadOrigin, check_origin
 
 PAGE = "http://localhost:5173"
@@ -212,7 +212,7 @@ def test_no_origin_is_allowed_by_default(tmp_path: Path) -> None:
     with serving(scripted_capsule(tmp_path), tmp_path / "state") as served:
         preflight = httpx.options(served.url, timeout=10, headers={
             "Origin": PAGE, "Access-Control-Request-Method": "POST"})
-        assert preflight.status_code == 403  # a foreign origin (murmurd/a2a/browser_guard.py)
+        assert preflight.status_code == 403  # a foreign origin (murmurd/a2a/http/browser_guard.py)
         assert not any(h.startswith("access-control-") for h in preflight.headers)
         card = _get(served, ".well-known/agent-card.json", headers={"Origin": PAGE})
         assert card.status_code == 403

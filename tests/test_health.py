@@ -23,14 +23,14 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from a2akit import Served, chaos_capsule, serving
-from murmurd.a2a.daemon import CapsuleDaemon
-from murmurd.a2a.lifecycle import LifecyclePolicy
-from murmurd.a2a.health import acceptance, uncompiled
-from murmurd.a2a.metrics import CONTENT_TYPE, DaemonMetrics
+from murmurd.a2a.core.daemon import CapsuleDaemon
+from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from murmurd.a2a.http.health import acceptance, uncompiled
+from murmurd.a2a.core.metrics import CONTENT_TYPE, DaemonMetrics
 from murmurd.a2a.serve import bind_socket
-from murmurd.a2a.server import ServerConfig, create_app
-from murmurd.a2a.store import SqliteTaskStore
-from murmurd.a2a.tasks import TaskRecord, TaskState
+from murmurd.a2a.http.server import ServerConfig, create_app
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.host import ComponentHost
 from murmurd.staging.stage import stage_capsule
 
@@ -283,7 +283,7 @@ def test_the_readiness_verdicts(tmp_path: Path, host: ComponentHost) -> None:
 
 
 def test_the_timed_store_times_every_awaited_method_and_passes_the_rest(tmp_path: Path) -> None:
-    from murmurd.a2a.store import MemoryTaskStore
+    from murmurd.a2a.stores.memory import MemoryTaskStore
 
     metrics = DaemonMetrics()
     store = metrics.timed_store(MemoryTaskStore())

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from murmurd import ids
-from murmurd.a2a.store import SqliteTaskStore
-from murmurd.a2a.tasks import TaskRecord, TaskState
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.traceview.sessions import uuid7_ms
 
 ID = re.compile(r"(ses|tsk|ctx)_[0-9a-f]{32}")
@@ -35,7 +35,7 @@ def test_ids_are_a_prefix_and_a_uuid7_in_32_lowercase_hex(mint, prefix: str) -> 
 
 
 def test_every_place_that_mints_ids_mints_uuid7() -> None:
-    from murmurd.a2a.tasks import new_context_id, new_task_id
+    from murmurd.a2a.core.tasks import new_context_id, new_task_id
     from murmurd.staging.workdir import new_session_id
 
     for minted in (new_session_id(), new_task_id(), new_context_id()):

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from murmurd.a2a import inbound, jsonrpc
+from murmurd.a2a.http import inbound
+
+from murmurd.a2a.wire import jsonrpc
 from murmurd.a2a.wire.v10 import MAX_PAGE_OFFSET, decode_page_token, encode_page_token
 
 
@@ -112,7 +114,7 @@ def test_issued_page_tokens_round_trip() -> None:
 
 def test_an_answer_holding_a_lone_surrogate_is_sent_escaped_not_a_500() -> None:
     """The router's last line of defence, should unencodable text ever get past the edge."""
-    from murmurd.a2a.server import _JSONResponse
+    from murmurd.a2a.http.server import _JSONResponse
 
     body = _JSONResponse({"jsonrpc": "2.0", "id": "\ud800", "result": "ok ✓"}).body
     assert json.loads(body) == {"jsonrpc": "2.0", "id": "\ud800", "result": "ok ✓"}

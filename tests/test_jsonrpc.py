@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from murmurd.a2a import jsonrpc
-from murmurd.a2a.jsonrpc import (
+from murmurd.a2a.wire import jsonrpc
+from murmurd.a2a.wire.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,

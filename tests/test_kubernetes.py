@@ -24,10 +24,10 @@ import httpx
 import kubernetes_validate
 import pytest
 import yaml
-from fastapi import FastAPI
 
-from murmurd.a2a.daemon import CANCEL_WAIT_SECS
-from murmurd.a2a.health import HEALTH_PATH, READY_PATH, add_operational_routes
+from murmurd.a2a.core.daemon import CANCEL_WAIT_SECS
+from murmurd.a2a.http import health
+from murmurd.a2a.http.health import HEALTH_PATH, READY_PATH
 from murmurd.cli import build_parser
 from murmurd.hooks.queue import DRAIN_BUDGET_SECONDS
 from murmurd.manifest.validate import load_capsule
@@ -137,9 +137,8 @@ def test_kubectl_kustomize_renders_the_same_documents(documents) -> None:
 
 
 def test_probes_ask_paths_the_app_serves(pod, daemon_container) -> None:
-    app = FastAPI()
-    add_operational_routes(app, daemon=None)  # type: ignore[arg-type]  # routes only; nothing called
-    served = {route.path for route in app.routes}
+    routes = health.routes(daemon=None)  # type: ignore[arg-type]  # routes only; nothing called
+    served = {route.path for route in routes.routes}
     probes = {kind: daemon_container[kind]["httpGet"] for kind in ("startupProbe", "livenessProbe", "readinessProbe")}
     assert probes["livenessProbe"]["path"] == probes["startupProbe"]["path"] == HEALTH_PATH
     assert probes["readinessProbe"]["path"] == READY_PATH
@@ -149,7 +148,7 @@ def test_probes_ask_paths_the_app_serves(pod, daemon_container) -> None:
     assert all(ports[p["port"]] == args.port for p in probes.values())
     assert args.host == "0.0.0.0"
     # a readiness check waits at most STORE_PING_TIMEOUT_SECS for the store: the probe waits longer
-    from murmurd.a2a.health import STORE_PING_TIMEOUT_SECS
+    from murmurd.a2a.http.health import STORE_PING_TIMEOUT_SECS
     assert daemon_container["readinessProbe"]["timeoutSeconds"] > STORE_PING_TIMEOUT_SECS
 
 

@@ -114,9 +114,9 @@ ALLOWED: dict[str, str] = {
         "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
     "manifest/reading.py: with os.fdopen(fd, \"rb\") as handle:":
         "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
-    "a2a/state_dir.py: fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)":
+    "a2a/core/state_dir.py: fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)":
         "the state directory's lock file",
-    "a2a/state_dir.py: state_dir.mkdir(parents=True, exist_ok=True)": "the state directory",
+    "a2a/core/state_dir.py: state_dir.mkdir(parents=True, exist_ok=True)": "the state directory",
     "authoring/build.py: digest.update(hashlib.sha256(path.read_bytes()).digest())": "artifact sources (build)",
     "authoring/build.py: for path in sorted(root.rglob(\"*\")):": "artifact sources (build)",
     "authoring/build.py: with tempfile.TemporaryDirectory(prefix=\"murmurd-build-\") as scratch:": "the build's scratch",
@@ -130,16 +130,16 @@ ALLOWED: dict[str, str] = {
     "authoring/build.py: os.replace(tmp, dest)": "the build cache and the artifact's built .wasm",
     "authoring/build.py: tmp.unlink(missing_ok=True)": "the build cache and the artifact's built .wasm",
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
-    "a2a/auth/config.py: with open(path, \"rb\") as handle:":
+    "a2a/http/auth/config.py: with open(path, \"rb\") as handle:":
         "the operator's credentials file and token files (--credentials, --token-file, token_file:)",
     "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
     "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
-    "a2a/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":
+    "a2a/core/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":
         "the state directory (the context session index, murmurd's own; no guest reaches it)",
-    "a2a/context_sessions.py: names = sorted(os.listdir(self.index_dir))":
+    "a2a/core/context_sessions.py: names = sorted(os.listdir(self.index_dir))":
         "the state directory (the context session index, murmurd's own; no guest reaches it)",
     "host/wasi.py: self.log_path.parent.mkdir(parents=True, exist_ok=True)  # outside any workdir: `murmurd call --log`":
         "the operator's `murmurd call --log` path",

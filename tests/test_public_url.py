@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from a2akit import chaos_capsule, serving
-from murmurd.a2a.public_url import BadPublicUrl, check_public_url
+from murmurd.a2a.http.public_url import BadPublicUrl, check_public_url
 
 
 def test_the_card_advertises_the_public_url_in_every_shape(tmp_path: Path, artifacts) -> None:

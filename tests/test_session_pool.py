@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from a2akit import chaos_capsule
-from murmurd.a2a.peer import PeerClient
-from murmurd.a2a.pool import SessionPool, Slot
+from murmurd.a2a.peers.peer import PeerClient
+from murmurd.a2a.core.pool import SessionPool, Slot
 from murmurd.host import ComponentHost
 from murmurd.session.session import Session
 from murmurd.staging.sessions import open_session_staging

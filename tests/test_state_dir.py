@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from a2akit import ROOT, chaos_capsule, serving, start
-from murmurd.a2a.state_dir import StateDirError, StateDirLock
+from murmurd.a2a.core.state_dir import StateDirError, StateDirLock
 
 
 @pytest.fixture(autouse=True)

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from murmurd.a2a.store import INTERRUPTED_MESSAGE, MemoryTaskStore, SqliteTaskStore, TaskStore
-from murmurd.a2a.tasks import TaskArtifact, TaskMessage, TaskRecord, TaskState, new_context_id, new_task_id
+from murmurd.a2a.stores.base import INTERRUPTED_MESSAGE, TaskStore
+
+from murmurd.a2a.stores.memory import MemoryTaskStore
+
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.tasks import TaskArtifact, TaskMessage, TaskRecord, TaskState, new_context_id, new_task_id
 
 pytestmark = pytest.mark.anyio
 
@@ -174,7 +178,7 @@ async def test_restart_after_the_writing_process_died(tmp_path: Path) -> None:
         import asyncio, json, os, sys
         sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
         from test_store import records_by_name
-        from murmurd.a2a.store import SqliteTaskStore
+        from murmurd.a2a.stores.sqlite import SqliteTaskStore
 
         async def main():
             store = await SqliteTaskStore.open(sys.argv[1])
@@ -195,7 +199,7 @@ async def test_restart_after_the_writing_process_died(tmp_path: Path) -> None:
     # And the recovered state is what yet another process sees.
     reader = textwrap.dedent("""
         import asyncio, json, sys
-        from murmurd.a2a.store import SqliteTaskStore
+        from murmurd.a2a.stores.sqlite import SqliteTaskStore
 
         async def main():
             store = await SqliteTaskStore.open(sys.argv[1])

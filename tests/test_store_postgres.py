@@ -16,7 +16,7 @@ from murmurd.a2a.stores.memory import MemoryTaskStore
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.stores.postgres import PostgresTaskStore, redact
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
-from murmurd.a2a.tasks import TaskRecord, TaskState, new_context_id, new_task_id
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, new_context_id, new_task_id
 
 pytestmark = pytest.mark.anyio
 

@@ -10,8 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from murmurd.a2a.store import MemoryTaskStore, Retention, SqliteTaskStore, TaskStore, prune_periodically
-from murmurd.a2a.tasks import TaskRecord, TaskState, new_context_id, new_task_id, now_ms
+from murmurd.a2a.stores.memory import MemoryTaskStore
+
+from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
+
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, new_context_id, new_task_id, now_ms
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from murmurd.a2a.stores.memory import MemoryTaskStore
 from murmurd.a2a.stores.migrations import MIGRATIONS
 from murmurd.a2a.stores.postgres import PostgresTaskStore
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
 
 pytestmark = pytest.mark.anyio
 

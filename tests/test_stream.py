@@ -10,7 +10,7 @@ from contextlib import aclosing
 
 import pytest
 
-from murmurd.a2a.stream import HEARTBEAT_SECONDS, EventLog, StreamEvent, Subscription, sse_frame
+from murmurd.a2a.core.stream import HEARTBEAT_SECONDS, EventLog, StreamEvent, Subscription, sse_frame
 
 pytestmark = pytest.mark.anyio
 

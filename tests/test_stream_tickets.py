@@ -210,7 +210,7 @@ def test_with_no_credential_configured_streams_and_traces_need_nothing(tmp_path:
 
 
 def test_a_tasks_trace_lines_are_its_own_and_the_unowned_lines_inside_its_run() -> None:
-    from murmurd.a2a.task_trace import task_lines
+    from murmurd.a2a.http.task_trace import task_lines
 
     lines = [json.dumps(e) for e in [
         {"event_type": "a2a_task_received", "task_id": "A"},

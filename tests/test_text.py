@@ -40,14 +40,14 @@ def test_a_driver_response_with_half_an_emoji_pair_parses_valid() -> None:
 
 
 def test_a_json_answer_holding_a_lone_surrogate_renders_escaped_not_a_500() -> None:
-    from murmurd.a2a.server import _JSONResponse
+    from murmurd.a2a.http.server import _JSONResponse
 
     body = _JSONResponse({"result": {"text": "half \ud83d", "ok": "ü"}}).body
     assert json.loads(body) == {"result": {"text": "half \ud83d", "ok": "ü"}}
 
 
 def test_an_sse_frame_holding_a_lone_surrogate_encodes() -> None:
-    from murmurd.a2a.stream import StreamEvent, sse_frame
+    from murmurd.a2a.core.stream import StreamEvent, sse_frame
 
     frame = sse_frame(StreamEvent(1, "text", "t", {"text": "half \ud83d"}))
     frame["data"].encode("utf-8")

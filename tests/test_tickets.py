@@ -1,4 +1,4 @@
-"""Stream tickets (murmurd/a2a/tickets.py): path-bound, short-lived, signed with a per-daemon key."""
+"""Stream tickets (murmurd/a2a/http/tickets.py): path-bound, short-lived, signed with a per-daemon key."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from murmurd.a2a.tickets import MAX_TICKET_CHARS, BadTicket, TicketSigner
+from murmurd.a2a.http.tickets import MAX_TICKET_CHARS, BadTicket, TicketSigner
 
 PATH = "/tasks/tsk_0123/stream"
 NOW = 1_800_000_000.0

@@ -22,26 +22,26 @@ from pathlib import Path
 
 import uvicorn
 
-from murmurd.a2a.auth.binding import UnsafeServe, check_serve, is_loopback
-from murmurd.a2a.auth.config import AuthConfig
-from murmurd.a2a.auth.current import CurrentAuth
-from murmurd.a2a.auth.reload import reload_credentials
-from murmurd.a2a.auth.tls import TlsFiles
-from murmurd.a2a.connlimits import ConnectionLimits, protocol_class
-from murmurd.a2a.daemon import CapsuleDaemon
-from murmurd.a2a.lifecycle import LifecyclePolicy
-from murmurd.a2a.public_url import check_public_url
+from murmurd.a2a.http.auth.binding import UnsafeServe, check_serve, is_loopback
+from murmurd.a2a.http.auth.config import AuthConfig
+from murmurd.a2a.http.auth.current import CurrentAuth
+from murmurd.a2a.http.auth.reload import reload_credentials
+from murmurd.a2a.http.auth.tls import TlsFiles
+from murmurd.a2a.http.connlimits import ConnectionLimits, protocol_class
+from murmurd.a2a.core.daemon import CapsuleDaemon
+from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from murmurd.a2a.http.public_url import check_public_url
 from murmurd.staging.identity import capsule_url_for
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.replicas.ticket_key import shared_ticket_key
-from murmurd.a2a.server import ServerConfig, create_app
-from murmurd.a2a.state_dir import StateDirLock
+from murmurd.a2a.http.server import ServerConfig, create_app
+from murmurd.a2a.core.state_dir import StateDirLock
 from murmurd.a2a.stores import is_postgres, open_store
-from murmurd.a2a.context_sessions import INDEX_DIR as CONTEXT_SESSIONS
+from murmurd.a2a.core.context_sessions import INDEX_DIR as CONTEXT_SESSIONS
 from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
-from murmurd.a2a.stream import EventLog
-from murmurd.a2a.tickets import DEFAULT_TTL_SECONDS
+from murmurd.a2a.core.stream import EventLog
+from murmurd.a2a.http.tickets import DEFAULT_TTL_SECONDS, KEY_BYTES
 from murmurd.host import ComponentHost
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
@@ -236,7 +236,7 @@ async def _serve_locked(
                            keep_context_sessions=options.keep_context_sessions)
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
-    ticket_key = await shared_ticket_key(replicas.pool) if replicas is not None else None
+    ticket_key = await shared_ticket_key(replicas.pool, KEY_BYTES) if replicas is not None else None
     app = create_app(daemon, ServerConfig(url=card_url, max_body_bytes=options.max_body_bytes, max_batch=options.max_batch,
                                           max_response_bytes=options.max_response_bytes, max_streams=max_streams,
                                           max_streams_per_client=max_streams_per_client, auth=auth,

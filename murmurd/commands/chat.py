@@ -73,8 +73,8 @@ class Conversation:
 
     def turn(self, text: str) -> None:
         """Send one message and follow its task to the end (answering its questions)."""
-        from murmurd.a2a import tasks_client
-        from murmurd.a2a.client import ClientError
+        from murmurd.a2a.peers import tasks_client
+        from murmurd.a2a.peers.client import ClientError
 
         frames: queue.Queue[Any] = queue.Queue()
 
@@ -141,8 +141,8 @@ class Conversation:
 
     def _answer(self, question: str, task_id: str | None, frames: queue.Queue[Any]) -> bool:
         """Prompt for the reply to `question`; False when Ctrl-C canceled the task instead."""
-        from murmurd.a2a import tasks_client
-        from murmurd.a2a.client import ClientError
+        from murmurd.a2a.peers import tasks_client
+        from murmurd.a2a.peers.client import ClientError
 
         self.out(f"? {question}\n")
         while True:
@@ -166,8 +166,8 @@ class Conversation:
 
     def _cancel(self, task_id: str | None, frames: queue.Queue[Any]) -> None:
         """Ctrl-C: cancel the task in flight and wait (bounded) for its stream to say so."""
-        from murmurd.a2a import tasks_client
-        from murmurd.a2a.client import ClientError
+        from murmurd.a2a.peers import tasks_client
+        from murmurd.a2a.peers.client import ClientError
 
         if task_id is None:
             self.out("\n[not started yet; nothing to cancel]\n")

@@ -35,7 +35,7 @@ def client_token(args: argparse.Namespace, command: str) -> str | None | bool:
     (callers return 2 on False; `token_or_none` narrows what is left)."""
     import os
 
-    from murmurd.a2a.auth.config import CredentialsError, client_token as read_token
+    from murmurd.a2a.http.auth.config import CredentialsError, client_token as read_token
 
     try:
         return read_token(Path(args.token_file) if args.token_file else None, os.environ)
@@ -49,8 +49,8 @@ def _now() -> dt.datetime:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from murmurd.a2a import tasks_client
-    from murmurd.a2a.client import ClientError
+    from murmurd.a2a.peers import tasks_client
+    from murmurd.a2a.peers.client import ClientError
 
     token = client_token(args, "tasks")
     if token is False:
@@ -76,8 +76,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_reply(args: argparse.Namespace) -> int:
-    from murmurd.a2a import tasks_client
-    from murmurd.a2a.client import ClientError
+    from murmurd.a2a.peers import tasks_client
+    from murmurd.a2a.peers.client import ClientError
 
     token = client_token(args, "reply")
     if token is False:
@@ -99,8 +99,8 @@ def cmd_reply(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from murmurd.a2a import tasks_client
-    from murmurd.a2a.client import ClientError
+    from murmurd.a2a.peers import tasks_client
+    from murmurd.a2a.peers.client import ClientError
 
     token = client_token(args, "cancel")
     if token is False:
@@ -118,7 +118,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_send(args: argparse.Namespace) -> int:
     """Default: wait for the task and print its answer (or the question it asks). `--stream`:
     everything live. `--json`: the accepted task's JSON at once, without waiting."""
-    from murmurd.a2a import client, tasks_client
+    from murmurd.a2a.peers import client, tasks_client
 
     url = base_url(args.url)
     token = client_token(args, "send")

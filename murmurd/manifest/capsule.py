@@ -278,7 +278,7 @@ class Lifecycle(_Model):
     input_timeout_secs: int | None = Field(default=None, gt=0)
     conversation: Conversation = "stateless"
     # murmurd extension: tasks of different contexts running at once under `queue` (None: the
-    # default bound, murmurd.a2a.admission.DEFAULT_QUEUE_BOUND); `single` and `none` run one.
+    # default bound, murmurd.a2a.core.admission.DEFAULT_QUEUE_BOUND); `single` and `none` run one.
     max_concurrent_tasks: int | None = Field(default=None, ge=1, le=4096)
     # The seed's name for the reopen budget; None: `inference.max_task_reopens` (the older name).
     max_task_reopens: int | None = Field(default=None, ge=0)

@@ -35,7 +35,7 @@ import asyncpg
 from murmurd.a2a.replicas import fencing
 from murmurd.a2a.replicas.events import EVENTS_CHANNEL, SharedEventLog
 from murmurd.a2a.stores.base import TERMINAL_VALUES
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 log = logging.getLogger("murmurd.a2a.replicas")

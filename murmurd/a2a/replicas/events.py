@@ -23,7 +23,7 @@ from typing import Any
 
 import asyncpg
 
-from murmurd.a2a.stream import BUFFER_BYTES, EVENT_TYPES, EventLog, StreamEvent
+from murmurd.a2a.core.stream import BUFFER_BYTES, EVENT_TYPES, EventLog, StreamEvent
 from murmurd.text import json_text
 
 log = logging.getLogger("murmurd.a2a.replicas")

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from murmurd.a2a.stores.base import TERMINAL_VALUES
-from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 log = logging.getLogger("murmurd.a2a.replicas")

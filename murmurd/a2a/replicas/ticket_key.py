@@ -13,22 +13,22 @@ import secrets
 import asyncpg
 
 from murmurd.a2a.stores.base import TaskStoreError
-from murmurd.a2a.tickets import KEY_BYTES
 
 KEY_NAME = "stream-ticket-key"
 
 
-async def shared_ticket_key(pool: asyncpg.Pool) -> bytes:
-    """The database's ticket key, written now when no replica has written one. Two statements:
+async def shared_ticket_key(pool: asyncpg.Pool, size: int) -> bytes:
+    """The database's ticket key of at least `size` bytes (what the edge's ticket signer needs),
+    written now when no replica has written one. Two statements:
     after a conflicting insert waited for another replica's commit, a fresh read sees its key."""
     try:
         await pool.execute("INSERT INTO shared_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-                           KEY_NAME, secrets.token_bytes(KEY_BYTES))
+                           KEY_NAME, secrets.token_bytes(size))
         row = await pool.fetchrow("SELECT value FROM shared_secrets WHERE name = $1", KEY_NAME)
     except (asyncpg.PostgresError, OSError) as exc:
         raise TaskStoreError(f"cannot read the replicas' shared stream-ticket key: {exc}") from None
     key = bytes(row["value"]) if row is not None else b""
-    if len(key) < KEY_BYTES:
+    if len(key) < size:
         raise TaskStoreError(f"the shared stream-ticket key in the database is {len(key)} bytes; "
-                         f"at least {KEY_BYTES} are needed (delete the row {KEY_NAME!r} of shared_secrets)")
+                         f"at least {size} are needed (delete the row {KEY_NAME!r} of shared_secrets)")
     return key

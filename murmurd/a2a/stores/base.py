@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from murmurd.a2a.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TERMINAL_STATES, TaskRecord, TaskState, now_ms
 
 INTERRUPTED_MESSAGE = "interrupted: daemon restarted"
 

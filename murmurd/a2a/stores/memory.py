@@ -18,7 +18,7 @@ from murmurd.a2a.stores.base import (
     member_name,
     prunable,
 )
-from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 

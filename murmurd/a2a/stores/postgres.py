@@ -39,7 +39,7 @@ from murmurd.a2a.stores.base import (
     redact,
 )
 from murmurd.a2a.stores.migrations import MIGRATIONS
-from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 log = logging.getLogger("murmurd.a2a.store")

@@ -31,7 +31,7 @@ from murmurd.a2a.stores.base import (
     interrupt,
     member_name,
 )
-from murmurd.a2a.tasks import TaskRecord, TaskState, now_ms
+from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 DEFAULT_FILENAME = "tasks.sqlite3"

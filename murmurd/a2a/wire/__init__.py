@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from murmurd.a2a.tasks import TaskRecord
+from murmurd.a2a.core.tasks import TaskRecord
 from murmurd.a2a.wire import upstream, v02, v03, v10
 from murmurd.a2a.wire.common import ListRequest, SendRequest, TaskQuery, is_final_state, result_artifact_id
 from murmurd.a2a.wire.dialects import METHOD_TABLE, Dialect, Operation, header_version, lookup_method, resolve_dialect

@@ -4,7 +4,6 @@ params-error conversion, and `TaskView`, the one reading of a `TaskRecord` every
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -13,10 +12,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from murmurd.a2a.jsonrpc import JsonRpcError
-from murmurd.a2a.problems import describe as describe_problems
-from murmurd.a2a.problems import summary as problem_summary
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.wire.jsonrpc import JsonRpcError
+from murmurd.a2a.wire.problems import describe as describe_problems
+from murmurd.a2a.wire.problems import summary as problem_summary
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState, new_message_id, result_artifact_id
 from murmurd.a2a.wire.dialects import Dialect
 
 MAX_ID_CHARS = 256
@@ -81,10 +80,6 @@ def require_id(value: str | None, field_name: str) -> str:
     if checked is None:
         raise JsonRpcError.invalid_params(f"{field_name}: a non-empty id is required")
     return checked
-
-
-def new_message_id() -> str:
-    return "msg_" + secrets.token_hex(16)
 
 
 @dataclass
@@ -156,11 +151,6 @@ def parse_rfc3339_ms(value: str, field_name: str) -> int:
 def is_final_state(state: TaskState) -> bool:
     """A2A streams end here: terminal states, and input-required (the client must send a reply)."""
     return state.terminal or state is TaskState.INPUT_REQUIRED
-
-
-def result_artifact_id(task_id: str) -> str:
-    """The stable id of a task's answer artifact, streamed in chunks and shown by get."""
-    return f"{task_id}-result"
 
 
 def status_message_id(record: TaskRecord) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
-from murmurd.a2a.jsonrpc import JsonRpcError
+from murmurd.a2a.wire.jsonrpc import JsonRpcError
 
 VERSION_HEADER = "a2a-version"
 

@@ -1,5 +1,5 @@
 """Stream events for the A2A dialects (V02, V03, V10); upstream SSE frames are rendered by
-`murmurd.a2a.stream`.
+`murmurd.a2a.core.stream`.
 
 The lead feeds the same domain events it publishes upstream:
 
@@ -38,7 +38,7 @@ import dataclasses
 import secrets
 from typing import Any, Protocol
 
-from murmurd.a2a.tasks import TaskRecord, TaskState
+from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.a2a.wire import v02, v03, v10
 from murmurd.a2a.wire.common import RESULT_ARTIFACT, is_final_state
 from murmurd.a2a.wire.dialects import Dialect
@@ -72,7 +72,7 @@ def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
     """One stream event as the dialect's JSON-RPC `result` object, or None when the dialect has
     nothing to send for it."""
     if dialect is Dialect.UPSTREAM:
-        raise ValueError("upstream SSE frames are rendered by murmurd.a2a.stream")
+        raise ValueError("upstream SSE frames are rendered by murmurd.a2a.core.stream")
     if event_type not in STREAM_EVENT_TYPES:
         raise ValueError(f"unknown stream event type {event_type!r}")
     if event_type in _SILENT:
@@ -136,7 +136,7 @@ class StreamRenderer:
 
     def __init__(self, dialect: Dialect) -> None:
         if dialect is Dialect.UPSTREAM:
-            raise ValueError("upstream SSE frames are rendered by murmurd.a2a.stream")
+            raise ValueError("upstream SSE frames are rendered by murmurd.a2a.core.stream")
         self.dialect = dialect
         self._result_index: dict[str, int] = {}
         self._tool_output_index: dict[str, int] = {}

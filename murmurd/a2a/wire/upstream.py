@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr, field_validator
 
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.a2a.wire import parts as wire_parts
 from murmurd.a2a.wire.common import (
     SendRequest,

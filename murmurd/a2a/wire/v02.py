@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, StrictBool, StrictInt, StrictStr, Tag
 
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.a2a.wire import parts as wire_parts
 from murmurd.a2a.wire.common import (
     FileContent,

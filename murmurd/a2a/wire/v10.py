@@ -23,8 +23,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr, field_validator, model_validator
 
-from murmurd.a2a.jsonrpc import JsonRpcError
-from murmurd.a2a.tasks import TaskMessage, TaskRecord, TaskState
+from murmurd.a2a.wire.jsonrpc import JsonRpcError
+from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
 from murmurd.a2a.wire import parts as wire_parts
 from murmurd.a2a.wire.common import (
     RESULT_ARTIFACT,

@@ -1,0 +1,228 @@
+"""Connection limits for `murmurd serve`: header and body read deadlines, and a connection cap.
+
+uvicorn bounds idle keep-alive connections (`timeout_keep_alive`) but nothing else: a client that
+sends its headers a byte at a time (slowloris), or declares a body and never sends it, holds a
+connection and its buffers forever, and any number of connections may be open. This h11 protocol
+subclass adds, per connection:
+
+- a header deadline: from the connection's first byte (or from its opening) until a request's
+  headers are complete; a keep-alive connection gets a fresh one when its next request starts;
+- a body deadline: from the headers until the request body is complete. A stream's response
+  may last as long as it likes; only reading the request is timed, so SSE streams are exempt;
+- a connection cap: a connection arriving at the cap closes the oldest connection that has no
+  request in flight (idle keep-alive, or headers still trickling in); when every connection is
+  busy, the newcomer's request is answered 503 and its connection closed;
+- an early answer: a request answered before its body was read (the browser guard's 403,
+  authentication's 401, the size cap's 413) is drained, never served again: what the client
+  still sends is discarded, the connection closes as soon as the body is complete, after
+  `keep_alive_secs` without a byte from the client, and at the body deadline at the latest. So
+  a refused request holds a connection no longer than an idle keep-alive one (issue 21, item 8);
+- a write deadline: a response the client does not read fills the transport's write buffer,
+  which holds the whole answer in memory. When the buffer passes its high-water mark (the
+  transport pauses writing), or a connection is closed with bytes still unsent, the client has
+  `write_timeout_secs` to drain the buffer, and again each period as long as it drains at least
+  `MIN_WRITE_PROGRESS` bytes per period; otherwise the connection is aborted and the buffer
+  dropped. Streams are included: an SSE reader that stops reading is cut off the same way.
+
+A deadline that passes closes the connection (there is no one to answer: the client is not
+sending); the app sees a disconnect, which the router treats as the normal event it is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from murmurd.a2a.http.auth.edge import TLS_SUBJECT_KEY
+from murmurd.a2a.http.auth.tls import peer_subject
+
+logger = logging.getLogger("murmurd.connections")
+
+MIN_WRITE_PROGRESS = 64 * 1024
+"""Bytes a client must take off a stuck write buffer per write period to be given another."""
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    header_timeout_secs: float = 10.0
+    body_timeout_secs: float = 30.0
+    keep_alive_secs: float = 5.0
+    max_connections: int = 256
+    write_timeout_secs: float = 30.0
+
+    def __post_init__(self) -> None:
+        if min(self.header_timeout_secs, self.body_timeout_secs, self.keep_alive_secs, self.write_timeout_secs) <= 0:
+            raise ValueError("connection timeouts must be positive")
+        if self.max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with read deadlines and the connection cap (see the module doc).
+    Use `protocol_class(limits)`: each server gets its own subclass, limits and registry."""
+
+    limits: ClassVar[ConnectionLimits] = ConnectionLimits()
+    registry: ClassVar[dict[GuardedH11Protocol, None]] = {}  # open connections, oldest first
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._seen_cycle: object = None
+        self._write_deadline: asyncio.TimerHandle | None = None
+        self._write_mark = 0  # write buffer size when the current write period began
+        self._tls_subject: frozenset[tuple[str, str]] | None = None
+        self._draining = False  # answered before its body was read: discard it, then close
+        self._quiet: asyncio.TimerHandle | None = None  # while draining: the client's silence
+
+    # -- the cap ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._tls_subject = peer_subject(transport)  # after the handshake: verified, or None
+        if len(self.registry) >= self.limits.max_connections and not self._evict_one():
+            self.limit_concurrency = 0  # uvicorn answers this connection's request 503, then closes
+            peer = transport.get_extra_info("peername")
+            logger.warning("connection refused: %d connections open, every one busy (--max-connections)",
+                           len(self.registry), extra={"client": f"{peer[0]}:{peer[1]}" if peer else None,
+                                                      "limit": "max_connections"})
+        self.registry[self] = None
+        self._arm(self.limits.header_timeout_secs)
+
+    def _evict_one(self) -> bool:
+        """Close the oldest connection with no request in flight; False when all are busy."""
+        for other in self.registry:
+            if other._between_requests() and not other.transport.is_closing():
+                other._close()
+                return True
+        return False
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.registry.pop(self, None)
+        self._disarm()
+        self._disarm_quiet()
+        self._disarm_write()
+        super().connection_lost(exc)
+
+    # -- the deadlines ---------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._draining:
+            self._drained_more()
+        elif self._between_requests() and self._deadline is None and not self.transport.is_closing():
+            self._arm(self.limits.header_timeout_secs)  # the next request on a keep-alive connection
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        cycle = self.cycle
+        if cycle is None:
+            return
+        if cycle is not self._seen_cycle:  # a request's headers are complete
+            self._seen_cycle = cycle
+            if self._tls_subject is not None:  # the app runs later: its scope still takes this
+                cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
+            self._disarm()
+            if cycle.more_body:
+                self._arm(self.limits.body_timeout_secs)
+        elif not cycle.more_body:  # its body is complete
+            self._disarm()
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        self._close()
+
+    def _close(self) -> None:
+        self._disarm()
+        self._disarm_quiet()
+        if not self.transport.is_closing():
+            self.transport.close()
+        self._watch_unsent()
+
+    # -- the write deadline ----------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._arm_write()
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._disarm_write()
+
+    def on_response_complete(self) -> None:
+        cycle = self.cycle
+        early = cycle is not None and cycle.more_body and self.conn.their_state is h11.SEND_BODY
+        super().on_response_complete()
+        if early and not self.transport.is_closing():
+            self._draining = True  # the body deadline armed at the headers stays: the latest close
+            self._drained_more()
+        self._watch_unsent()  # uvicorn closes a non-keep-alive connection here
+
+    # -- draining an early answer's body ---------------------------------------------------
+
+    def _drained_more(self) -> None:
+        """While draining: close once the body is complete, else give the client another quiet period."""
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is not h11.SEND_BODY:  # the body is complete (or the client gave up)
+            self._close()
+            return
+        self._disarm_quiet()
+        self._quiet = self.loop.call_later(self.limits.keep_alive_secs, self._close)
+
+    def _disarm_quiet(self) -> None:
+        if self._quiet is not None:
+            self._quiet.cancel()
+            self._quiet = None
+
+    def timeout_keep_alive_handler(self) -> None:
+        super().timeout_keep_alive_handler()
+        self._watch_unsent()
+
+    def _watch_unsent(self) -> None:
+        """A closing transport waits for its buffer to drain, however long: time that too."""
+        transport = self.transport
+        if transport.is_closing() and transport.get_write_buffer_size() > 0 and self._write_deadline is None:
+            self._arm_write()
+
+    def _arm_write(self) -> None:
+        self._write_mark = self.transport.get_write_buffer_size()
+        self._write_deadline = self.loop.call_later(self.limits.write_timeout_secs, self._write_expired)
+
+    def _disarm_write(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        unsent = self.transport.get_write_buffer_size()
+        if unsent == 0:
+            return
+        if self._write_mark - unsent >= MIN_WRITE_PROGRESS:
+            self._arm_write()  # a slow reader, but a reader
+            return
+        self._disarm()
+        self.transport.abort()  # close() would wait for the buffer to drain
+
+
+def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+    """A protocol class for one server (uvicorn's `Config(http=...)`), bound to `limits`."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits, "registry": {}})
