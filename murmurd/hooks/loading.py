@@ -6,22 +6,46 @@ capsule's entry gives `on_overflow` (async queues; `drop` by default) and `capab
 are the hook's whole grant (from nothing: no capabilities, no network and no directory; a
 `filesystem.scope` becomes the hook's `.`). Its stdout, stderr and faults go to
 `logs/hook-<name>.log`.
+
+The loader takes what it needs from staging as data: the hook artifacts (`HookArtifact`) and a
+way to build a grant, through the small `HookedCapsule` protocol a staged capsule satisfies. It
+never imports staging (staging imports the hooks, to run `on-stage`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from murmurd.hooks.commit import Dispatch
 from murmurd.hooks.faults import hook_log_name
 from murmurd.host import CallGrant, LoadedComponent
 from murmurd.manifest.hooks import gets_decision_point, receives
 
-if TYPE_CHECKING:
-    from murmurd.staging.stage import StagedCapsule
-
 DEFAULT_OVERFLOW = "drop"
+
+
+@dataclass(frozen=True)
+class HookArtifact:
+    """One installed `runtime: hook` artifact, as staging hands it over: its own manifest's
+    `binding`, `execution_mode` and `commit_policy`, the capsule entry's `on_overflow`."""
+
+    name: str
+    component: LoadedComponent
+    binding: str | None
+    execution_mode: str
+    commit_policy: str
+    on_overflow: str | None
+
+
+class HookedCapsule(Protocol):
+    """What the loader needs of a staged capsule (`staging.stage.StagedCapsule` is one)."""
+
+    def hook_artifacts(self) -> list[HookArtifact]: ...
+
+    def call_grant(self, name: str | None, *, extra_env: Mapping[str, str] | None = None,
+                   log_name: str | None = None) -> CallGrant: ...
 
 
 @dataclass(frozen=True)
@@ -50,15 +74,12 @@ class HookSpec:
         return receives(self.binding, handler)
 
 
-def load_hooks(staged: StagedCapsule) -> list[HookSpec]:
+def load_hooks(staged: HookedCapsule) -> list[HookSpec]:
     """Every hook of `staged`, in manifest order, with its grant (which carries the variables
     every hook sees, `MURMUR_OTEL_ENDPOINT` and `MURMUR_FORMATION_ID`: `StagedCapsule.call_grant`)."""
     specs: list[HookSpec] = []
-    for name, installed in staged.artifacts.items():
-        if installed.kind != "hook" or installed.component is None:
-            continue
-        own = installed.resolved.manifest
-        grant = staged.call_grant(name, log_name=hook_log_name(name))
-        specs.append(HookSpec(name, installed.component, own.binding, own.execution_mode, own.commit_policy,
-                              installed.ref.on_overflow or DEFAULT_OVERFLOW, grant))
+    for hook in staged.hook_artifacts():
+        grant = staged.call_grant(hook.name, log_name=hook_log_name(hook.name))
+        specs.append(HookSpec(hook.name, hook.component, hook.binding, hook.execution_mode, hook.commit_policy,
+                              hook.on_overflow or DEFAULT_OVERFLOW, grant))
     return specs

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse  # importable from here too
+from murmurd.host.http_egress import EgressDenial, HttpEgress
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.values import ToolInput, ToolResult
 from murmurd.host.wasi import CallOutput
-
-if TYPE_CHECKING:
-    from murmurd.host.http_policy import EgressDenial, HttpEgress
 
 ChunkSink = Callable[[str], None]
 

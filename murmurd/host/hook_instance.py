@@ -18,24 +18,35 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from wasmtime import Store, WasmtimeError
-from wasmtime.component import Func
+from wasmtime import Engine, Store, WasmtimeError
+from wasmtime.component import Func, Linker
 
 from murmurd.contract import ROLE_EXPORTS, Role, versioned
 from murmurd.host.context import CallContext, SessionContext
 from murmurd.host.errors import CallCancelled, ContractError, HookError, InstantiationError
 from murmurd.host.failures import classify
 from murmurd.host import hook_legacy
+from murmurd.host.bridge import WasmPool
 from murmurd.host.hook_values import HANDLER_EVENT, HookOutput, handler_result_from_wasm, to_wasm
-from murmurd.host.interrupt import CallGuard
+from murmurd.host.interrupt import CallGuard, EpochTicker
+from murmurd.host.loaded import LoadedComponent
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 
-if TYPE_CHECKING:
-    from murmurd.host.host import ComponentHost, LoadedComponent
-
 LIFECYCLE = versioned(ROLE_EXPORTS[Role.HOOK])
+
+
+class HookRuntime(Protocol):
+    """What a hook instance needs of the host that builds it (`ComponentHost` is one)."""
+
+    engine: Engine
+    pool: WasmPool
+    ticker: EpochTicker
+
+    def linker_for(self, loaded: LoadedComponent) -> Linker: ...
+
+    def prepare_http(self, store: Store, loaded: LoadedComponent, grant: CallGrant, call: CallContext) -> None: ...
 
 
 class _Live:
@@ -57,7 +68,7 @@ class HookInstance:
     """A hook's session-long instance. Create it with `ComponentHost.hook_instance`."""
 
     def __init__(
-        self, host: ComponentHost, loaded: LoadedComponent, *, grant: CallGrant, session: SessionContext, name: str
+        self, host: HookRuntime, loaded: LoadedComponent, *, grant: CallGrant, session: SessionContext, name: str
     ) -> None:
         if loaded.role is not Role.HOOK:
             raise ContractError(loaded.name, f"is a {loaded.role.value} component; a hook instance needs a hook")

@@ -40,12 +40,14 @@ from murmurd.host.hook_values import (
     CompactionEvent,
     HookMessage,
     HookOutput,
+    InferenceRequest,
     ShellEvent,
     TaskStartEvent,
     ToolEvent,
     hook_output_from_wasm,
     to_wasm,
 )
+from murmurd.host.interface_names import parse_interface
 from murmurd.host.values import field_of, make_record
 
 LIFECYCLE = "murmur:hook/lifecycle"
@@ -116,16 +118,12 @@ def handler_result_from_wasm(raw: Any) -> HookOutput | str:
 
 
 def inference_request_from_wasm(record: Any) -> Any:
-    from murmurd.host.hook_values import InferenceRequest
-
     return InferenceRequest(messages=[minted_message(m) for m in field_of(record, "messages")],
                             system_prompt=field_of(record, "system-prompt"), model=field_of(record, "model"))
 
 
 def check_layout(imports: Iterable[str], exports: Iterable[str]) -> str | None:
     """Why a hook mixes the two layouts (a 0.5.0 export with seed imports, or the reverse), or None."""
-    from murmurd.host.roles import parse_interface
-
     legacy = is_legacy(exports)
     for name in imports:
         iface = parse_interface(name)

@@ -13,9 +13,8 @@ import asyncio
 import hashlib
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from wasmtime import Config, Engine, Store, WasmtimeError
 from wasmtime.component import Component, FuncType, Linker
@@ -26,14 +25,15 @@ from murmurd.host.cache import CompileCache
 from murmurd.host.context import CallContext, ChunkSink, SessionContext
 from murmurd.host.errors import CompileError, ContractError, InstantiationError
 from murmurd.host.failures import classify, first_cause
-from murmurd.host.hook_instance import HookInstance
 from murmurd.host.http_forwarder import ForwarderSource
-from murmurd.host.http_policy import OUTGOING_HANDLER, HttpEgress, define_http_filter
+from murmurd.host.http_egress import HttpEgress
+from murmurd.host.http_policy import define_http_filter
 from murmurd.host.imports import define
 from murmurd.host.interrupt import CallGuard, EpochTicker
 from murmurd.host import hook_legacy
 from murmurd.host.murmur_imports import interfaces_for, legacy_hook_interfaces
-from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers, parse_interface
+from murmurd.host.loaded import LoadedComponent
+from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 from murmurd.paths import cache_dir as default_cache_dir
@@ -45,40 +45,20 @@ NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, d
 _current = threading.local()
 
 
-@dataclass(frozen=True)
-class LoadedComponent:
-    """A compiled, contract-checked component, shareable across calls and threads."""
+class HookFactory(Protocol):
+    """Builds a hook's session-long instance on `host` (`HookInstance` is one)."""
 
-    name: str
-    role: Role
-    component: Component
-    sha256: str
-    imports: tuple[str, ...]
-    exports: tuple[str, ...]
-    # A hook's exported lifecycle handlers, read from the component type (empty for other roles).
-    handlers: frozenset[str] = frozenset()
-
-    @property
-    def legacy_hook(self) -> bool:
-        """A hook built against the published `hook@0.5.0` layout (adapted in `hook_legacy`)."""
-        return self.role is Role.HOOK and hook_legacy.is_legacy(self.exports)
-
-    @property
-    def http_versions(self) -> tuple[str, ...]:
-        """Every version of `wasi:http/outgoing-handler` the component imports. A component may
-        import several (0.2.0 and 0.2.3 are distinct names); each must be filtered, or the
-        linker resolves the unfiltered one to wasmtime's native client."""
-        found = (parse_interface(name) for name in self.imports)
-        return tuple(i.version for i in found if i is not None and i.unversioned == OUTGOING_HANDLER and i.version)
-
-    @property
-    def http_version(self) -> str | None:
-        """The wasi:http version the component imports first, if it makes HTTP requests."""
-        versions = self.http_versions
-        return versions[0] if versions else None
+    def __call__(self, host: ComponentHost, loaded: LoadedComponent, *, grant: CallGrant,
+                 session: SessionContext, name: str) -> Any: ...
 
 
 class ComponentHost:
+    # What `hook_instance` builds with: `HookInstance`, registered once by the package face
+    # (murmurd/host/__init__.py, which runs before any of its modules). The hook instance runs on
+    # this host's engine, pool, ticker and linkers (`hook_instance.HookRuntime`); this way
+    # neither module imports the other.
+    hook_factory: ClassVar[HookFactory | None] = None
+
     def __init__(
         self,
         *,
@@ -226,9 +206,12 @@ class ComponentHost:
         grant: CallGrant,
         session: SessionContext,
         name: str | None = None,
-    ) -> HookInstance:
-        """A hook's session-long instance (instantiated at its first call, on a worker)."""
-        return HookInstance(self, loaded, grant=grant, session=session, name=name or loaded.name)
+    ) -> Any:
+        """A hook's session-long instance, a `HookInstance` (instantiated at its first call, on a worker)."""
+        factory = self.hook_factory
+        if factory is None:  # pragma: no cover - murmurd.host registers it whenever this module is imported
+            raise RuntimeError("no hook factory: import murmurd.host, which registers HookInstance")
+        return factory(self, loaded, grant=grant, session=session, name=name or loaded.name)
 
     def close(self) -> None:
         self.ticker.stop()

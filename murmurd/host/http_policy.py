@@ -8,62 +8,32 @@ forwards the request to the native `handle` or drops it and answers the WASI err
 `HTTP-request-denied`, before any connection is opened. A refusal is reported to the session
 (`SessionContext.egress_denied`), which traces it.
 
-Without a grant no forwarder is ever instantiated: every request is refused at once.
+Without a grant no forwarder is ever instantiated: every request is refused at once. The
+store's egress state and the refusal record are `http_egress.py`'s (still importable from here).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from wasmtime import WasmtimeError
 from wasmtime.component import Linker, ResourceAny, Variant
 
 from murmurd.host.context import CallContext
-from murmurd.host.egress import EgressPolicy, request_origin
-from murmurd.host.http_forwarder import Forwarder, ForwarderSource
+from murmurd.host.egress import request_origin
+from murmurd.host.http_egress import EGRESS_DENIED, OUTGOING_HANDLER, EgressDenial, HttpEgress
 from murmurd.host.imports import call_context
 
-OUTGOING_HANDLER = "wasi:http/outgoing-handler"
 DENIED = "HTTP-request-denied"
-EGRESS_DENIED = "egress_denied"  # the trace event a refusal becomes
 _SHOWN_AUTHORITY = 256  # characters of a refused authority kept in the trace
 _SHOWN_SCHEME = 64
 # Refusals traced per store (a call; a hook's session): a component looping on refused requests
 # must not grow the trace without end. Every later request is still refused, untraced.
 MAX_TRACED_DENIALS = 100
 
-
-@dataclass(frozen=True)
-class EgressDenial:
-    """A refused request, as the session traces it (`egress_denied`)."""
-
-    artifact: str
-    interface: str
-    reason: str
-    origin: str | None = None  # `scheme://host:port` when the request named one we could read
-    scheme: str | None = None
-    authority: str | None = None
-
-    def fields(self) -> dict[str, Any]:
-        return {"artifact": self.artifact, "interface": self.interface, "origin": self.origin,
-                "scheme": self.scheme, "authority": self.authority, "reason": self.reason}
-
-
-@dataclass
-class HttpEgress:
-    """One store's `wasi:http` egress: its policy, and the forwarder once a request needs it."""
-
-    policy: EgressPolicy
-    source: ForwarderSource
-    version: str
-    _forwarder: Forwarder | None = field(default=None, repr=False)
-    denials: int = 0
-
-    def forwarder(self, store: Any) -> Forwarder:
-        if self._forwarder is None:
-            self._forwarder = Forwarder.instantiate(store, self.source, self.version)
-        return self._forwarder
+__all__ = ["DENIED", "EGRESS_DENIED", "MAX_TRACED_DENIALS", "OUTGOING_HANDLER", "EgressDenial", "HttpEgress",
+           "define_http_filter"]
 
 
 def _drop(store: Any, *resources: Any) -> None:

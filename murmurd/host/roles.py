@@ -1,47 +1,26 @@
 """Role detection and contract validation from a component's import and export names.
 
-Pure logic over names like `murmur:tool/run@0.1.0` and `wasi:cli/stdout@0.2.9`.
+Pure logic over names like `murmur:tool/run@0.1.0` and `wasi:cli/stdout@0.2.9` (parsed by
+`interface_names.py`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from murmurd.contract import RETIRED, ROLE_EXPORTS, ROLE_IMPORTS, SERVED, Role, versioned
 from murmurd.host import hook_legacy
 from murmurd.host.hook_values import HANDLERS, REQUIRED_HANDLERS
+from murmurd.host.interface_names import InterfaceName, parse_interface
 
-_NAME = re.compile(r"^(?P<ns>[a-z][a-z0-9-]*):(?P<pkg>[a-z][a-z0-9-]*)/(?P<iface>[a-z][a-z0-9-]*)(?:@(?P<ver>[^\s]+))?$")
+__all__ = ["ContractViolation", "InterfaceName", "check_contract", "check_hook_handlers", "detect_role",
+           "parse_interface"]
 _WASI_VERSION = re.compile(r"^0\.2\.\d+$")
 
 
 class ContractViolation(ValueError):
     """One reason a component does not fit this host. The message is user-facing."""
-
-
-@dataclass(frozen=True)
-class InterfaceName:
-    namespace: str
-    package: str
-    interface: str
-    version: str | None
-
-    @property
-    def unversioned(self) -> str:
-        return f"{self.namespace}:{self.package}/{self.interface}"
-
-    def __str__(self) -> str:
-        return f"{self.unversioned}@{self.version}" if self.version else self.unversioned
-
-
-def parse_interface(name: str) -> InterfaceName | None:
-    """Parse `ns:pkg/iface@ver`; plain names (a bare function export) give None."""
-    match = _NAME.match(name)
-    if not match:
-        return None
-    return InterfaceName(match["ns"], match["pkg"], match["iface"], match["ver"])
 
 
 def _check_murmur_version(kind: str, iface: InterfaceName) -> None:

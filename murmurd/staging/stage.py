@@ -15,7 +15,7 @@ from pathlib import Path
 from murmurd import workdir_fs
 from murmurd.contract import Role
 from murmurd.hooks.faults import HookLog
-from murmurd.hooks.loading import load_hooks
+from murmurd.hooks.loading import HookArtifact, load_hooks
 from murmurd.hooks.stage import run_on_stage
 from murmurd.host import CallGrant, ComponentHost, HostError, Limits, LoadedComponent
 from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
@@ -133,6 +133,16 @@ class StagedCapsule:
         artifact = self.artifacts[name]
         return workdir_fs.read_text(self.workdir.root, self.workdir.book(tool_file(name, artifact.resolved.installed_name)),
                                     max_bytes=MAX_SKILL_BYTES)
+
+    def hook_artifacts(self) -> list[HookArtifact]:
+        """The installed hooks, in manifest order, as the hook loader takes them (`load_hooks`)."""
+        return [
+            HookArtifact(name, installed.component, installed.resolved.manifest.binding,
+                         installed.resolved.manifest.execution_mode, installed.resolved.manifest.commit_policy,
+                         installed.ref.on_overflow)
+            for name, installed in self.artifacts.items()
+            if installed.kind == "hook" and installed.component is not None
+        ]
 
     def grant_for(self, name: str | None) -> Grant:
         """The effective grant of a component (`None`: the capsule itself); undeclared → ceiling."""
