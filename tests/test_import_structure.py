@@ -22,12 +22,9 @@ PACKAGE = "murmurd"
 # Not part of the daemon's import graph: the guest sources built into WASM components.
 EXCLUDED_DIRS = ("bundled",)
 
-# Circles whose every module sits under one of these prefixes are not yet asserted on: the
-# route circle in murmurd/a2a (server.py <-> the route modules) is broken by the integrator's
-# move of murmurd/a2a into http/ and core/. Once that lands this becomes () and the test
-# covers the whole package. A circle that only passes through murmurd/a2a but also reaches a
-# module outside it is still reported.
-EXCLUDED_FROM_CYCLES: tuple[str, ...] = ("murmurd.a2a",)
+# Circles whose every module sits under one of these prefixes are not asserted on. None: the
+# test covers the whole package.
+EXCLUDED_FROM_CYCLES: tuple[str, ...] = ()
 
 # (importer prefix, forbidden prefix): no module under the first imports one under the second.
 # The A2A core (daemon, scheduler, sessions) never reaches into the HTTP edge that serves it;

@@ -29,7 +29,7 @@ from murmurd.a2a.wire import jsonrpc
 from murmurd.a2a.http.auth.edge import forbidden
 from murmurd.a2a.http.auth.principal import OPERATOR
 from murmurd.a2a.core.intake import TaskNotFound
-from murmurd.a2a.http.get_streams import BadStreamRequest, check_task_id
+from murmurd.a2a.http.stream_paths import BadStreamRequest, check_task_id
 from murmurd.a2a.http.route import RouteHost
 from murmurd.staging.workdir import TRACE
 

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from murmurd.a2a.wire import jsonrpc
-from murmurd.a2a.http.get_streams import is_stream_path
+from murmurd.a2a.http.stream_paths import is_stream_path
 from murmurd.a2a.http.route import RouteHost
 from murmurd.a2a.http.tickets import TicketSigner
 

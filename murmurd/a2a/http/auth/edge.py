@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from murmurd.a2a.http.auth.current import CurrentAuth
 from murmurd.a2a.http.auth.principal import Principal, TaskIdentity, Widening, narrow
 from murmurd.a2a.http.auth.verify import Unauthenticated, authenticate, ticket_principal
-from murmurd.a2a.http.get_streams import is_stream_path
+from murmurd.a2a.http.stream_paths import is_stream_path
 from murmurd.a2a.wire.jsonrpc import JsonRpcError, error_response
 from murmurd.a2a.peers.peer import ORIGIN_HEADER, TRUST_HEADER
 from murmurd.a2a.http.tickets import TicketSigner
