@@ -51,3 +51,17 @@ def test_a_version_other_than_the_bundled_one_is_refused_with_the_way_out(tmp_pa
         stage(capsule, host, tmp_path)
     assert "version 9.9.9 asked for, but murmurd" in str(caught.value)
     assert f"bundles {CHECKPOINT} 0.1.0" in str(caught.value)
+
+
+def test_murmurd_list_shows_this_slice_of_the_default_set() -> None:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "murmurd", "list", "--json"], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: (r["version"], r["runtime"]) for r in json.loads(proc.stdout)}
+    assert rows[CREATE] == rows[CHECKPOINT] == ("0.1.0", "skill")
+    assert rows["murmur-driver-deepseek"] == ("0.1.0", "driver")
+    assert rows["murmur-tool-registry-search"] == rows["murmur-tool-create"] == ("0.1.0", "tool")
