@@ -208,3 +208,30 @@ async def test_an_unknown_finish_reason_and_bad_tool_arguments_fail_clearly(tmp_
         garbled, _ = await run(staged, host, "call echo")
     assert filtered.exit_status == "failed" and "finish_reason 'content_filter'" in (filtered.error or "")
     assert garbled.exit_status == "failed" and "arguments for tool 'echo' are not JSON" in (garbled.error or "")
+
+
+def test_a_real_daemon_streams_the_reasoning_then_the_answer(tmp_path: Path) -> None:
+    """`murmurd serve` with the driver named by bundle: `message/stream` carries the thinking
+    frames before the text frames, and the task completes with the answer."""
+    import time
+
+    from a2akit import serving as serving_daemon
+
+    with serving("/chat/completions", deepseek_validate) as api:
+        api.replies = [ds_stream(reasoning="Think first, then answer.", text="The answer is 4.",
+                                 usage=usage(40, 12, 0))]
+        capsule = deepseek_capsule(tmp_path, api.url, {})
+        with serving_daemon(capsule, tmp_path / "state", env={"STANDIN_API_KEY": API_KEY}) as served:
+            message = {"message": {"messageId": f"m{time.monotonic_ns()}", "role": "user",
+                                   "parts": [{"text": "what is 2+2?"}]}}
+            frames = served.events("message/stream", message, timeout=300)
+    assert api.problems == [] and len(api.requests) == 1
+    kinds = [event for _id, event, _data in frames]
+    assert "thinking" in kinds and "text" in kinds, kinds
+    assert kinds.index("thinking") < kinds.index("text")
+    assert max(i for i, k in enumerate(kinds) if k == "thinking") < kinds.index("text")
+    thought = "".join(d["text"] for _i, e, d in frames if e == "thinking")
+    said = "".join(d["text"] for _i, e, d in frames if e == "text")
+    assert thought == "Think first, then answer." and said.startswith("The answer is 4.")
+    final = [d for _i, e, d in frames if e == "status" and d.get("final")]
+    assert final and final[-1]["status"]["state"] == "completed", frames
