@@ -235,3 +235,37 @@ def test_a_real_daemon_streams_the_reasoning_then_the_answer(tmp_path: Path) -> 
     assert thought == "Think first, then answer." and said.startswith("The answer is 4.")
     final = [d for _i, e, d in frames if e == "status" and d.get("final")]
     assert final and final[-1]["status"]["state"] == "completed", frames
+
+
+def test_the_body_rules_params_strips_images_and_roles() -> None:
+    """The request mapping itself (pure Python, the module the component is built from)."""
+    import importlib
+    import sys
+
+    bundled = Path(__file__).resolve().parent.parent / "murmurd" / "bundled"
+    sys.path[:0] = [str(bundled / DRIVER), str(bundled / "_driverkit")]
+    try:
+        chat = importlib.import_module("deepseek_chat")
+        errors = importlib.import_module("driverkit.errors")
+    finally:
+        del sys.path[:2]
+    params = {"temperature": 0.3, "top_p": 0.9, "presence_penalty": 1, "frequency_penalty": 1, "seed": 7,
+              "stream": False, "model": "ignored"}
+    request = {"model": MODEL, "max_tokens": 64, "params": params, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "look"},
+                                     {"type": "image", "source": {"media_type": "image/png", "data": "AAAA"}}]}]}
+    on = chat.build_body(request, MODEL, {"reasoning_effort": "max"}, {})
+    assert on["thinking"] == {"type": "enabled"} and on["reasoning_effort"] == "max"
+    assert on["stream"] is True and on["model"] == MODEL and on["seed"] == 7
+    assert not {"temperature", "top_p", "presence_penalty", "frequency_penalty"} & set(on)
+    assert on["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]
+    off = chat.build_body(request, MODEL, {"thinking": "disabled", "reasoning_effort": 5}, {})
+    assert off["thinking"] == {"type": "disabled"} and "reasoning_effort" not in off
+    assert off["temperature"] == 0.3 and off["top_p"] == 0.9 and off["stream"] is True
+    ignored = chat.build_body(request, MODEL, {"thinking": True}, {})  # only strings are read
+    assert ignored["thinking"] == {"type": "enabled"} and ignored["reasoning_effort"] == "high"
+    with pytest.raises(errors.ConfigError, match="no tool_call_id"):
+        chat.build_body({"messages": [{"role": "tool", "content": []}]}, MODEL, {}, {})
+    with pytest.raises(errors.ConfigError, match="unknown message role 'system'"):
+        chat.build_body({"messages": [{"role": "system", "content": []}]}, MODEL, {}, {})
