@@ -160,3 +160,35 @@ async def test_an_index_url_on_loopback_and_the_index_checks(tmp_path: Path, hos
     assert no_query.is_error and "query is required" in no_query.text
     if HERE.achieved == "scoped":  # a host file outside the workdir is not the tool's to read
         assert unreadable.is_error and "io_error: cannot read" in unreadable.text
+
+
+async def test_local_reads_the_stores_staging_resolves_through_project_then_global(tmp_path: Path, host,
+                                                                                   monkeypatch) -> None:
+    from murmurd.paths import cache_dir
+
+    monkeypatch.setenv("MURMUR_CACHE_DIR", str(cache_dir()))  # the build cache stays where it is
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("MURMUR_REGISTRY", str(tmp_path / "directory-registry"))
+    sources = tmp_path / "src"
+    archive = {name: murmurd("build", str(native_artifact(sources, name, f"{name} does alpha things.", [])),
+                             cwd=ROOT).split()[1] for name in ("alpha-shared", "alpha-project", "alpha-global")}
+    capsule = driver_capsule(tmp_path, "scripted-driver", calls({"query": "alpha", "registry": "local"}),
+                             extra_artifacts=[{"name": TOOL, "runtime": "tool"}])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(home)}
+    for name, flags in (("alpha-shared", ["-g"]), ("alpha-global", ["-g"]), ("alpha-shared", []),
+                        ("alpha-project", [])):
+        proc = subprocess.run([sys.executable, "-m", "murmurd", "install", *flags, archive[name]], capture_output=True,
+                              text=True, timeout=300, cwd=capsule, env=env)
+        assert proc.returncode == 0, proc.stderr
+    assert (home / ".murmur" / "artifacts" / "alpha-global" / "1.4.0").is_dir()
+
+    staged = stage_capsule(capsule, host=host, registry=None, env={**os.environ, "PATH": DEBIAN_PATH})
+    assert [Path(s.root) for s in staged.registry.stores] == [capsule / ".murmur" / "artifacts",
+                                                              home / ".murmur" / "artifacts"]
+    (outcome,) = await run_tasks(staged, host, "what alpha tools are installed?")
+    assert outcome.exit_status == "ok", outcome.error
+    (found,) = [results(m.text) for m in outcome.messages if m.role == "tool"]
+    # one tier (name prefix): the project store's entries, then the global store's; a version in both once
+    assert [r["name"] for r in found["results"]] == ["alpha-project", "alpha-shared", "alpha-global"]
