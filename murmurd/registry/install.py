@@ -67,8 +67,11 @@ class Fetched:
 
 
 def own_meta(archive: Archive) -> dict:
+    """The meta kept beside an installed archive, its description and tags included (what
+    murmur-tool-registry-search matches a local query against)."""
     manifest = archive.manifest
-    return meta_for(registry_runtime(manifest), role_of(manifest), manifest.name, manifest.version)
+    return meta_for(registry_runtime(manifest), role_of(manifest), manifest.name, manifest.version,
+                    description=manifest.description or None, tags=list(manifest.tags))
 
 
 def _checked(data: bytes, name: str, wanted: str | None, origin: str, env: Mapping[str, str]) -> Archive:

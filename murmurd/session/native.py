@@ -33,6 +33,7 @@ from typing import Any
 
 from murmurd.containment.closure import script_interpreters
 from murmurd.staging.workdir import log_file
+from murmurd.session.native_stores import with_stores
 from murmurd.session.shell import (
     CancelFlag,
     ShellInvocation,
@@ -125,7 +126,8 @@ def call_native(staged: Any, shell: ShellPolicy, name: str, data: str | None,
     executable = staged.artifacts[name].resolved.payload
     request = request_bytes(data, staged.workdir.book(log_file(f"tool-{name}.log")))
     invocation = native_invocation(policy, name, executable, staged.host_env)
-    return run_native(with_runtime(policy, invocation), invocation, request, cancel)
+    policy, invocation = with_stores(staged, name, with_runtime(policy, invocation), invocation)
+    return run_native(policy, invocation, request, cancel)
 
 
 def run_native(policy: ShellPolicy, invocation: ShellInvocation, request: bytes,

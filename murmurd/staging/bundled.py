@@ -15,7 +15,7 @@ from murmurd import __version__
 from murmurd.authoring.build import BuildError, Progress, build_artifact, build_key, python_path_for, world_for
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
-from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
+from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, native_executable, sha256_file
 
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled"
 
@@ -27,7 +27,7 @@ class BundledArtifact:
 
     @property
     def kind(self) -> str:
-        return "tool" if self.manifest.runtime == "wasm" else self.manifest.runtime
+        return self.manifest.role
 
 
 def _load(directory: Path) -> BundledArtifact:
@@ -69,6 +69,20 @@ def bundled_output(artifact: BundledArtifact) -> Path:
     return cache_dir() / "bundled" / manifest.name / manifest.version / f"{key[:32]}.wasm"
 
 
+def _payload(artifact: BundledArtifact, progress: Progress | None) -> Path:
+    """What runs: a native tool's `bin/<name>` and a skill's `skill.md` as shipped (nothing to
+    build; both outside every workdir), else the component built into the cache."""
+    manifest = artifact.manifest
+    if manifest.is_native:
+        return native_executable(artifact.directory, manifest)
+    if manifest.runtime == "skill":
+        skill = find_skill_file(artifact.directory)
+        if skill is None:
+            raise ResolveError(f"bundled artifact {manifest.name}: no skill.md")
+        return skill
+    return build_artifact(artifact.directory, progress=progress, output=bundled_output(artifact)).output
+
+
 def resolve_bundled(artifact: BundledArtifact, version: str | None,
                     progress: Progress | None = None) -> ResolvedArtifact:
     """Build (usually a cache hit) and describe `artifact`; a version other than the bundled one is refused."""
@@ -80,8 +94,7 @@ def resolve_bundled(artifact: BundledArtifact, version: str | None,
             f"or publish {version} to the registry)"
         )
     try:
-        output = bundled_output(artifact)
-        payload = build_artifact(artifact.directory, progress=progress, output=output).output
+        payload = _payload(artifact, progress)
     except BuildError as exc:
         raise ResolveError(f"bundled artifact {manifest.name}: {exc}") from exc
     return ResolvedArtifact(manifest.name, manifest.version, artifact.kind, manifest, payload, sha256_file(payload),

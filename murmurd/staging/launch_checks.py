@@ -30,7 +30,7 @@ from murmurd.staging.grants import network_allows
 from murmurd.staging.registry import FileRegistry, default_registry_root
 
 CAPSULE_COMPONENT = "capsule.wasm"
-HTTP_DRIVERS = ("murmur-driver-anthropic", "murmur-driver-openai")
+HTTP_DRIVERS = ("murmur-driver-anthropic", "murmur-driver-openai", "murmur-driver-deepseek")
 
 
 def closest_names(name: str, known: list[str], limit: int = 3) -> list[str]:
