@@ -1,6 +1,7 @@
 """murmurd's bundled artifacts: Python artifact directories shipped as package data.
 
-`murmurd/bundled/<name>/` holds `murmur.yaml`, `app.py` and a README. A name a capsule declares
+`murmurd/bundled/<name>/` holds `murmur.yaml`, `app.py` and a README (a native tool: its
+modules and `__main__.py`, laid down by `bundled_native.py`). A name a capsule declares
 with no source and that the registry does not hold resolves here. The component is built at
 first use through the content-addressed build cache (one build per machine, a progress line
 while it runs) into the cache, never into the package directory, which may be read-only.
@@ -15,6 +16,7 @@ from murmurd import __version__
 from murmurd.authoring.build import BuildError, Progress, build_artifact, build_key, python_path_for, world_for
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
+from murmurd.staging.bundled_native import lay_down
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, sha256_file
 
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled"
@@ -80,9 +82,12 @@ def resolve_bundled(artifact: BundledArtifact, version: str | None,
             f"or publish {version} to the registry)"
         )
     try:
-        output = bundled_output(artifact)
-        payload = build_artifact(artifact.directory, progress=progress, output=output).output
-    except BuildError as exc:
+        if manifest.is_native:  # a Python program packed into one executable (bundled_native.py)
+            payload = lay_down(manifest.name, manifest.version, artifact.directory)
+        else:
+            output = bundled_output(artifact)
+            payload = build_artifact(artifact.directory, progress=progress, output=output).output
+    except (BuildError, OSError, ValueError) as exc:
         raise ResolveError(f"bundled artifact {manifest.name}: {exc}") from exc
     return ResolvedArtifact(manifest.name, manifest.version, artifact.kind, manifest, payload, sha256_file(payload),
                             False, f"bundled:murmurd {__version__}")
