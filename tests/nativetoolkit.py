@@ -14,21 +14,24 @@ from loopkit import stage, trace_events
 from murmurd.staging.stage import StagedCapsule
 
 
-async def native_calls(tmp_path: Path, host, name: str, inputs: list[dict[str, Any]], *,
-                       prepare: Callable[[Path], None] | None = None,
+async def native_calls(tmp_path: Path, host, name: str, inputs: list[dict[str, Any] | tuple[str, dict[str, Any]]], *,
+                       prepare: Callable[[Path], None] | None = None, also: tuple[str, ...] = (),
                        **capsule: Any) -> tuple[list[str], list[bool], StagedCapsule]:
-    """Run one task calling bundled tool `name` once per input; (result texts, is_error flags,
-    the staged capsule). `prepare(workdir)` runs after staging, before the task."""
-    responses = [tool_call(f"c{i}", name, value) for i, value in enumerate(inputs)] + [end_turn()]
+    """Run one task calling bundled tool `name` once per input (or the tool an input's
+    `(tool, input)` pair names, one of `also`); (result texts, is_error flags, the staged
+    capsule). `prepare(workdir)` runs after staging, before the task."""
+    steps = [step if isinstance(step, tuple) else (name, step) for step in inputs]
+    responses = [tool_call(f"c{i}", tool, value) for i, (tool, value) in enumerate(steps)] + [end_turn()]
     capsule.setdefault("inference", {"max_turns": len(inputs) + 5})
-    staged = stage(hooked_capsule(tmp_path, [bundled(name)], responses, **capsule), host, tmp_path)
-    assert staged.artifacts[name].resolved.native
+    entries = [bundled(tool) for tool in (name, *also)]
+    staged = stage(hooked_capsule(tmp_path, entries, responses, **capsule), host, tmp_path)
+    assert all(staged.artifacts[tool].resolved.native for tool in (name, *also))
     if prepare is not None:
         prepare(staged.workdir.root)
     events = Recorder()
     (outcome,) = await run_session(staged, host, "go", events=events)
     assert outcome.ok, outcome.error
-    calls = [e for e in trace_events(staged) if e["event_type"] == "tool_call" and e.get("tool_name") == name]
+    calls = [e for e in trace_events(staged) if e["event_type"] == "tool_call" and e.get("tool_name") in (name, *also)]
     assert len(calls) == len(inputs)
     return [text for _n, text in events.tool_results], [c["status"] == "error" for c in calls], staged
 
