@@ -95,3 +95,23 @@ async def test_flags_smuggled_through_fields_and_bad_requests_are_refused(tmp_pa
     assert len(json.loads(texts[6])["entries"]) == 2  # nothing above changed the repository
     assert not Path("/tmp/x").exists() or Path("/tmp/x").stat().st_mtime < staged.workdir.root.stat().st_mtime
     assert as_json(texts[6])["entries"][0]["path"] == "calc.py"
+
+
+async def test_symbol_history_follows_a_code_graph_symbol_through_its_commits(tmp_path: Path, host) -> None:
+    add = "python://proj/calc#add(a,b)"
+    texts, errors, _ = await native_calls(tmp_path, host, GIT, [
+        {"operation": "symbol_history", "repo": "proj", "symbol_id": add},
+        {"operation": "commit", "repo": "proj", "message": "never staged"},
+        {"operation": "add", "repo": "proj", "paths": ["calc.py"]},
+        {"operation": "commit", "repo": "proj", "message": "calc: fix add"},
+        ("murmur-tool-code-graph", {"operation": "index_repository", "repo_path": "proj"}),
+        {"operation": "symbol_history", "repo": "proj", "symbol_id": add, "n": 5},
+        {"operation": "symbol_history", "repo": "proj", "symbol_id": "python://proj/calc#nope()"},
+    ], prepare=make_repo, also=("murmur-tool-code-graph",))
+    assert errors == [True, True, False, False, False, False, True], texts
+    assert texts[0].startswith("no code graph at ") and "index_repository first" in texts[0]
+    assert texts[1].startswith("nothing to commit")
+    history = json.loads(texts[5])
+    assert (history["file"], history["start_line"], history["end_line"]) == ("calc.py", 1, 2)
+    assert [c["subject"] for c in history["commits"]] == ["calc: fix add", "calc: add"]
+    assert texts[6] == "symbol 'python://proj/calc#nope()' not found in the code graph"
