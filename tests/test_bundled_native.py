@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from murmurd.staging.bundled import find_bundled, resolve_bundled
-from murmurd.staging.bundled_native import declared_binaries, lay_down, native_extensions, native_runtime
+from murmurd.staging.bundled_native import (
+    declared_binaries, helper_runtime, lay_down, native_extensions, native_runtime,
+)
 
 NATIVE = ("murmur-tool-git", "murmur-tool-test-report", "murmur-tool-code-graph", "murmur-tool-code-coverage")
 
@@ -66,6 +68,11 @@ def test_grants_name_the_daemons_site_packages_and_the_declared_binaries(tmp_pat
     assert native_runtime(other) == () and native_extensions(other) == ()
     # What the tool's own manifest says it runs, found on the child's PATH; names with a `/` never.
     git = os.path.realpath(shutil.which("git", path="/usr/bin:/bin"))
+    sh = os.path.realpath(shutil.which("sh", path="/usr/bin:/bin"))  # git runs its transport helpers through sh
     assert declared_binaries({"capabilities": {"shell": {"allow": ["git", "/bin/sh", "no-such-binary-x"]}}},
-                             "/usr/bin:/bin") == (git,)
+                             "/usr/bin:/bin") == (git, sh)
+    assert helper_runtime([git]) == tuple((str(Path(git).parent.parent / d), True)
+                                          for d in ("lib/git-core", "libexec/git-core", "share/git-core")
+                                          if (Path(git).parent.parent / d).is_dir())
+    assert helper_runtime([sh]) == ()
     assert declared_binaries({}, "/usr/bin") == () and declared_binaries(None, None) == ()

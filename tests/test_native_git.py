@@ -115,3 +115,43 @@ async def test_symbol_history_follows_a_code_graph_symbol_through_its_commits(tm
     assert (history["file"], history["start_line"], history["end_line"]) == ("calc.py", 1, 2)
     assert [c["subject"] for c in history["commits"]] == ["calc: fix add", "calc: add"]
     assert texts[6] == "symbol 'python://proj/calc#nope()' not found in the code graph"
+
+
+async def test_stash_tag_merge_remote_clone_and_worktree(tmp_path: Path, host) -> None:
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [
+        {"operation": "stash", "repo": "proj", "subcommand": "push", "message": "wip fix"},
+        {"operation": "stash", "repo": "proj", "subcommand": "list"},
+        {"operation": "stash", "repo": "proj", "subcommand": "pop"},
+        {"operation": "add", "repo": "proj", "paths": ["calc.py"]},
+        {"operation": "commit", "repo": "proj", "message": "calc: fix add"},
+        {"operation": "tag", "repo": "proj", "subcommand": "create", "name": "v1", "message": "first release"},
+        {"operation": "tag", "repo": "proj", "subcommand": "list"},
+        {"operation": "checkout", "repo": "proj", "ref": "side", "create": True},
+        {"operation": "checkout", "repo": "proj", "ref": "main"},
+        {"operation": "merge", "repo": "proj", "branch": "side"},
+        {"operation": "remote", "repo": "proj", "subcommand": "add", "name": "origin", "url": "../upstream.git"},
+        {"operation": "remote", "repo": "proj", "subcommand": "list"},
+        {"operation": "clone", "url": "proj", "dest": "copy"},
+        {"operation": "clone", "url": "proj", "dest": "copy"},
+        {"operation": "worktree", "repo": "proj", "subcommand": "add", "path": "../proj-side", "branch": "side"},
+        {"operation": "worktree", "repo": "proj", "subcommand": "list"},
+        {"operation": "reset", "repo": "proj", "mode": "hard", "ref": "HEAD~1"},
+    ], prepare=make_repo)
+    assert errors == [False] * 13 + [True] + [False] * 3, texts
+    assert json.loads(texts[0]) == {"stash_ref": "stash@{0}"}
+    assert json.loads(texts[1])["entries"] == [{"index": 0, "message": "On main: wip fix", "branch": "main"}]
+    tag = json.loads(texts[5])
+    assert tag["name"] == "v1" and json.loads(texts[6])["tags"] == [{"name": "v1", "ref": tag["ref"]}]
+    assert json.loads(texts[7]) == {"branch": "side", "detached": False}
+    assert json.loads(texts[9]) == {"merged_commit": None, "fast_forward": False}  # already up to date
+    assert json.loads(texts[11])["remotes"] == [{"name": "origin", "fetch_url": "../upstream.git",
+                                                 "push_url": "../upstream.git"}]
+    assert json.loads(texts[12]) == {"dest": "copy", "default_branch": "main"}
+    assert (staged.workdir.root / "copy" / "calc.py").read_text() == "def add(a, b):\n    return a + b\n"
+    assert texts[13] == "destination 'copy' already exists"
+    trees = json.loads(texts[15])["worktrees"]
+    assert [t["branch"] for t in trees] == ["main", "side"] and trees[1]["path"].endswith("/proj-side")
+    head = json.loads(texts[16])["ref"]
+    log = subprocess.run(["git", "-C", str(staged.workdir.root / "proj"), "log", "--format=%H %s", "-1"],
+                         capture_output=True, text=True, check=True).stdout.split(" ", 1)
+    assert log == [head, "calc: add\n"]

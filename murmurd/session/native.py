@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd.containment.closure import script_interpreters
-from murmurd.staging.bundled_native import declared_binaries, native_extensions, native_runtime
+from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
 from murmurd.staging.workdir import log_file
 from murmurd.session.shell import (
     CancelFlag,
@@ -111,7 +111,8 @@ def interpreter_runtime(interpreters: list[str]) -> tuple[tuple[str, bool], ...]
 def with_runtime(policy: ShellPolicy, invocation: ShellInvocation) -> ShellPolicy:
     """The policy with the invocation's interpreter runtime added to the capsule's grants."""
     plan = policy.containment
-    extra = (*interpreter_runtime(list(invocation.allowed_paths[1:])), *native_runtime(Path(invocation.executable)))
+    extra = (*interpreter_runtime(list(invocation.allowed_paths[1:])), *native_runtime(Path(invocation.executable)),
+             *helper_runtime(invocation.allowed_paths[1:]))
     if plan is None or not extra:
         return policy
     return dataclasses.replace(policy, containment=dataclasses.replace(plan, runtime=(*plan.runtime, *extra)))

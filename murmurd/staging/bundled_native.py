@@ -119,6 +119,11 @@ def native_extensions(executable: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+# Binaries a declared one runs in turn: git runs its transport helpers (`git-upload-pack` for a
+# local clone or fetch) through `sh`.
+HELPER_BINARIES = {"git": ("sh",)}
+
+
 def declared_binaries(manifest_extra: dict | None, path_env: str | None) -> tuple[str, ...]:
     """What a native tool's own manifest says it runs (`capabilities.shell.allow`, e.g. `git` for
     murmur-tool-git), found on the child's `PATH`: exec grants for the tool's process only, so a
@@ -126,12 +131,29 @@ def declared_binaries(manifest_extra: dict | None, path_env: str | None) -> tupl
     capabilities = (manifest_extra or {}).get("capabilities")
     shell = capabilities.get("shell") if isinstance(capabilities, dict) else None
     allow = shell.get("allow") if isinstance(shell, dict) else None
+    names = [b for b in (allow if isinstance(allow, list) else []) if isinstance(b, str) and b and "/" not in b]
+    names += [helper for name in names for helper in HELPER_BINARIES.get(name, ()) if helper not in names]
+    search = os.pathsep.join(p for p in (path_env or os.defpath).split(os.pathsep) if os.path.isabs(p))
     found: list[str] = []
-    for binary in allow if isinstance(allow, list) else []:
-        if not isinstance(binary, str) or not binary or "/" in binary:
-            continue
-        search = os.pathsep.join(p for p in (path_env or os.defpath).split(os.pathsep) if os.path.isabs(p))
+    for binary in names:
         located = shutil.which(binary, path=search)
-        if located is not None:
+        if located is not None and os.path.realpath(located) not in found:
             found.append(os.path.realpath(located))
     return tuple(found)
+
+
+# Binaries that run their own helpers from a directory beside them (git's exec path: `git stash`
+# runs `git update-index` from there; `share/git-core` holds `git init`'s templates), derived
+# from the binary's path alone, never by running it.
+HELPER_DIRS = {"git": ("lib/git-core", "libexec/git-core", "share/git-core")}
+
+
+def helper_runtime(paths: tuple[str, ...] | list[str]) -> tuple[tuple[str, bool], ...]:
+    """Read+exec grants for the helper directories of the binaries among `paths`."""
+    grants: list[tuple[str, bool]] = []
+    for path in paths:
+        for relative in HELPER_DIRS.get(os.path.basename(path), ()):
+            directory = Path(path).parent.parent / relative
+            if directory.is_dir() and (str(directory), True) not in grants:
+                grants.append((str(directory), True))
+    return tuple(grants)

@@ -257,7 +257,7 @@ def op_tag(op: dict[str, Any], log: str | None) -> Result:
         if _any(out, "already exists"):
             raise kind("already_exists", f"tag '{name}' already exists")
         raise failed_run("tag", out)
-    resolved = git("-C", repo, "rev-parse", "--short", f"{name}^{{commit}}").stdout.strip()
+    resolved = git("-C", repo, "rev-parse", "--short", name).stdout.strip()  # as tag list shows it
     return ok(f"tag '{name}' created", {"name": name, "ref": resolved})
 
 
