@@ -179,7 +179,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
     width = max([len("NAME"), *(len(r["name"]) for r in rows)])
     print(f"{'NAME':<{width}}  {'VERSION':<8}  {'RUNTIME':<7}  DESCRIPTION")  # upstream `mur list`'s columns
     for row in rows:
-        print(f"{row['name']:<{width}}  {row['version']:<8}  {row['runtime']:<7}  {row['description']}")
+        first = next(iter((row["description"] or "").splitlines()), "")  # a block description's first line
+        print(f"{row['name']:<{width}}  {row['version']:<8}  {row['runtime']:<7}  {first}")
     return 0
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd.containment.closure import script_interpreters
+from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
 from murmurd.staging.workdir import log_file
 from murmurd.session.native_stores import with_stores
 from murmurd.session.shell import (
@@ -70,14 +71,17 @@ def native_policy(shell: ShellPolicy, deadline_seconds: float) -> ShellPolicy:
                                max_log_stream_bytes=max(shell.max_log_stream_bytes, MAX_OUTPUT_BYTES))
 
 
-def native_invocation(policy: ShellPolicy, name: str, executable: Path, host_env: Mapping[str, str]) -> ShellInvocation:
+def native_invocation(policy: ShellPolicy, name: str, executable: Path, host_env: Mapping[str, str],
+                      manifest_extra: Mapping[str, Any] | None = None) -> ShellInvocation:
     """The checked call: the executable's absolute path, `argv[0]` the tool's name, the shell's
     environment rules; what it may read and execute is the executable and its interpreter's
-    closure (`read_paths`)."""
+    closure (`read_paths`), the binaries the tool's own manifest says it runs and, for a bundled
+    tool, the extension modules it imports (murmurd/staging/bundled_native.py)."""
     path = os.path.abspath(executable)
     env = child_environment(policy, (), host_env)
+    also = (*declared_binaries(dict(manifest_extra or {}), env.get("PATH")), *native_extensions(Path(path)))
     return ShellInvocation(name, os.path.realpath(path), path, [name], env,
-                           allowed_paths=tuple(read_paths(Path(path), env.get("PATH"))))
+                           allowed_paths=(*read_paths(Path(path), env.get("PATH")), *also))
 
 
 def read_paths(executable: Path, path_env: str | None) -> list[str]:
@@ -108,7 +112,8 @@ def interpreter_runtime(interpreters: list[str]) -> tuple[tuple[str, bool], ...]
 def with_runtime(policy: ShellPolicy, invocation: ShellInvocation) -> ShellPolicy:
     """The policy with the invocation's interpreter runtime added to the capsule's grants."""
     plan = policy.containment
-    extra = interpreter_runtime(list(invocation.allowed_paths[1:]))
+    extra = (*interpreter_runtime(list(invocation.allowed_paths[1:])), *native_runtime(Path(invocation.executable)),
+             *helper_runtime(invocation.allowed_paths[1:]))
     if plan is None or not extra:
         return policy
     return dataclasses.replace(policy, containment=dataclasses.replace(plan, runtime=(*plan.runtime, *extra)))
@@ -123,9 +128,9 @@ def call_native(staged: Any, shell: ShellPolicy, name: str, data: str | None,
                 cancel: CancelFlag | None = None) -> NativeResult:
     """One call of the staged capsule's native tool `name` under the capsule's shell policy."""
     policy = native_policy(shell, float(staged.grant_for(name).limits.deadline_seconds))
-    executable = staged.artifacts[name].resolved.payload
+    resolved = staged.artifacts[name].resolved
     request = request_bytes(data, staged.workdir.book(log_file(f"tool-{name}.log")))
-    invocation = native_invocation(policy, name, executable, staged.host_env)
+    invocation = native_invocation(policy, name, resolved.payload, staged.host_env, resolved.manifest.model_extra)
     policy, invocation = with_stores(staged, name, with_runtime(policy, invocation), invocation)
     return run_native(policy, invocation, request, cancel)
 

@@ -1,6 +1,7 @@
 """murmurd's bundled artifacts: Python artifact directories shipped as package data.
 
-`murmurd/bundled/<name>/` holds `murmur.yaml`, `app.py` and a README. A name a capsule declares
+`murmurd/bundled/<name>/` holds `murmur.yaml`, `app.py` and a README (a native tool: its
+modules and `__main__.py`, laid down by `bundled_native.py`). A name a capsule declares
 with no source and that the registry does not hold resolves here. The component is built at
 first use through the content-addressed build cache (one build per machine, a progress line
 while it runs) into the cache, never into the package directory, which may be read-only.
@@ -16,6 +17,7 @@ from murmurd.authoring.build import BuildError, Progress, build_artifact, build_
 from murmurd.manifest.artifact import ArtifactManifest, ArtifactManifestError, load_artifact_manifest
 from murmurd.paths import cache_dir
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact, find_skill_file, native_executable, sha256_file
+from murmurd.staging.bundled_native import lay_down
 
 BUNDLED_ROOT = Path(__file__).resolve().parent.parent / "bundled"
 
@@ -71,9 +73,13 @@ def bundled_output(artifact: BundledArtifact) -> Path:
 
 def _payload(artifact: BundledArtifact, progress: Progress | None) -> Path:
     """What runs: a native tool's `bin/<name>` and a skill's `skill.md` as shipped (nothing to
-    build; both outside every workdir), else the component built into the cache."""
+    build; both outside every workdir); a native tool shipped as a Python package (`__main__.py`)
+    packed into one executable in the cache (bundled_native.py); else the component built into
+    the cache."""
     manifest = artifact.manifest
     if manifest.is_native:
+        if (artifact.directory / "__main__.py").is_file():
+            return lay_down(manifest.name, manifest.version, artifact.directory)
         return native_executable(artifact.directory, manifest)
     if manifest.runtime == "skill":
         skill = find_skill_file(artifact.directory)
@@ -95,7 +101,7 @@ def resolve_bundled(artifact: BundledArtifact, version: str | None,
         )
     try:
         payload = _payload(artifact, progress)
-    except BuildError as exc:
+    except (BuildError, OSError, ValueError) as exc:
         raise ResolveError(f"bundled artifact {manifest.name}: {exc}") from exc
     return ResolvedArtifact(manifest.name, manifest.version, artifact.kind, manifest, payload, sha256_file(payload),
                             False, f"bundled:murmurd {__version__}")

@@ -1,0 +1,165 @@
+"""murmur-tool-git's plumbing: running `git -C <repo> ...`, resolving the repository, the
+caller-driven argument check, the log, and the result helpers (default-artifacts §5.4)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+from nativekit.protocol import Result, ToolFailure, passed, result
+
+# Every git call: no automatic gc/maintenance (a child git the containment may not let run),
+# no pager, no prompt for credentials, no editor; no system config (/etc/gitconfig: unreadable
+# under the shell containment, which git treats as fatal; HOME is the capsule's own).
+GIT_PREFIX = ("git", "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.pager=cat")
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"}
+DENIED_FLAGS = ("--interactive", "-i", "--patch", "-p", "--edit", "-e")
+
+
+@dataclass(frozen=True)
+class GitOut:
+    success: bool
+    stdout: str
+    stderr: str
+
+    @property
+    def combined(self) -> str:
+        return f"{self.stdout}\n{self.stderr}"
+
+
+def git(*args: str, config: tuple[str, ...] = ()) -> GitOut:
+    """One git run, output captured with trailing newlines trimmed."""
+    argv = [*GIT_PREFIX, *(item for pair in config for item in ("-c", pair)), *args]
+    try:
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
+                              env={**os.environ, **GIT_ENV})
+    except FileNotFoundError:
+        raise ToolFailure("git not found in PATH", "error") from None
+    except PermissionError as exc:
+        raise ToolFailure(f"git could not be run: {exc}", "error") from None
+    decode = lambda raw: raw.decode("utf-8", "replace").rstrip("\n")  # noqa: E731
+    return GitOut(proc.returncode == 0, decode(proc.stdout), decode(proc.stderr))
+
+
+def failed_run(what: str, out: GitOut) -> ToolFailure:
+    """upstream's plain form: `git X failed: <stderr>`, status error, no error_kind."""
+    return ToolFailure(f"git {what} failed: {out.stderr or 'unknown error'}", "error")
+
+
+def kind(error_kind: str, message: str) -> ToolFailure:
+    return ToolFailure(message, "error", error_kind)
+
+
+def ok(message: str, data: dict[str, Any] | None = None) -> Result:
+    return passed(message, data)
+
+
+def error(message: str) -> Result:
+    return result("error", message)
+
+
+def log_write(log_path: str | None, message: str) -> None:
+    """Plain-text trace lines appended to the call's log (a failure to write is ignored)."""
+    if not log_path:
+        return
+    try:
+        with open(log_path, "a", encoding="utf-8") as handle:
+            handle.write(message if message.endswith("\n") else message + "\n")
+    except OSError:
+        pass
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def text(op: dict[str, Any], key: str) -> str | None:
+    value = op.get(key)
+    return value if isinstance(value, str) else None
+
+
+def flag(op: dict[str, Any], key: str) -> bool:
+    return op.get(key) is True
+
+
+def count(op: dict[str, Any], key: str, default: int) -> int:
+    value = op.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def positional(op: dict[str, Any], key: str, operation: str, *, required: bool = False,
+               default: str | None = None) -> str | None:
+    """A caller's value that lands in git's argv as a positional (a ref, a branch, a name, a
+    url...). One that starts with `-` would be read as a flag, outside the operation's
+    `allowed_flags` (and `--patch`/`--interactive`/`--edit` are `denied_flags`): refused."""
+    value = text(op, key)
+    if value is None or value == "":
+        if required:
+            raise ToolFailure(f"missing required field: {key}", "error")
+        return default
+    if value.startswith("-"):
+        denied = " (a denied flag)" if value.split("=", 1)[0] in DENIED_FLAGS else ""
+        raise ToolFailure(f"{key} {value!r} starts with '-'{denied}: {operation} takes no flags through "
+                          f"its fields beyond its allowed_flags", "error")
+    return value
+
+
+def paths(op: dict[str, Any]) -> list[str]:
+    value = op.get("paths")
+    if not isinstance(value, list):
+        raise ToolFailure("missing required field: paths (must be an array of strings)", "error")
+    found = [p for p in value if isinstance(p, str)]
+    if not found:
+        raise ToolFailure("paths must not be empty", "error")
+    return found
+
+
+# -- the repository --------------------------------------------------------------------------------
+
+
+def _within(path: str, prefix: str) -> bool:
+    """A path-component prefix test (upstream's is a string prefix: `/a/b` allowed `/a/bc`)."""
+    return path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def check_allowed(repo: str) -> None:
+    """`MURMUR_FILESYSTEM_ALLOW` (colon-separated prefixes), when set, bounds the repository."""
+    allowed = [p for p in os.environ.get("MURMUR_FILESYSTEM_ALLOW", "").split(":") if p]
+    if not allowed:
+        return
+    canonical = os.path.realpath(repo)
+    if not any(_within(canonical, os.path.realpath(prefix)) for prefix in allowed):
+        raise ToolFailure(f"repo path '{repo}' is not within any allowed filesystem path. "
+                          "Add the path to capabilities.filesystem.allow in the manifest.", "error")
+
+
+def resolve_repo(op: dict[str, Any], *, alias: str | None = None) -> str:
+    """An explicit `repo` (or its alias), else `git rev-parse --show-toplevel`, else `.`."""
+    explicit = text(op, "repo") or (text(op, alias) if alias else None)
+    if explicit:
+        repo = explicit
+    else:
+        found = git("rev-parse", "--show-toplevel")
+        repo = found.stdout.strip() if found.success and found.stdout.strip() else "."
+    check_allowed(repo)
+    return repo
+
+
+def head(repo: str) -> tuple[str, str, str]:
+    """(hash, short hash, subject) of HEAD."""
+    full = git("-C", repo, "rev-parse", "HEAD").stdout.strip()
+    short = git("-C", repo, "rev-parse", "--short", "HEAD").stdout.strip()
+    subject = git("-C", repo, "log", "-1", "--format=%s", "HEAD").stdout.strip()
+    return full, short, subject
+
+
+def identity_config(repo: str) -> tuple[str, ...]:
+    """A commit needs an author: a repository (or HOME) with none configured, and no `GIT_*`
+    identity in the environment, commits as the capsule (`MURMUR_CAPSULE_NAME`)."""
+    if os.environ.get("GIT_AUTHOR_EMAIL") or os.environ.get("EMAIL"):
+        return ()
+    if git("-C", repo, "config", "user.email").stdout.strip():
+        return ()
+    name = os.environ.get("MURMUR_CAPSULE_NAME") or "murmur"
+    return (f"user.name={name}", f"user.email={name}@murmurd.invalid")
