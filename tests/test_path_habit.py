@@ -108,8 +108,8 @@ ALLOWED: dict[str, str] = {
         "an O_PATH handle for a Landlock rule: the workdir root, an operator's HOME, ancestors' siblings, /dev/null",
     'session/rlimits.py: for entry in os.scandir("/proc"):': "/proc: the uid's task count for RLIMIT_NPROC",
     'session/rlimits.py: with open(f"/proc/{entry.name}/status", "rb") as status:': "/proc: the uid's task count for RLIMIT_NPROC",
-    "cli.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
-    "cli.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
+    "commands/artifacts.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
+    "commands/common.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
     "manifest/reading.py: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)":
         "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
     "manifest/reading.py: with os.fdopen(fd, \"rb\") as handle:":
