@@ -132,9 +132,9 @@ ALLOWED: dict[str, str] = {
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
     "a2a/auth/config.py: with open(path, \"rb\") as handle:":
         "the operator's credentials file and token files (--credentials, --token-file, token_file:)",
-    "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
+    "session/shell_output.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
-    "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
+    "session/shell_model.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
     "a2a/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":

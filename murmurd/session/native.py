@@ -33,14 +33,9 @@ from typing import Any
 
 from murmurd.containment.closure import script_interpreters
 from murmurd.staging.workdir import log_file
-from murmurd.session.shell import (
-    CancelFlag,
-    ShellInvocation,
-    ShellOutcome,
-    ShellPolicy,
-    child_environment,
-    run_prepared,
-)
+from murmurd.session.shell import run_prepared
+from murmurd.session.shell_env import child_environment
+from murmurd.session.shell_model import CancelFlag, ShellInvocation, ShellOutcome, ShellPolicy
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # a native tool's stdout (its one JSON object)
 STDERR_TAIL_CHARS = 2000
