@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from murmurd.containment.host import probe_host  # noqa: E402
 from murmurd.containment.plan import plan_containment  # noqa: E402
-from murmurd.session.shell import ShellPolicy, run_shell  # noqa: E402
+from murmurd.session.shell import run_shell  # noqa: E402
+from murmurd.session.shell_model import ShellPolicy  # noqa: E402
 
 HOST_ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -22,7 +22,8 @@ import pytest
 from loopkit import driver_capsule, run_tasks, trace_events
 from murmurd.containment.host import HostSupport, probe_host
 from murmurd.containment.plan import plan_containment, shell_warnings, shortfall
-from murmurd.session.shell import ShellFailed, ShellPolicy, prepare_shell, run_prepared, run_shell
+from murmurd.session.shell import prepare_shell, run_prepared, run_shell
+from murmurd.session.shell_model import ShellFailed, ShellPolicy
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import StagedCapsule, stage_capsule
 

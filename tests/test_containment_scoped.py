@@ -21,7 +21,8 @@ import pytest
 from loopkit import driver_capsule, run_tasks, trace_events
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import plan_containment
-from murmurd.session.shell import ShellPolicy, run_shell
+from murmurd.session.shell import run_shell
+from murmurd.session.shell_model import ShellPolicy
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import stage_capsule
 

@@ -108,8 +108,8 @@ ALLOWED: dict[str, str] = {
         "an O_PATH handle for a Landlock rule: the workdir root, an operator's HOME, ancestors' siblings, /dev/null",
     'session/rlimits.py: for entry in os.scandir("/proc"):': "/proc: the uid's task count for RLIMIT_NPROC",
     'session/rlimits.py: with open(f"/proc/{entry.name}/status", "rb") as status:': "/proc: the uid's task count for RLIMIT_NPROC",
-    "cli.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
-    "cli.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
+    "commands/artifacts.py: data = Path(args.data_file).read_text(encoding=\"utf-8\")": "the operator's --data-file",
+    "commands/common.py: return candidate.read_text(encoding=\"utf-8\")": "the operator's --task file",
     "manifest/reading.py: fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)":
         "a capsule's murmur.yaml, an artifact's murmur.yaml, murmur.lock or a prompt file",
     "manifest/reading.py: with os.fdopen(fd, \"rb\") as handle:":
@@ -132,9 +132,9 @@ ALLOWED: dict[str, str] = {
     "session/tokens.py: contents = path.read_bytes()": "the bundled tokenizer",
     "a2a/http/auth/config.py: with open(path, \"rb\") as handle:":
         "the operator's credentials file and token files (--credentials, --token-file, token_file:)",
-    "session/shell.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
+    "session/shell_output.py: return os.fdopen(workdir_fs.anonymous_file(dir_fd), \"w+b\")":
         "wraps a nameless spool workdir_fs opened beneath the logs directory's descriptor",
-    "session/shell.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
+    "session/shell_model.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
     "a2a/core/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":
@@ -152,6 +152,15 @@ ALLOWED: dict[str, str] = {
     "staging/lock.py: tmp.write_text(dump_yaml(lock.model_dump()), encoding=\"utf-8\")":
         "the capsule's murmur.lock",
     "staging/lock.py: os.replace(tmp, path)": "the capsule's murmur.lock",
+    'staging/bundled_native.py: own = [(p.name, p) for p in sorted(directory.glob("*.py"))]': "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    'staging/bundled_native.py: kit = [(f"nativekit/{p.name}", p) for p in sorted(NATIVE_KIT.glob("*.py"))]': "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    'staging/bundled_native.py: digest.update(name.encode() + b"\\0" + path.read_bytes() + b"\\0")': "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    "staging/bundled_native.py: target.parent.mkdir(parents=True, exist_ok=True)": "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    'staging/bundled_native.py: with tempfile.TemporaryDirectory(prefix=".lay-", dir=target.parent) as scratch:': "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    'staging/bundled_native.py: (source / "nativekit").mkdir(parents=True)': "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    "staging/bundled_native.py: shutil.copyfile(path, source / archived)": "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    "staging/bundled_native.py: os.replace(packed, target)": "packing a bundled native tool from murmurd's own package into the cache (never a workdir)",
+    'staging/bundled_native.py: with open(executable, "rb") as handle:': "reading a native tool's shebang in the cache or the package (never a workdir)",
     "staging/artifacts.py: with open(path, \"rb\") as handle:": "hashing an artifact's source payload",
     "staging/artifacts.py: for child in sorted(directory.iterdir()):": "finding a skill in its source directory",
     "staging/resolve.py: wasm = sorted(path.glob(\"*.wasm\"))": "an artifact's source directory",

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from murmurd.manifest.capsule import Resources
 from murmurd.session.rlimits import DEFAULTS, GIB, ShellLimits, limit_that_killed, live_tasks_of
-from murmurd.session.shell import ShellPolicy, run_shell
+from murmurd.session.shell import run_shell
+from murmurd.session.shell_model import ShellPolicy
 
 
 def limits_of_child(policy: ShellPolicy) -> dict[str, tuple[str, str]]:

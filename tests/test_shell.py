@@ -15,21 +15,17 @@ import pytest
 from prockit import alive, read_pid, wait_gone
 from murmurd.host.interrupt import CallGuard
 from murmurd.session import shell_watchdog
-from murmurd.session.shell import (
+from murmurd.session.shell import TIMEOUT_EXIT_CODE, display_command, prepare_shell, run_shell, split_command
+from murmurd.session.shell_env import child_environment
+from murmurd.session.shell_model import (
     MAX_STREAM_BYTES,
-    TIMEOUT_EXIT_CODE,
     ShellCanceled,
     ShellFailed,
     ShellOutcome,
     ShellPolicy,
     ShellRefused,
-    child_environment,
-    display_command,
-    format_shell_result,
-    prepare_shell,
-    run_shell,
-    split_command,
 )
+from murmurd.session.shell_output import format_shell_result
 
 ALLOW = frozenset({"echo", "printf", "sh", "env", "python3", "sleep"})
 
@@ -485,7 +481,8 @@ def test_a_killed_murmurd_leaves_no_shell_behind(tmp_path: Path) -> None:
     program = (
         "import sys, threading\n"
         "from pathlib import Path\n"
-        "from murmurd.session.shell import ShellPolicy, run_shell\n"
+        "from murmurd.session.shell import run_shell\n"
+        "from murmurd.session.shell_model import ShellPolicy\n"
         "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]), timeout_seconds=300)\n"
         "worker = threading.Thread(target=run_shell, args=(policy, 'sh', ['-c', sys.argv[2]]))\n"
         "worker.start(); worker.join()\n"
@@ -500,7 +497,9 @@ def test_a_group_is_known_to_the_watchdog_before_its_command_runs(tmp_path: Path
     program = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from murmurd.session.shell import ShellPolicy, prepare_shell, spawn_confined\n"
+        "from murmurd.session.shell import prepare_shell\n"
+        "from murmurd.session.shell_model import ShellPolicy\n"
+        "from murmurd.session.shell_spawn import spawn_confined\n"
         "policy = ShellPolicy(allow={'sh'}, workdir=Path(sys.argv[1]))\n"
         "spawn_confined(policy, prepare_shell(policy, 'sh', ['-c', sys.argv[2]]))\n"
         "time.sleep(300)\n"

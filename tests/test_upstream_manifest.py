@@ -10,7 +10,8 @@ import pytest
 from loopkit import capsule_dir, driver_capsule, run_tasks, stage, trace_events
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import plan_containment
-from murmurd.manifest.validate import UPSTREAM_UNIMPLEMENTED, validate_manifest
+from murmurd.manifest.checks.unknown import UPSTREAM_UNIMPLEMENTED
+from murmurd.manifest.validate import validate_manifest
 from murmurd.staging.stage import StagingError
 
 pytestmark = pytest.mark.anyio

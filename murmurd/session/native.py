@@ -35,14 +35,9 @@ from murmurd.containment.closure import script_interpreters
 from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
 from murmurd.staging.workdir import log_file
 from murmurd.session.native_stores import with_stores
-from murmurd.session.shell import (
-    CancelFlag,
-    ShellInvocation,
-    ShellOutcome,
-    ShellPolicy,
-    child_environment,
-    run_prepared,
-)
+from murmurd.session.shell import run_prepared
+from murmurd.session.shell_env import child_environment
+from murmurd.session.shell_model import CancelFlag, ShellInvocation, ShellOutcome, ShellPolicy
 
 MAX_OUTPUT_BYTES = 4 * 1024 * 1024  # a native tool's stdout (its one JSON object)
 STDERR_TAIL_CHARS = 2000

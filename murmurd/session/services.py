@@ -17,7 +17,8 @@ from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, 
 from murmurd.host.http_policy import EgressDenial
 from murmurd.host.interrupt import CallGuard
 from murmurd.session.native import NativeToolError, call_native
-from murmurd.session.shell import ShellError, run_shell
+from murmurd.session.shell import run_shell
+from murmurd.session.shell_model import ShellError
 from murmurd.session.tools import shell_policy
 from murmurd.staging.grants import network_allows
 from murmurd.staging.manager import ArtifactManager

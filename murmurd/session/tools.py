@@ -21,20 +21,17 @@ from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import SessionEnded, raise_if_aborted
 from murmurd.session.native import NativeToolError, call_native
 from murmurd.session.rlimits import ShellLimits
-from murmurd.session.shell import (
+from murmurd.session.shell import display_command, prepare_shell, run_prepared, split_command
+from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
+from murmurd.session.shell_model import (
     ShellFailed,
     ShellInvocation,
     ShellOutcome,
     ShellPolicy,
     ShellRefused,
     WorkdirExceeded,
-    display_command,
-    format_shell_result,
-    prepare_shell,
-    run_prepared,
-    split_command,
 )
-from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
+from murmurd.session.shell_output import format_shell_result
 from murmurd.session.workdir_guard import WorkdirGuard
 from murmurd.staging.grants import containment_plan
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule

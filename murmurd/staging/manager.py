@@ -13,7 +13,7 @@ import threading
 from murmurd.host import ComponentHost, HostError, ImportFailed
 from murmurd.host.context import ArtifactInfo, ArtifactSummary, RuntimeState
 from murmurd.manifest.capsule import ArtifactRef
-from murmurd.manifest.validate import ARTIFACT_NAME
+from murmurd.manifest.checks.artifacts import ARTIFACT_NAME
 from murmurd.staging.artifacts import ResolveError
 from murmurd.staging.lock import LockError, LockFile, check_pin, load_lock, save_lock
 from murmurd.staging.stage import KIND_ROLES, InstalledArtifact, StagedCapsule, install_artifact

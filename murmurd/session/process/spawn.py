@@ -1,6 +1,6 @@
 """Spawning the CLI under its own containment profile, and ending its whole process tree.
 
-The CLI runs through the shell children's helper (`murmurd.session.shell.spawn_confined`): it
+The CLI runs through the shell children's helper (`murmurd.session.shell_spawn.spawn_confined`): it
 sets the capsule's rlimits, joins a pids cgroup, enters the network and mount namespaces,
 Landlock and seccomp as this host's plan says, registers the group with the shell watchdog (so it
 dies with murmurd) and execs the CLI in its own session, cwd the session workdir. What it may
@@ -40,16 +40,9 @@ from murmurd.containment import cli_profile
 from murmurd.containment.cgroup import PidsCgroup
 from murmurd.containment.egress_relay import EgressRelay
 from murmurd.session import shell_watchdog
-from murmurd.session.shell import (
-    DEFAULT_BASELINE_ENV,
-    HOME_DIR_NAME,
-    TMP_DIR_NAME,
-    ShellFailed,
-    ShellInvocation,
-    ShellPolicy,
-    egress_relay,
-    spawn_confined,
-)
+from murmurd.session.shell_env import DEFAULT_BASELINE_ENV
+from murmurd.session.shell_model import HOME_DIR_NAME, TMP_DIR_NAME, ShellFailed, ShellInvocation, ShellPolicy
+from murmurd.session.shell_spawn import egress_relay, spawn_confined
 
 # What a CLI agent reads beyond the shell baseline: its own settings and credentials, where it
 # keeps state, and how it reaches its provider.
