@@ -43,7 +43,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if manifest is not None:  # what staging would certainly refuse (an unknown name, a refused endpoint)
         from murmurd.staging.launch_checks import launch_checks
 
-        report.extend(launch_checks(manifest, Path(args.capsule_dir)))
+        report.extend(launch_checks(manifest, Path(args.capsule_dir), env=env))
     print(report.to_json() if args.json else report.to_text())
     return 0 if report.ok else 1
 

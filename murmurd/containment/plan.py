@@ -134,11 +134,21 @@ def floor_refusal(floor: str, plan: ContainmentPlan, support: HostSupport,
 
 def shell_warnings(
     plan: ContainmentPlan, support: HostSupport, *, shell_allow: list[str], network_allow: list[str],
-    declares_workdir_exec: bool,
+    declares_workdir_exec: bool, native_tools: str | None = None,
 ) -> list[Warning]:
-    """Every `W-SEC` warning for a capsule whose shell allowlist is `shell_allow` (none when empty)."""
-    if not shell_allow:
+    """Every `W-SEC` warning for a capsule whose shell allowlist is `shell_allow`, or that runs
+    native tools (`native_tools`: the manifest path naming them), which run under the same
+    containment as shell children; none when it has neither."""
+    if not shell_allow and native_tools is None:
         return []
+    found = [(code, native_tools if native_tools is not None and not shell_allow and path == "capabilities.shell.allow"
+              else path, text)
+             for code, path, text in _subprocess_warnings(plan, support, shell_allow, network_allow, declares_workdir_exec)]
+    return found
+
+
+def _subprocess_warnings(plan: ContainmentPlan, support: HostSupport, shell_allow: list[str],
+                         network_allow: list[str], declares_workdir_exec: bool) -> list[Warning]:
     found: list[Warning] = []
     reasons = "; ".join(plan.why_not)
     if not plan.netns and not plan.landlock:

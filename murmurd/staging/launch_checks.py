@@ -8,6 +8,8 @@ staging will resolve, each a launch that would certainly fail.
   `capabilities.network.allow` (the driver's first request would be refused).
 - `E-INF-014`: no `inference` block and no `capsule.wasm`: nothing would run a task.
 - `E-INF-015`: a bundled HTTP driver with no `inference.model` (it has no default model).
+- the `W-SEC` warnings (and floor refusals) a bundled native tool brings: it runs as a subprocess
+  under the shell containment, so a capsule with no `shell.allow` still hears what is not enforced.
 
 A driver of the capsule's own (a `source`, or a registry artifact) may not call the endpoint at
 all (the scripted driver never does), so the last two hold only for the bundled HTTP drivers.
@@ -17,9 +19,11 @@ Reads local files only: the registry directory and the bundled listing, never th
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
 
 from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
+from murmurd.manifest.checks.containment import resolved_native_findings
 from murmurd.manifest.diagnostics import Diagnostic, diagnostic
 from murmurd.registry.config import load_config
 from murmurd.registry.errors import RegistryError
@@ -46,12 +50,20 @@ def did_you_mean(name: str, known: list[str]) -> str:
     return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
 
 
-def launch_checks(manifest: CapsuleManifest, manifest_dir: Path, registry: FileRegistry | None = None) -> list[Diagnostic]:
-    """Every launch-time certainty of a manifest that passed its own validation."""
+def launch_checks(manifest: CapsuleManifest, manifest_dir: Path, registry: FileRegistry | None = None,
+                  env: Mapping[str, str] | None = None) -> list[Diagnostic]:
+    """Every launch-time certainty of a manifest that passed its own validation; with `env`, the
+    containment findings of the bundled native tools it names (they run as subprocesses)."""
     registry = registry or FileRegistry(default_registry_root())
-    bundled = {a.manifest.name: a.manifest.runtime for a in bundled_artifacts()}
+    listed = bundled_artifacts()
+    bundled = {a.manifest.name: a.manifest.runtime for a in listed}
     found = _named_artifacts(manifest, Path(manifest_dir), registry, bundled)
     found += _inference(manifest, Path(manifest_dir))
+    if env is not None:
+        natives = {a.manifest.name for a in listed if a.manifest.is_native}
+        named = [i for i, ref in enumerate(manifest.artifacts)
+                 if ref.runtime == "native" or (ref.source is None and ref.name in natives)]
+        found += resolved_native_findings(manifest, env, named)
     return found
 
 

@@ -26,6 +26,7 @@ from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_e
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.hook_contracts import bare_hook_warning, native_block_warnings
+from murmurd.manifest.checks.containment import resolved_native_findings
 from murmurd.staging.identity import identity_env
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
 from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
@@ -316,6 +317,13 @@ def stage_capsule(
             if artifact.bare:  # every launch says it: the hook commits nothing (issue 21, item 15)
                 report.add(bare_hook_warning(index, manifest.artifacts[index]))
                 report_progress(f"warning: {report.diagnostics[-1].to_text()}")
+    native = [index for index, artifact in enumerate(resolved) if artifact.native]
+    for finding in resolved_native_findings(manifest, env, native):  # native tools are subprocesses too
+        if finding.severity == "error":
+            problems.append(f"{finding.code}: {finding.message}")
+        else:
+            report.add(finding)
+            report_progress(finding.to_text())
     if problems:
         raise StagingError(problems, report)
 

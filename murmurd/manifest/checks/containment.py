@@ -3,7 +3,7 @@ the kernel enforces, the `W-SEC` warnings, and what a process-transport CLI is g
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from murmurd.containment import cli_profile
@@ -15,10 +15,23 @@ from murmurd.manifest.diagnostics import Diagnostic, diagnostic
 from murmurd.staging.preflight import dialect_of
 
 
-def check_containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Diagnostic]:
+def native_tools_path(model: CapsuleManifest, native: Sequence[int] | None = None) -> str | None:
+    """The manifest path naming the capsule's native tools (`native`: their `artifacts[]` indices,
+    as staging resolved them; by default the entries the manifest itself says are native), or
+    None when it has none."""
+    indices = [i for i, a in enumerate(model.artifacts) if a.runtime == "native"] if native is None else list(native)
+    if not indices:
+        return None
+    names = ", ".join(model.artifacts[i].name for i in indices)
+    return f"artifacts[{indices[0]}] (native tools: {names})"
+
+
+def check_containment(model: CapsuleManifest, env: Mapping[str, str],
+                      native: Sequence[int] | None = None) -> list[Diagnostic]:
     """The floor against what this host achieves (`E-CAP-005`, `E-RUN-012`, `E-CAP-003`), and the
-    `W-SEC` warnings that say what is not enforced on shell children: the same at `validate` and
-    at every launch."""
+    `W-SEC` warnings that say what is not enforced on shell children and native tools (which run
+    under the same containment): the same at `validate` and at every launch. `native`: the
+    `artifacts[]` indices staging resolved to native tools (by default, what the manifest says)."""
     try:
         setting = setting_from(env)
     except ValueError as exc:
@@ -35,17 +48,30 @@ def check_containment(model: CapsuleManifest, env: Mapping[str, str]) -> list[Di
                             unix_sockets=caps.network.unix_sockets, runtime=runtime, seccomp_extra=extras)
     found: list[Diagnostic] = []
     floor = caps.containment
-    refusal = floor_refusal(floor, plan, support, subprocesses=bool(shell_allow)) if floor is not None else None
+    natives = native_tools_path(model, native)
+    subprocesses = bool(shell_allow) or natives is not None
+    refusal = floor_refusal(floor, plan, support, subprocesses=subprocesses) if floor is not None else None
     if refusal is not None:
         code, reason = refusal
         found.append(diagnostic(code, "capabilities.containment", f"{reason}; refused rather than run with less", floor))
     warnings = shell_warnings(plan, support, shell_allow=shell_allow, network_allow=list(caps.network.allow),
-                              declares_workdir_exec=caps.filesystem.workdir_exec)
+                              declares_workdir_exec=caps.filesystem.workdir_exec, native_tools=natives)
     for code, path, message in warnings:
         found.append(diagnostic(code, path, message))
     if model.inference is not None and model.inference.transport == "process":
         found.append(diagnostic("W-INF-001", "inference.transport", _process_grant(model, plan, env)))
     return found
+
+
+def resolved_native_findings(model: CapsuleManifest, env: Mapping[str, str], native: Sequence[int]) -> list[Diagnostic]:
+    """What staging adds once it knows which artifacts resolved to native tools (a bundled or
+    registry tool whose own manifest says `implementation: native`, named as a plain tool): the
+    containment findings those subprocesses bring that the manifest alone did not."""
+    declared = [i for i, a in enumerate(model.artifacts) if a.runtime == "native"]
+    if sorted(native) == declared:
+        return []
+    seen = {(d.code, d.message) for d in check_containment(model, env)}
+    return [d for d in check_containment(model, env, native) if (d.code, d.message) not in seen]
 
 
 def _process_grant(model: CapsuleManifest, plan: Any, env: Mapping[str, str]) -> str:
