@@ -5,6 +5,7 @@ or a loopback provider stand-in recording what the model was sent."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from hookkit import Recorder, end_turn, hook_log, hooked_capsule, run_session, t
 from loopkit import stage, trace_events
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.bundled import find_bundled
+from murmurd.staging.registry import FileRegistry
+from murmurd.staging.stage import stage_capsule
 from standins import chat_standin, chat_stream
 
 pytestmark = pytest.mark.anyio
@@ -161,3 +164,118 @@ def test_diff_summary_entries_for_binary_large_long_and_deleted_files() -> None:
     assert (gone["removed_lines"], gone["added_lines"], gone["hunks"]) == (
         2, 0, [{"old_start": 1, "old_count": 2, "new_start": 0, "new_count": 0}])
     assert file_entry("n.ts", None, None)["diff"] == "" and file_entry("s.md", b"same", b"same")["hunks"] == []
+
+
+# -- murmur-hook-regression-verifier -----------------------------------------------------------
+
+VERIFIER = "murmur-hook-regression-verifier"
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+TESTS = ("from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
+         "def test_sub():\n    assert sub(5, 3) == 2\n")
+PYTEST = {"command": "-m pytest -p no:cacheprovider test_calc.py"}
+
+
+def _loaded_library_dir(stem: str) -> str | None:
+    """The directory of a shared library this process has mapped (found as the loader found it)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if Path(path).name.startswith(f"{stem}.so"):
+            return str(Path(path).parent)
+    return None
+
+
+def _contained_pytest() -> tuple[dict[str, Any], dict[str, str]]:
+    """The shell grant and host PATH under which `python3` is this interpreter, pytest importable:
+    the tests' own pytest really runs in the capsule's contained shell."""
+    import sys
+    import zlib  # noqa: F401 - maps libz, which the stdlib's binascii needs
+
+    import _pytest
+
+    bindir = Path(sys.executable).parent
+    if not (bindir / "python3").exists():
+        pytest.skip(f"no python3 beside {sys.executable}")
+    dirs = {sys.prefix, str(Path(sys.base_prefix) / "lib"), str(Path(_pytest.__file__).parents[1])}
+    libz = _loaded_library_dir("libz")
+    if libz is not None:
+        dirs.add(libz)
+    runtime = [{"binary": "python3", "dirs": [{"path": d, "list_dir": True} for d in sorted(dirs)]}]
+    return ({"shell": {"allow": ["python3"], "interpreter_runtime": runtime}},
+            {"PATH": f"{bindir}{os.pathsep}/usr/bin{os.pathsep}/bin"})
+
+
+async def test_regression_verifier_reopens_a_task_whose_edit_broke_a_passing_test(tmp_path: Path, host) -> None:
+    responses = [
+        tool_call("t0", "python3", PYTEST),  # the baseline: both pass
+        tool_call("e1", EDITOR, {"op": "patch", "path": "calc.py", "old": "a - b", "new": "a + b"}),
+        tool_call("t1", "python3", PYTEST),  # test_sub fails now
+        end_turn("done"),  # -> reopened with the verdict's reason
+        tool_call("e2", EDITOR, {"op": "patch", "path": "calc.py", "old": "sub(a, b):\n    return a + b",
+                                 "new": "sub(a, b):\n    return a - b"}),
+        tool_call("t2", "python3", PYTEST),
+        end_turn("fixed"),
+    ]
+    capabilities, env = _contained_pytest()
+    hooks = [bundled(EDITOR), bundled(VERIFIER, "hook", capabilities={"filesystem": {"scope": "."}})]
+    capsule = hooked_capsule(tmp_path, hooks, responses, capabilities=capabilities)
+    staged = stage_capsule(capsule, host=host, registry=FileRegistry(tmp_path / "no-registry"), env=env)
+    (staged.workdir.root / "calc.py").write_text(CALC)
+    (staged.workdir.root / "test_calc.py").write_text(TESTS)
+    (outcome,) = await run_session(staged, host, "make add faster")
+    assert outcome.ok and outcome.result_text == "fixed", outcome.error
+    assert (staged.workdir.root / "calc.py").read_text() == CALC
+    trace = trace_events(staged)
+    runs = [e for e in trace if e["event_type"] == "shell"]
+    assert [r["exit_code"] for r in runs] == [0, 1, 0], "pytest did not run in the contained shell"
+    (reopened,) = [e for e in trace if e["event_type"] == "task_reopened"]
+    assert reopened["hook_name"] == VERIFIER and "test_calc.py::test_sub" in reopened["reason"]
+    assert "failed fix" in reopened["reason"]
+    feedback = next(m for m in outcome.messages if m.source_id == f"hook:{VERIFIER}")
+    assert feedback.role == "user" and "test_calc.py::test_sub" in feedback.text
+    first, second = [json.loads(line) for line in (staged.workdir.root / "regression-verifier.jsonl").read_text()
+                     .splitlines()]
+    command = "python3 " + PYTEST["command"]
+    assert first == {
+        "record_type": "regression_verdict", "task_id": outcome.task_id, "task_exit_status": "ok",
+        "decision": "reopen", "reopen": True, "collection_failure": False,
+        "regressions": ["test_calc.py::test_sub"], "newly_passing": [],
+        "commands": [{"command": command, "baseline_passed": 2, "current_passed": 1,
+                      "regressions": ["test_calc.py::test_sub"], "lost_passing": 1, "collection_failure": False,
+                      "newly_passing": []}]}
+    assert (second["decision"], second["reopen"], second["regressions"]) == ("clean", False, [])
+    assert second["commands"][0]["baseline_passed"] == 2 and second["commands"][0]["current_passed"] == 2
+
+
+def test_regression_verifier_reads_each_runners_output_and_judges_as_published() -> None:
+    import sys
+
+    sys.path.insert(0, str(find_bundled(VERIFIER).directory))
+    try:
+        from testruns import Run, parse_run
+        from verdict import Observations, reason
+    finally:
+        sys.path.pop(0)
+    cargo = ("running 3 tests\n---- tests::beta stdout ----\nthread 'tests::beta' panicked at src/lib.rs:1:1:\n"
+             "boom\n\nfailures:\n    tests::beta\n\ntest result: FAILED. 2 passed; 1 failed; 0 ignored\n")
+    assert parse_run(cargo) == Run(2, ("tests::beta",))
+    go = ("=== RUN   TestA\n--- PASS: TestA (0.00s)\n=== RUN   TestB\n--- FAIL: TestB (0.00s)\n"
+          "    b_test.go:9: want 2, got 3\nFAIL\nFAIL\texample.com/m\t0.01s\n")
+    assert parse_run(go) == Run(1, ("TestB",))
+    panic = "panic: boom\n\ngoroutine 7 [running]:\nexample.com/m.TestC(0xc0)\n\t/src/c_test.go:12 +0x1d\n"
+    assert parse_run(panic) == Run(0, ("TestC",))
+    jest = ("FAIL src/a.test.js\n  \u25cf adds\n\n    expect(received).toBe(expected)\n\n"
+            "Tests:       1 failed, 4 passed, 5 total\n")
+    assert parse_run(jest) == Run(4, ("adds",))
+    assert parse_run("3 passed in 0.01s\n") is None  # pytest -q with nothing failing: no format
+    seen = Observations()
+    seen.shell("pytest", "=== test session starts ===\n=== 644 passed in 1.0s ===", "")
+    seen.tool("murmur-tool-create")
+    seen.shell("pytest", "=== test session starts ===\nERROR collecting\n=== 1 error in 0.1s ===", "")
+    seen.shell("ls -la", cargo, "")  # not a test command
+    verdict = seen.verdict()
+    assert verdict.reopen and verdict.collection_failure and len(verdict.commands) == 1
+    assert "COLLECTION FAILURE" in reason(verdict) and "644 of 644" in reason(verdict)
+    later = Observations()
+    later.tool("murmur-tool-editor")
+    later.shell("go test ./...", go, "")  # first seen after the edit: no baseline, no verdict
+    assert later.verdict().commands == [] and not later.verdict().reopen
