@@ -279,3 +279,130 @@ def test_regression_verifier_reads_each_runners_output_and_judges_as_published()
     later.tool("murmur-tool-editor")
     later.shell("go test ./...", go, "")  # first seen after the edit: no baseline, no verdict
     assert later.verdict().commands == [] and not later.verdict().reopen
+
+
+# -- murmur-hook-grafana -----------------------------------------------------------------------
+
+GRAFANA = "murmur-hook-grafana"
+
+
+class Tempo:
+    """A loopback OTLP/HTTP receiver: keeps each JSON export (murmurd's own protobuf spans, sent to
+    the same endpoint, are answered and set aside)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.exports: list[tuple[str, dict[str, Any]]] = []
+        self.arrived = threading.Event()
+        tempo = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Type") == "application/json":
+                    tempo.exports.append((self.path, json.loads(body)))
+                    tempo.arrived.set()
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.fixture
+def tempo():
+    receiver = Tempo()
+    yield receiver
+    receiver.server.shutdown()
+    receiver.server.server_close()
+
+
+def _fnv(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) % 2**64
+    return h
+
+
+def _values(span: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].items())) for a in span["attributes"]}
+
+
+def _grafana_capsule(tmp_path: Path, endpoint: str, allow: list[str]) -> Path:
+    responses = [tool_call("c1", "echo", {"text": "hi"}), tool_call("c2", "printf", {"command": "'%s' there"}),
+                 end_turn("done")]
+    return hooked_capsule(tmp_path, [bundled(GRAFANA, "hook", capabilities={"network": {"allow": allow}})],
+                          responses, capabilities={"shell": {"allow": ["printf"]}},
+                          observability={"otel_endpoint": endpoint})
+
+
+async def test_grafana_spans_reach_an_otlp_receiver(tmp_path: Path, host, tempo: Tempo) -> None:
+    from google.protobuf import json_format
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    staged = stage(_grafana_capsule(tmp_path, tempo.url + "/", [tempo.url]), host, tmp_path)
+    assert staged.artifacts[GRAFANA].resolved.manifest.execution_mode == "async"
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok, outcome.error
+    assert tempo.arrived.wait(120), hook_log(staged.workdir.root, GRAFANA)
+    ((path, body),) = tempo.exports
+    assert path == "/v1/traces"
+    json_format.Parse(json.dumps(body), ExportTraceServiceRequest())  # valid OTLP/JSON, field by field
+    (resource_spans,) = body["resourceSpans"]
+    assert {a["key"]: a["value"]["stringValue"] for a in resource_spans["resource"]["attributes"]} == {
+        "service.name": "loop-test", "service.version": "0.3.0", "telemetry.sdk.name": GRAFANA}
+    (scope,) = resource_spans["scopeSpans"]
+    spans = scope["spans"]
+    assert [s["name"] for s in spans] == [
+        "capsule.session", "capsule.inference", "capsule.tool_call", "capsule.inference", "capsule.tool_call",
+        "capsule.shell", "capsule.inference"]
+    h1 = _fnv(staged.session_id.encode())
+    trace_id = f"{h1:016x}{_fnv(h1.to_bytes(8, 'little')):016x}"
+    root, *children = spans
+    assert {s["traceId"] for s in spans} == {trace_id} and root["spanId"] == trace_id[:12] + "0000"
+    assert "parentSpanId" not in root and {s["parentSpanId"] for s in children} == {root["spanId"]}
+    assert [s["spanId"] for s in children] == [f"{trace_id[:12]}{n:04x}" for n in range(1, 7)]
+    assert all(s["kind"] == 1 and s["status"] == {"code": 1} for s in spans)
+    assert all(int(s["startTimeUnixNano"]) <= int(s["endTimeUnixNano"]) for s in spans)
+    assert int(root["startTimeUnixNano"]) <= min(int(s["startTimeUnixNano"]) for s in children)
+    session = _values(root)
+    assert session["murmur.session_id"] == ("stringValue", staged.session_id)
+    assert session["total_turns"] == ("intValue", "3") and session["exit_status"] == ("stringValue", "ok")
+    assert session["model"] == ("stringValue", "scripted")
+    first, echo = _values(children[0]), _values(children[1])
+    assert first["decision"] == ("stringValue", "tool_call") and first["tool_name"] == ("stringValue", "echo")
+    assert first["turn"] == ("intValue", "0") and json.loads(first["gen_ai.completion"][1])[0]["name"] == "echo"
+    assert echo["tool_name"] == ("stringValue", "echo") and echo["status"] == ("stringValue", "ok")
+    assert echo["input_bytes"] == ("stringValue", str(len(b'{"text": "hi"}')))
+    shell = _values(children[4])
+    assert shell["exit_code"] == ("intValue", "0") and shell["stdout"] == ("stringValue", "there")
+    assert "stderr" not in shell
+    assert [e for e in trace_events(staged) if e["event_type"] in ("hook_dispatch_error", "egress_denied")] == []
+
+
+async def test_grafana_without_its_own_grant_exports_nothing_and_says_why(tmp_path: Path, host, tempo: Tempo) -> None:
+    staged = stage(_grafana_capsule(tmp_path, tempo.url, []), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok, outcome.error
+    assert tempo.exports == []
+    trace = trace_events(staged)
+    assert {(e["hook_name"], e["arm"]) for e in trace if e["event_type"] == "hook_dispatch_error"} == {
+        (GRAFANA, "error")}
+    assert any("OTLP export" in line and "HTTP-request-denied" in line
+               for line in hook_log(staged.workdir.root, GRAFANA))
+
+
+async def test_grafana_without_an_endpoint_stays_quiet_for_the_session(tmp_path: Path, host) -> None:
+    capsule = hooked_capsule(tmp_path, [bundled(GRAFANA, "hook")], [end_turn("done")])
+    staged = stage(capsule, host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok
+    assert any("MURMUR_OTEL_ENDPOINT is not set" in line for line in hook_log(staged.workdir.root, GRAFANA))
+    assert [e for e in trace_events(staged) if e["event_type"] == "hook_dispatch_error"] == []
