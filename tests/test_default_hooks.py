@@ -406,3 +406,19 @@ async def test_grafana_without_an_endpoint_stays_quiet_for_the_session(tmp_path:
     assert outcome.ok
     assert any("MURMUR_OTEL_ENDPOINT is not set" in line for line in hook_log(staged.workdir.root, GRAFANA))
     assert [e for e in trace_events(staged) if e["event_type"] == "hook_dispatch_error"] == []
+
+
+# -- all of them, by their published names and versions ----------------------------------------
+
+PUBLISHED = {"murmur-hook-debug": "0.3.0", "murmur-hook-diff-summary": "0.3.0", "murmur-hook-grafana": "0.3.0",
+             "murmur-hook-regression-verifier": "0.2.0", "murmur-hook-shell-desc": "0.2.0"}
+
+
+async def test_a_capsule_naming_the_published_versions_stages_them_bundled(tmp_path: Path, host) -> None:
+    entries = [bundled(name, "hook", version=version) for name, version in PUBLISHED.items()]
+    staged = stage(hooked_capsule(tmp_path, entries, [end_turn("ok")]), host, tmp_path)
+    for name, version in PUBLISHED.items():
+        resolved = staged.artifacts[name].resolved
+        assert (resolved.version, resolved.origin.startswith("bundled:")) == (version, True), name
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok, outcome.error
