@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EDITOR = "murmur-tool-editor"
 BUNDLED = {"murmur-tool-editor": "tool", "murmur-tool-request-input": "tool", "murmur-tool-fetch": "tool",
            "murmur-hook-debug": "hook", "murmur-hook-compact": "hook", "murmur-hook-memory-jsonl": "hook",
-           "murmur-hook-eval": "hook"}
+           "murmur-hook-eval": "hook", "murmur-hook-shell-desc": "hook",
+           "murmur-hook-diff-summary": "hook", "murmur-hook-regression-verifier": "hook",
+           "murmur-hook-grafana": "hook"}
 
 
 def _murmurd(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:

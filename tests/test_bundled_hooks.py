@@ -1,5 +1,5 @@
-"""The bundled hooks through real sessions (issue 13, item 3): the debug log (async, one JSON line
-per event), compaction with murmur-hook-compact over a scripted long conversation (the
+"""The bundled hooks through real sessions (issue 13, item 3): the debug log (async, upstream's
+`hook-debug.jsonl` lines, issue 28), compaction with murmur-hook-compact over a scripted long conversation (the
 compaction model and prompt honoured), and memory-jsonl across two tasks of one context."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from bundledkit import bundled, with_rules
-from hookkit import end_turn, hook_events, hook_log, hooked_capsule, run_session, tool_call
+from hookkit import end_turn, hook_log, hooked_capsule, run_session, tool_call
 from loopkit import stage, trace_events
 from murmurd.manifest.writing import dump_yaml
 from murmurd.session.messages import Message, user_message
@@ -28,20 +28,52 @@ def _events(trace: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 # -- murmur-hook-debug -------------------------------------------------------------------------
 
 
+DEBUG_FIELDS = {
+    "stage": {"shell_allow"},
+    "session-start": {"capsule_name", "capsule_version", "session_id", "model", "capabilities"},
+    "inference": {"turn", "input_tokens", "output_tokens", "decision", "tool_name"},
+    "tool-call": {"turn", "tool_name", "input_bytes", "output_bytes", "duration_ms", "status"},
+    "shell": {"turn", "command", "exit_code", "stdout_bytes", "stderr_bytes", "duration_ms"},
+    "session-end": {"total_turns", "total_input_tokens", "total_output_tokens", "total_tool_calls",
+                    "total_shell_calls", "duration_ms", "exit_status"},
+}
+
+
 @pytest.mark.anyio
-async def test_the_debug_hook_logs_one_json_line_per_event_asynchronously(tmp_path: Path, host) -> None:
-    responses = [tool_call("c1", "echo", {"text": "hi"}), end_turn("done")]
-    staged = stage(hooked_capsule(tmp_path, [bundled(DEBUG, "hook")], responses), host, tmp_path)
+async def test_the_debug_hook_appends_the_published_lines_to_hook_debug_jsonl(tmp_path: Path, host) -> None:
+    responses = [tool_call("c1", "echo", {"text": "hi"}), tool_call("c2", "printf", {"command": "'%s' there"}),
+                 end_turn("done")]
+    entry = bundled(DEBUG, "hook", capabilities={"filesystem": {"scope": "."}})
+    staged = stage(hooked_capsule(tmp_path, [entry], responses, capabilities={"shell": {"allow": ["printf"]}}),
+                   host, tmp_path)
     assert staged.artifacts[DEBUG].resolved.manifest.execution_mode == "async"
     await run_session(staged, host, "go")
-    events = hook_events(staged.workdir.root, DEBUG)
+    raw = (staged.workdir.root / "hook-debug.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in raw]
+    assert raw == [json.dumps(e, sort_keys=True, separators=(",", ":")) for e in events]  # serde_json's shape
     assert [e["event"] for e in events] == [
-        "on-stage", "on-session-start", "on-task-start", "on-inference", "on-tool-call", "on-inference",
-        "on-task-end", "on-session-end"]  # an async hook observes a call; the decision point is a policy's
-    assert {e["session_id"] for e in events[1:]} == {staged.session_id}
-    (call,) = [e for e in events if e["event"] == "on-tool-call"]
-    assert call["tool_name"] == "echo" and call["outcome"]["status"] == "ok"
-    assert len(hook_log(staged.workdir.root, DEBUG)) == len(events)  # nothing but JSON lines, no faults
+        "stage", "session-start", "inference", "tool-call", "inference", "tool-call", "shell", "inference",
+        "session-end"]  # task start and end are not logged
+    assert all(set(e) == DEBUG_FIELDS[e["event"]] | {"event"} for e in events)
+    start, first, echo, _, shell_call, shell, last, end = events[1:]
+    assert (start["session_id"], start["capsule_name"], start["model"]) == (staged.session_id, "loop-test", "scripted")
+    assert (first["decision"], first["tool_name"], last["decision"], last["tool_name"]) == (
+        "tool_call", "echo", "end_turn", None)
+    assert (echo["tool_name"], echo["status"], echo["input_bytes"]) == ("echo", "ok", len(b'{"text": "hi"}'))
+    assert shell_call["tool_name"] == "printf" and shell["exit_code"] == 0 and shell["stdout_bytes"] == len("there")
+    assert (end["total_turns"], end["total_tool_calls"], end["total_shell_calls"], end["exit_status"]) == (3, 2, 1, "ok")
+    assert events[0] == {"event": "stage", "shell_allow": ["printf"]}
+    assert [e for e in trace_events(staged) if e["event_type"] == "hook_dispatch_error"] == []
+
+
+@pytest.mark.anyio
+async def test_the_debug_hook_without_a_scope_errs_as_published_and_the_session_goes_on(tmp_path: Path, host) -> None:
+    staged = stage(hooked_capsule(tmp_path, [bundled(DEBUG, "hook")], [end_turn("done")]), host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok and not list(staged.workdir.root.rglob("hook-debug.jsonl"))
+    errors = [e for e in trace_events(staged) if e["event_type"] == "hook_dispatch_error"]
+    assert errors and {(e["hook_name"], e["arm"]) for e in errors} == {(DEBUG, "error")}
+    assert any("failed to open hook-debug.jsonl" in line for line in hook_log(staged.workdir.root, DEBUG))
 
 
 # -- murmur-hook-compact -----------------------------------------------------------------------

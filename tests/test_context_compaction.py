@@ -53,8 +53,9 @@ async def _uncompacted_turns(tmp_path: Path, host, arm: Path, monkeypatch) -> li
 
 def _records(workdir: Path) -> list[dict[str, Any]]:
     """The request records the recorder driver answered with, as the hook saw each response."""
-    return [json.loads(e["output"].split("\n")[0]) for e in hook_events(workdir, "summarizer")
-            if e["event"] == "on-inference"]
+    texts = ("".join(b.get("text", "") for b in json.loads(e["output"]) if b.get("type") == "text")
+             for e in hook_events(workdir, "summarizer") if e["event"] == "on-inference")  # output: the content
+    return [json.loads(text.split("\n")[0]) for text in texts]
 
 
 async def test_a_session_over_the_threshold_is_compacted_before_its_next_request(tmp_path: Path, host, arm,

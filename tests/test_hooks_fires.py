@@ -107,7 +107,8 @@ async def test_on_inference_fires_after_each_driver_response(tmp_path: Path, hos
     assert [(e["turn"], e["input_tokens"], e["output_tokens"], e["decision"], e["tool_name"]) for e in seen] == [
         (t["turn"], t["input_tokens"], t["output_tokens"], t["decision"], t.get("tool_name")) for t in traced
     ]
-    assert seen[-1]["output"] == "all done"
+    assert json.loads(seen[-1]["output"]) == [{"type": "text", "text": "all done"}]  # the content, as upstream
+    assert json.loads(seen[0]["output"])[0]["input"] == {"text": "x"}  # a tool call's input included
     assert json.loads(seen[0]["prompt"])[0]["content"][0]["text"] == "go"
     offered = [t["name"] for t in json.loads(seen[0]["tools"])]
     assert offered == ["echo", "printf", "sh", "make"]  # hooks (and the driver) are never the model's tools

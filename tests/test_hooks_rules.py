@@ -151,6 +151,15 @@ def test_a_tool_manifest_is_checked_before_it_is_written() -> None:
         check_tool_manifest("../evil", "{}", ["git"])
 
 
+def test_upstreams_native_tool_spelling_describes_a_binary_and_nothing_else_does() -> None:
+    upstream = "name: git\nruntime: tool\nimplementation: native\ndescription: Git.\ninput: {type: object}\n"
+    assert check_tool_manifest("git", upstream, ["git"]).description == "Git."
+    for content in ["runtime: tool\n", "runtime: tool\nimplementation: wasm\n", "runtime: hook\n",
+                    "runtime: native\n"]:
+        with pytest.raises(ManifestRefused, match="not 'shell' or 'tool' with implementation 'native'"):
+            check_tool_manifest("git", content, ["git"])
+
+
 # -- the async queue -----------------------------------------------------------------------------
 
 async def _queue(overflow: str, bound: int, delay: float) -> tuple[HookQueue, list[str], list[tuple[str, str, str]]]:

@@ -6,7 +6,8 @@ only describes; it never grants. So a manifest is refused (and the synthetic one
 
 - `binary-name` is one of `capabilities.shell.allow` (never another artifact's directory);
 - `content` is at most 64 KiB of YAML holding a mapping;
-- `name`, when given, is the binary's name, and `runtime`, when given, is `shell`;
+- `name`, when given, is the binary's name, and `runtime`, when given, is `shell`, or `tool` with
+  `implementation: native` (upstream's spelling of a host binary, what murmur-hook-shell-desc writes);
 - `description`, when given, is a string (control characters are stripped, length capped).
 
 The input schema stays the runtime's (`{"command": ...}`): the shell runner reads nothing else.
@@ -39,6 +40,11 @@ class ManifestRefused(ValueError):
     pass
 
 
+def _describes_a_binary(raw: dict) -> bool:
+    runtime = raw.get("runtime", "shell")
+    return runtime == "shell" or (runtime == "tool" and raw.get("implementation") == "native")
+
+
 def check_tool_manifest(binary_name: str, content: str, shell_allow: list[str]) -> ShellManifest:
     """The manifest to write, or `ManifestRefused` naming the rule it breaks."""
     if binary_name not in shell_allow:
@@ -53,8 +59,10 @@ def check_tool_manifest(binary_name: str, content: str, shell_allow: list[str]) 
         raise ManifestRefused(f"the manifest for {binary_name!r} is not a mapping")
     if raw.get("name", binary_name) != binary_name:
         raise ManifestRefused(f"the manifest for {binary_name!r} names {raw.get('name')!r}")
-    if raw.get("runtime", "shell") != "shell":
-        raise ManifestRefused(f"the manifest for {binary_name!r} says runtime {raw.get('runtime')!r}, not 'shell'")
+    if not _describes_a_binary(raw):
+        raise ManifestRefused(f"the manifest for {binary_name!r} says runtime {raw.get('runtime')!r} "
+                              f"(implementation {raw.get('implementation')!r}), not 'shell' "
+                              "or 'tool' with implementation 'native'")
     description, version = raw.get("description"), raw.get("version")
     if description is not None and not isinstance(description, str):
         raise ManifestRefused(f"the manifest for {binary_name!r}: description must be a string")

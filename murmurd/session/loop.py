@@ -139,7 +139,7 @@ class AgentLoop:
             outputs = await self.dispatcher.on_inference(InferenceEvent(
                 turn, input_tokens, output_tokens, decision, first_tool,
                 prompt=self._prompt_json(state) if self.dispatcher.listens("on-inference") else None,
-                output=response.text, tools=self._tools_json,
+                output=json.dumps(response.content, ensure_ascii=False), tools=self._tools_json,
             ))
             for artifact in outputs.artifacts:
                 events.artifact(artifact.hook_name, artifact.content)
