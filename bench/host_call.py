@@ -13,7 +13,8 @@ over the rounds.
 
 Part 2 splits one bare call into its phases (store + WASI, instantiate, call, teardown) for the
 echo tool and for a driver that answers at once (tests/fixtures/chaos-driver), and times a
-second call on a kept instance: what reusing a driver instance across turns would save.
+second call on a kept instance (what reusing a driver instance across turns would save) and
+the memory a kept instance holds resident.
 
     .venv/bin/python bench/host_call.py [--calls 200] [--rounds 5]
 """
@@ -163,7 +164,33 @@ def main() -> None:
         for key, values in rounds.items():
             print(f"    {key:12s} {spread(values, 3)}")
         print(f"    {'fresh total':12s} {spread(fresh, 3)}")
+        print(f"    {'kept instance':12s} {resident_per_instance(subject, data):.1f} MiB resident each, after one call")
     host.close()
+
+
+def resident_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def resident_per_instance(subject: Bare, data: str, count: int = 16) -> float:
+    """What a kept instance (a driver instance serving a session's turns) holds resident."""
+    before = resident_kb()
+    stores = []
+    for _ in range(count):
+        store = Store(subject.engine)
+        store.set_wasi(WasiConfig())
+        store.set_epoch_deadline(1 << 40)
+        func = subject.linker.instantiate(store, subject.component).get_func(store, subject.index)
+        func(store, tool_input(data))
+        func.post_return(store)
+        stores.append(store)
+    held = (resident_kb() - before) / count / 1024
+    for store in stores:
+        store.close()
+    return held
 
 
 if __name__ == "__main__":
