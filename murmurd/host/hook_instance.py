@@ -200,18 +200,17 @@ class HookInstance:
                 memory_size=limits.memory_bytes, table_elements=limits.table_elements, instances=limits.instances
             )
             store.set_wasi(wasi_config(grant, output, loaded.name))
+            prelinked = self.host.prelinked(loaded)
             self.host.prepare_http(store, loaded, grant, call)
-            linker = self.host.linker_for(loaded)
             guard.install(store)
             with self.host.ticker.active():
-                instance = linker.instantiate(store, loaded.component)
+                instance = prelinked.instantiate(store)
         except OSError as exc:  # the preopen was refused (a symlink on its way)
             self._drop()
             raise InstantiationError(self.name, f"its filesystem grant is refused: {exc}") from None
-        interface = instance.get_export_index(store, self.lifecycle)
         for handler in self.handlers:
-            index = instance.get_export_index(store, handler, interface) if interface else None
-            func = instance.get_func(store, index) if index else None
+            index = prelinked.export_index(self.lifecycle, handler)
+            func = instance.get_func(store, index) if index is not None else None
             if func is None:
                 self._drop()
                 raise ContractError(self.name, f"does not export {self.lifecycle}#{handler}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -33,6 +34,7 @@ from murmurd.host.interrupt import CallGuard, EpochTicker
 from murmurd.host import hook_legacy
 from murmurd.host.murmur_imports import interfaces_for, legacy_hook_interfaces
 from murmurd.host.loaded import LoadedComponent
+from murmurd.host.prelinked import LinkStats, PreLinked
 from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
@@ -75,8 +77,11 @@ class ComponentHost:
         self.ticker = EpochTicker(self.engine, tick_seconds)
         self.pool = WasmPool(max_workers)
         self.forwarders = ForwarderSource(self.engine)
-        self._linkers: dict[tuple[Role, tuple[str, ...]], Linker] = {}
+        self._linkers: dict[tuple[Role, tuple[str, ...], bool], Linker] = {}
         self._linkers_lock = threading.Lock()
+        # Each loaded component's pre-linked form, alive as long as the LoadedComponent is.
+        self._prelinked: weakref.WeakKeyDictionary[LoadedComponent, PreLinked] = weakref.WeakKeyDictionary()
+        self.link_stats = LinkStats()
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -249,14 +254,31 @@ class ComponentHost:
                         define_http_filter(linker, version)
                 define(linker, legacy_hook_interfaces() if loaded.legacy_hook else interfaces_for(loaded.role))
                 self._linkers[key] = linker
+                self.link_stats.linkers += 1
             return linker
+
+    def prelinked(self, loaded: LoadedComponent) -> PreLinked:
+        """`loaded` linked once (`murmurd.host.prelinked`): every call instantiates from this."""
+        with self._linkers_lock:
+            found = self._prelinked.get(loaded)
+        if found is not None:
+            return found
+        linker = self.linker_for(loaded)
+        with self._linkers_lock:
+            found = self._prelinked.get(loaded)
+            if found is None:
+                found = PreLinked(loaded.name, loaded.component, linker, loaded.http_versions)
+                self._prelinked[loaded] = found
+                self.link_stats.prelinked += 1
+            return found
 
     def prepare_http(self, store: Store, loaded: LoadedComponent, grant: CallGrant, call: CallContext) -> None:
         """Give a store that will run `loaded` its wasi:http context and egress policy."""
-        if loaded.http_version is None:
+        version = self.prelinked(loaded).http_version
+        if version is None:
             return
         store.set_wasi_http()
-        call.egress = HttpEgress(grant.egress, self.forwarders, loaded.http_version)
+        call.egress = HttpEgress(grant.egress, self.forwarders, version)
 
     def _call(
         self,
@@ -315,17 +337,13 @@ class ComponentHost:
                 instances=limits.instances,
             )
             store.set_wasi(wasi_config(grant, call.output, loaded.name))
+            prelinked = self.prelinked(loaded)
             self.prepare_http(store, loaded, grant, call)
-            linker = self.linker_for(loaded)
             call.guard.install(store)
             with self.ticker.active():
-                instance = linker.instantiate(store, loaded.component)
+                instance = prelinked.instantiate(store)
                 call.stage = "call"
-                index = instance.get_export_index(store, interface)
-                func_index = instance.get_export_index(store, function, index) if index else None
-                func = instance.get_func(store, func_index) if func_index else None
-                if func is None:
-                    raise ContractError(loaded.name, f"does not export {interface}#{function}")
+                func = prelinked.func(store, instance, interface, function)
                 result = func(store, *args)
                 func.post_return(store)
                 return result

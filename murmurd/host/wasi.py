@@ -148,7 +148,8 @@ class CallOutput:
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
     config = WasiConfig()
     config.argv = [program]
-    config.env = [(key, value) for key, value in grant.env.items()]
+    if grant.env:  # a fresh WasiConfig has no environment at all; setting none costs a call
+        config.env = [(key, value) for key, value in grant.env.items()]
     output.configure(config)
     preopen = grant.open_preopen()
     if preopen is not None:

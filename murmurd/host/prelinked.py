@@ -1,0 +1,77 @@
+"""A component linked once, instantiated per call: murmurd's `InstancePre`.
+
+wasmtime's Rust API splits instantiation into `Linker::instantiate_pre` (resolve and type-check
+every import against the linker, once) and `InstancePre::instantiate` (per store). wasmtime-py
+50 exposes that split for core modules only; for components, `Linker.instantiate` does both on
+every call. So what a fresh store need not rebuild is kept here instead, built once per loaded
+component and shared by every call and thread:
+
+- the linker, with WASI, wasi:http and the murmur host functions defined once per role and
+  wasi:http version (`ComponentHost.linker_for`), never per call;
+- the component-level export indices of the functions the host calls, resolved once (an index
+  from `Component.get_export_index` is valid in every instance of that component), so a call
+  reaches its function with one lookup instead of three;
+- the wasi:http versions the component imports (parsed from 50-odd import names once, not at
+  every call).
+
+What stays per call is everything a guest could observe or change: the `Store` (its memories,
+globals and tables), its WASI context (environment, preopen, output files), its limits and its
+`CallGuard`. Isolation is the store's: two calls through one `PreLinked` share no guest state.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from wasmtime import Store
+from wasmtime.component import Component, ExportIndex, Func, Instance, Linker
+
+from murmurd.host.errors import ContractError
+
+
+@dataclass
+class LinkStats:
+    """How often the host built what it should build once (read by tests and benches)."""
+
+    linkers: int = 0  # `Linker` objects constructed (one per role / wasi:http versions)
+    prelinked: int = 0  # `PreLinked` built (one per loaded component)
+
+
+@dataclass
+class PreLinked:
+    """One component with its shared linker and its resolved exports."""
+
+    name: str
+    component: Component
+    linker: Linker
+    http_versions: tuple[str, ...]
+    _indices: dict[tuple[str, str], ExportIndex | None] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def http_version(self) -> str | None:
+        return self.http_versions[0] if self.http_versions else None
+
+    def instantiate(self, store: Store) -> Instance:
+        """A new instance of the component in `store` (a fresh store per call, or a hook's)."""
+        return self.linker.instantiate(store, self.component)
+
+    def export_index(self, interface: str, function: str) -> ExportIndex | None:
+        """The component-level index of `interface#function`, resolved at its first use."""
+        key = (interface, function)
+        with self._lock:
+            if key in self._indices:
+                return self._indices[key]
+            outer = self.component.get_export_index(interface)
+            index = self.component.get_export_index(function, outer) if outer is not None else None
+            self._indices[key] = index
+            return index
+
+    def func(self, store: Store, instance: Instance, interface: str, function: str) -> Func:
+        """The instance's `interface#function`, or a `ContractError` naming what is missing."""
+        index = self.export_index(interface, function)
+        func = instance.get_func(store, index) if index is not None else None
+        if func is None:
+            raise ContractError(self.name, f"does not export {interface}#{function}")
+        return func
