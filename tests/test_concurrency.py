@@ -359,19 +359,19 @@ def test_the_bound_on_the_command_line_must_be_positive_and_applies_to_queue_onl
 
 
 def test_a_stuck_task_delays_neither_tasks_get_nor_another_tasks_stream(tmp_path: Path) -> None:
-    with serving(_queue_capsule(tmp_path, deadline=8), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
+    # the deadline is far beyond anything below, however loaded the machine: every answer comes
+    # while the stuck task still spins (each get says so), and the cancel at the end stops it
+    with serving(_queue_capsule(tmp_path, deadline=120), tmp_path / "state", "--max-concurrent-tasks", "4") as served:
         stuck = served.send("mode:hang")  # spins inside WASM until its deadline
         served.wait_state(stuck["id"], "working")
-        started = time.monotonic()
-        frames = served.events("message/stream", {"message": _message("meanwhile")}, timeout=20)
+        frames = served.events("message/stream", {"message": _message("meanwhile")}, timeout=60)
         assert frames[-1][2]["status"]["response"] == "answer: meanwhile"
         samples = []
         for _ in range(40):
             begun = time.monotonic()
             assert served.get(stuck["id"])["status"]["state"] == "working"
             samples.append(time.monotonic() - begun)
-        assert time.monotonic() - started < 6  # all of it while the stuck task still spins
-        assert sorted(samples)[-2] < 0.25, samples  # a loop blocked by the spin would take seconds
+        assert sorted(samples)[-2] < 1.0, samples  # a loop blocked by the spin would answer only at the deadline
         served.rpc("tasks/cancel", {"id": stuck["id"]})
 
 
