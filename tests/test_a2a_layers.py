@@ -3,6 +3,9 @@ the reverse, and nothing below the edge reaches up into it.
 
     serve (assembly) -> http (the edge) -> wire (dialects) -> core (the daemon) -> stores, peers
                                                      replicas -> core, stores
+
+The core knows nothing of replicas either (issue 23 item 3): it talks to a `Coordination`
+(murmurd/a2a/core/coordination.py), and the word itself never appears in a core module.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "murmurd"
 # importer package -> packages it must never import (module-level, function-level and
 # TYPE_CHECKING imports all count: a type a module names is a module it knows)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
-    "murmurd.a2a.core": ("murmurd.a2a.http", "murmurd.a2a.wire", "murmurd.a2a.serve"),
+    "murmurd.a2a.core": ("murmurd.a2a.http", "murmurd.a2a.wire", "murmurd.a2a.serve", "murmurd.a2a.replicas"),
     "murmurd.a2a.wire": ("murmurd.a2a.http", "murmurd.a2a.serve"),
     "murmurd.a2a.stores": ("murmurd.a2a.http", "murmurd.a2a.wire", "murmurd.a2a.serve", "murmurd.a2a.replicas"),
     "murmurd.a2a.replicas": ("murmurd.a2a.http", "murmurd.a2a.wire", "murmurd.a2a.serve"),
@@ -83,6 +86,28 @@ def test_the_layer_check_fires(tmp_path: Path) -> None:
     found = violations(root, {"murmurd.a2a.core": ("murmurd.a2a.http",)})
     assert found == ["murmurd.a2a.core.daemon imports murmurd.a2a.http (murmurd.a2a.core must not know murmurd.a2a.http)",
                      "murmurd.a2a.core.daemon imports murmurd.a2a.http.server (murmurd.a2a.core must not know murmurd.a2a.http)"]
+
+
+def mentions(root: Path, package: str, word: str) -> list[str]:
+    """`path:line` of every line of a module under `package` that holds `word` (any case):
+    code, comments and docstrings alike."""
+    base = root.parent / package.replace(".", "/")
+    return [f"{path.relative_to(root.parent)}:{number}"
+            for path in sorted(base.rglob("*.py"))
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if word in line.lower()]
+
+
+def test_the_core_never_says_replica() -> None:
+    """A single daemon on SQLite reads no replica rules to understand how a task starts."""
+    assert mentions(PACKAGE, "murmurd.a2a.core", "replica") == []
+
+
+def test_the_word_check_fires(tmp_path: Path) -> None:
+    core = tmp_path / "murmurd" / "a2a" / "core"
+    core.mkdir(parents=True)
+    (core / "daemon.py").write_text('"""Runs tasks."""\n\nRETRY = 1.0  # Replicas: tried again\n')
+    assert mentions(tmp_path / "murmurd", "murmurd.a2a.core", "replica") == ["murmurd/a2a/core/daemon.py:3"]
 
 
 @pytest.mark.parametrize("package", sorted({p for banned in FORBIDDEN.values() for p in banned} | set(FORBIDDEN)))

@@ -32,6 +32,8 @@ from murmurd.a2a.core.daemon import CapsuleDaemon
 from murmurd.a2a.core.lifecycle import LifecyclePolicy
 from murmurd.a2a.http.public_url import check_public_url
 from murmurd.staging.identity import capsule_url_for
+from murmurd.a2a.core.coordination import Coordination, LocalCoordination
+from murmurd.a2a.replicas.coordination import ReplicaCoordination
 from murmurd.a2a.replicas.coordinator import ReplicaCoordinator, new_replica_id
 from murmurd.a2a.replicas.events import SharedEventLog
 from murmurd.a2a.replicas.ticket_key import shared_ticket_key
@@ -162,7 +164,8 @@ class ServeOptions:
 
 def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
                url: str) -> tuple[EventLog, ReplicaCoordinator | None]:
-    """A local event log, or on PostgreSQL the shared one and this replica's coordinator."""
+    """A local event log, or on PostgreSQL the shared one and this replica's coordinator (the
+    daemon's coordination then: `ReplicaCoordination`; else `LocalCoordination`)."""
     if not is_postgres(options.store):
         return EventLog(options.stream_buffer, buffer_bytes=options.stream_buffer_bytes), None
     from murmurd.a2a.stores.postgres import PostgresTaskStore
@@ -230,7 +233,8 @@ async def _serve_locked(
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     log, replicas = _event_log(store, options, replica_id, url)
     card_url = check_public_url(options.public_url) if options.public_url is not None else url
-    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, replicas=replicas,
+    coordination: Coordination = ReplicaCoordination(replicas) if replicas is not None else LocalCoordination()
+    daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, coordination=coordination,
                            peer_tokens=auth, max_open_contexts=options.max_open_contexts,
                            session_index=lock.state_dir / CONTEXT_SESSIONS,
                            keep_context_sessions=options.keep_context_sessions)

@@ -1,8 +1,8 @@
 """Which tasks a submission may touch, as the daemon judges it (pure; issue 21).
 
 `hidden_from` is `auth.visibility.may_read` in the terms a `Submission` carries (`confined_to`:
-a peer credential's name, None for an operator). `same_task` tells a replica whether the task it
-claimed is the very one it holds a local record of, or another send's of the same id.
+a peer credential's name, None for an operator). `same_task` tells a daemon whether a task placed
+on it is the very one it holds a local record of, or another send's of the same id.
 """
 
 from __future__ import annotations

@@ -1,23 +1,21 @@
 """The ASGI app of one served capsule: agent card, JSON-RPC on `POST /`, SSE streams.
 
-One router serves three dialects over the daemon's one task model. Every failure becomes a
+One router serves three dialects over the daemon's one task model; the SSE responses it opens
+are built in `sse` (which also holds the stream slots). Every failure becomes a
 JSON-RPC error (HTTP 200, as A2A clients expect, or 413 for an oversized body); nothing a client
 sends can produce a 500 or stop the daemon.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
-import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.requests import ClientDisconnect
 
 from murmurd import console
@@ -28,9 +26,17 @@ from murmurd.a2a.http.browser_guard import BrowserGuard
 from murmurd.a2a.http.auth.config import AuthConfig
 from murmurd.a2a.http.auth.current import CurrentAuth
 from murmurd.a2a.http.auth.edge import HTTP_STATUS, AuthMiddleware, Caller, forbidden
-from murmurd.a2a.http.auth.principal import Principal, at_least_as_trusted
+from murmurd.a2a.http.auth.principal import at_least_as_trusted
 from murmurd.a2a.http.auth.visibility import creator_filter, may_read
 from murmurd.a2a.http.card import agent_card
+from murmurd.a2a.http.sse import (
+    SlotStream,
+    StreamSlots,
+    a2a_stream,
+    last_event_id,
+    upstream_stream,
+    watch_stream,
+)
 from murmurd.a2a.core.daemon import CapsuleDaemon
 from murmurd.a2a.core.intake import (
     ContextRefused,
@@ -42,8 +48,7 @@ from murmurd.a2a.core.intake import (
     TaskNotFound,
     TooManyOpenContexts,
 )
-from murmurd.a2a.core.stream import HEARTBEAT_SECONDS, StreamEvent, sse_frame
-from murmurd.a2a.core.tasks import TaskRecord, TaskState
+from murmurd.a2a.core.tasks import TaskRecord
 from murmurd.a2a.http.tickets import DEFAULT_TTL_SECONDS, TicketSigner
 from murmurd.a2a.wire import Dialect, Operation
 from murmurd.session.tools import model_tools, shell_allow
@@ -52,9 +57,6 @@ log = logging.getLogger("murmurd.a2a")
 
 # The dialects that follow the A2A specification's error rules (finished tasks, push configs).
 SPEC_DIALECTS = frozenset({Dialect.V03, Dialect.V10})
-A2A_HEARTBEAT_SECONDS = 4.0  # a2a-sdk clients time out after 5 s of silence
-MAX_WATCH_VERDICTS = 10_000  # per watch stream: whose task each task id is, remembered
-_EVENT_ID = re.compile(r"[0-9]{1,19}")  # ASCII digits only, below the 4300-digit int() limit
 
 
 class _Abandoned:
@@ -78,58 +80,6 @@ class ServerConfig:
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # how long a minted stream ticket opens its stream
     ticket_key: bytes | None = None  # replicas share one (the database's); None: this app's own random key
     loopback_bind: bool = False  # bound to a loopback address: foreign Host names are refused (DNS rebinding)
-
-
-class StreamSlots:
-    """Counts open SSE streams, in all and per client address. A stream's response never
-    completes, so its connection is never evictable: without a cap of their own below the
-    connection cap, streams could take every connection and leave ordinary requests a 503."""
-
-    def __init__(self, limit: int, per_client: int) -> None:
-        self.limit, self.per_client = limit, per_client
-        self._open: dict[str, int] = {}
-        self.total = 0
-
-    def take(self, client: str) -> jsonrpc.JsonRpcError | None:
-        """Take a slot for `client`, or the error refusing it (nothing taken then)."""
-        if self.total >= self.limit or self._open.get(client, 0) >= self.per_client:
-            which = "max_streams" if self.total >= self.limit else "max_streams_per_client"
-            logging.getLogger("murmurd.connections").warning(
-                "stream refused: the --%s limit is reached", which.replace("_", "-"),
-                extra={"client": client, "limit": which})
-        if self.total >= self.limit:
-            return jsonrpc.JsonRpcError.server_limit(f"{self.limit} streams are open; try again later",
-                                                     {"limit_streams": self.limit})
-        if self._open.get(client, 0) >= self.per_client:
-            return jsonrpc.JsonRpcError.server_limit(
-                f"this client has {self.per_client} streams open; close one first",
-                {"limit_streams_per_client": self.per_client})
-        self._open[client] = self._open.get(client, 0) + 1
-        self.total += 1
-        return None
-
-    def give_back(self, client: str) -> None:
-        left = self._open.get(client, 0) - 1
-        if left > 0:
-            self._open[client] = left
-        else:
-            self._open.pop(client, None)
-        self.total -= 1
-
-
-class _SlotStream(EventSourceResponse):
-    """An SSE response holding a stream slot until the response ends, however it ends (the
-    stream finished, the client went away, the connection was closed under it)."""
-
-    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def caller_of(request: Request) -> Caller:
@@ -172,10 +122,6 @@ class _JSONResponse(JSONResponse):
             return super().render(content)
         except UnicodeEncodeError:
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
-
-
-def _heartbeat() -> ServerSentEvent:
-    return ServerSentEvent(comment="heartbeat")
 
 
 def create_app(daemon: CapsuleDaemon, config: ServerConfig) -> FastAPI:
@@ -422,7 +368,7 @@ class Router:
         except BaseException:
             release()
             raise
-        if not isinstance(response, _SlotStream):
+        if not isinstance(response, SlotStream):
             release()
         return response
 
@@ -443,7 +389,7 @@ class Router:
                 if record.state.terminal and dialect in SPEC_DIALECTS:
                     raise jsonrpc.JsonRpcError.unsupported_operation(
                         f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
-                after = _last_event_id(request, default=after)
+                after = last_event_id(request, default=after)
         except jsonrpc.JsonRpcError as error:
             response = jsonrpc.error_response(entry.id, error)
             return _JSONResponse(response, status_code=_status_of(response))
@@ -451,8 +397,8 @@ class Router:
             log.exception("JSON-RPC %s failed before its stream started", entry.method)
             return _JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
         if dialect is Dialect.UPSTREAM:
-            return self._upstream_stream(record, after, release)
-        return self._a2a_stream(dialect, entry.id, record, after, release)
+            return upstream_stream(self.daemon, record, after, release)
+        return a2a_stream(self.daemon, dialect, entry.id, record, after, release)
 
     # -- GET streams (EventSource; see murmurd.a2a.http.get_streams) -------------------------------
 
@@ -461,7 +407,7 @@ class Router:
         after = self.daemon.log.last_id if query.after is None else query.after
 
         async def open_stream(release: Callable[[], None]) -> Response:
-            return self._watch_after(after, release, caller_of(request).principal, retry=True)
+            return watch_stream(self.daemon, after, release, caller_of(request).principal, retry=True)
 
         return await self._in_slot(request, None, open_stream)
 
@@ -477,123 +423,12 @@ class Router:
                 return self.refuse(404, jsonrpc.JsonRpcError.task_not_found(task_id))
             after = 0 if query.after is None else query.after
             if query.framing == "upstream":
-                return self._upstream_stream(record, after, release, retry=True)
+                return upstream_stream(self.daemon, record, after, release, retry=True)
             dialect = get_streams.a2a_dialect(self.daemon.dialect_of(record.id))
-            return self._a2a_stream(dialect, None, record, after, release, retry=True)
+            return a2a_stream(self.daemon, dialect, None, record, after, release, retry=True)
 
         return await self._in_slot(request, None, open_stream)
 
     def _watch(self, request: Request, release: Callable[[], None]) -> Response:
-        return self._watch_after(_last_event_id(request, default=self.daemon.log.last_id), release,
-                                 caller_of(request).principal)
-
-    def _watch_after(self, after: int, release: Callable[[], None], reader: Principal,
-                     retry: bool = False) -> Response:
-        """The watch stream: every task's events, or for a peer credential only those of the
-        tasks it created (auth/visibility.py; gap frames name no task and pass)."""
-        readable: dict[str, bool] = {}  # task id -> may `reader` read it (asked once per task)
-
-        async def may_see(event: StreamEvent) -> bool:
-            if event.task_id is None or creator_filter(reader) is None:
-                return True
-            if event.task_id not in readable:
-                if len(readable) >= MAX_WATCH_VERDICTS:  # a console left open for weeks
-                    readable.clear()
-                try:
-                    creator = (await self.daemon.get(event.task_id)).principal
-                except TaskNotFound:
-                    creator = None
-                readable[event.task_id] = may_read(reader, creator)
-            return readable[event.task_id]
-
-        async def frames() -> AsyncIterator[bytes]:
-            if retry:
-                yield _RETRY_FRAME
-            async for batch in self.daemon.log.follow_batches(after_id=after, task_id=None, close_on_final=False):
-                shown = [sse_frame(event) for event in batch if await may_see(event)]
-                if shown:
-                    yield _encode(shown)
-
-        return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
-
-    def _upstream_stream(self, record: TaskRecord, after: int, release: Callable[[], None],
-                         retry: bool = False) -> Response:
-        log = self.daemon.log
-
-        async def frames() -> AsyncIterator[bytes]:
-            if retry:
-                yield _RETRY_FRAME
-            if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
-                yield _encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
-                return
-            async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
-                yield _encode([sse_frame(event) for event in batch])
-
-        return _SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
-
-    def _a2a_stream(self, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
-                    release: Callable[[], None], retry: bool = False) -> Response:
-        renderer = wire.StreamRenderer(dialect)
-        log = self.daemon.log
-
-        def data(result: dict[str, Any]) -> dict[str, str]:
-            return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
-
-        async def frames() -> AsyncIterator[bytes]:
-            if retry:
-                yield _RETRY_FRAME
-            snapshot = renderer.render("task", record)
-            if snapshot is not None:
-                yield _encode([data(snapshot)])
-            if wire.is_final_state(record.state):
-                return
-            current = record  # as of the last status event: what a gap frame reports the task as
-            async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
-                out: list[dict[str, str]] = []
-                final = False
-                for event in batch:
-                    view = current = _record_at(current, event)
-                    out += [data(rendered) for rendered in renderer.render_frames(event.type, view, _renderer_payload(event))]
-                    if event.type == "status" and wire.is_final_state(view.state):
-                        final = True
-                        break
-                if out:
-                    yield _encode(out)
-                if final:
-                    return
-
-        return _SlotStream(frames(), ping=A2A_HEARTBEAT_SECONDS, ping_message_factory=_heartbeat, release=release)
-
-
-_RETRY_FRAME = ServerSentEvent(retry=get_streams.RETRY_MS).encode()
-
-
-def _encode(frames: list[dict[str, str]]) -> bytes:
-    """Several SSE frames as one write (sse-starlette's encoder; bytes pass through unchanged)."""
-    return b"".join(ServerSentEvent(**frame).encode() for frame in frames)
-
-
-def _last_event_id(request: Request, default: int) -> int:
-    """The `Last-Event-ID` to resume after; anything but a plain event id (at most 19 ASCII
-    digits) is ignored, as an absent header is. (An id past the log's end means a gap frame.)"""
-    value = (request.headers.get("last-event-id") or "").strip()
-    return int(value) if _EVENT_ID.fullmatch(value) else default
-
-
-def _renderer_payload(event: StreamEvent) -> dict[str, Any]:
-    """The event's data as `wire.StreamRenderer` takes it: an upstream `artifact` frame nests the
-    tool artifact (`{"id", "artifact": {"tool_name", "content"}}`), the renderer wants it flat."""
-    if event.type == "artifact" and isinstance(event.data.get("artifact"), dict):
-        return event.data["artifact"]
-    if event.type == "gap":
-        return {**event.data, "after_id": event.after_id}
-    return event.data
-
-
-def _record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:
-    """The record as it was when a status event was published (the live record moves on)."""
-    if event.type != "status":
-        return record
-    status = event.data.get("status", {})
-    return dataclasses.replace(record, state=TaskState(status.get("state", record.state.value)),
-                               status_message=status.get("message"), result_text=status.get("response"))
+        return watch_stream(self.daemon, last_event_id(request, default=self.daemon.log.last_id), release,
+                            caller_of(request).principal)

@@ -60,7 +60,7 @@ def new_replica_id() -> str:
 
 
 class ReplicaHost(Protocol):
-    """What the coordinator asks of the daemon it serves."""
+    """What the coordinator asks of the daemon it serves, through `coordination.ReplicaCoordination`."""
 
     def room(self) -> int:
         """Tasks of new contexts this replica can take now."""
