@@ -29,6 +29,7 @@ from conftest import EXAMPLES
 from loopkit import driver_capsule, local, run_tasks, stage, trace_events
 from murmurd import workdir_fs
 from murmurd.session import shell, tokens
+from murmurd.trace import writer
 
 pytestmark = pytest.mark.anyio
 
@@ -94,7 +95,11 @@ def _capsule(tmp_path: Path) -> Path:
     )
 
 
-async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_loop(tmp_path: Path, host) -> None:
+async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_loop(tmp_path: Path, host,
+                                                                                       monkeypatch) -> None:
+    # The trace threads are shared by the process and may predate the profiler: this test's
+    # session gets a drain of its own, whose threads start under the watch.
+    monkeypatch.setattr(writer, "DEFAULT_DRAIN", writer.TraceDrain())
     staged = stage(_capsule(tmp_path), host, tmp_path)
     watch = ThreadWatch(staged.workdir.trace)
     loop_thread = threading.get_ident()
