@@ -6,8 +6,8 @@ out from what staging prepared (`murmurd.staging.sessions.open_session_staging`)
 over it, and `Session.open()` (what `CapsuleDaemon._open_context_slot` does), then, at capacity,
 its close. The capsule: the chaos driver, two WASM tools, a skill and two shell binaries.
 
-Measured, per open, as CPU time of the whole process (`time.process_time`: every thread, the
-trace writer's included) over `--opens` opens after a warm-up:
+Measured, per open, as CPU time of the whole process (`getrusage`: user and kernel, every
+thread, the trace drain's included) over `--opens` opens after a warm-up:
 - layout: `open_session_staging` alone (the workdir, its files, MURMUR.md);
 - open: layout + `Session(...)` + `open()` (what a context's first task waits for);
 - open+close: the above and `close()` (a context session's whole life without a task);

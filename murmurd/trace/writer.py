@@ -255,7 +255,7 @@ class TraceWriter:
                     unflushed = unflushed or item["event_type"]
                     try:
                         self._file.write(trace_line(item))
-                    except (OSError, ValueError) as exc:
+                    except Exception as exc:  # noqa: BLE001 - an unwritable event fails the trace, never the drain
                         self._fail(item["event_type"], exc)
                 continue
             unflushed = self._flush_file(unflushed)
