@@ -23,7 +23,7 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import BinaryIO, TextIO
@@ -367,3 +367,38 @@ def fd_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
+
+
+def lay_down(parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple[str, bytes]]) -> None:
+    """Create the directory `name` in `parent` (`FileExistsError` if anything is there) and, in one
+    pass beneath it, `dirs` (each named after its parent) and `files` (root-relative names, their
+    bytes). The tree is new, made here: every directory is created and opened beneath its parent's
+    descriptor, every file created exclusively (`O_EXCL | O_NOFOLLOW`), so nothing planted is
+    followed or written through, and no temporary name is needed (no reader has the tree yet)."""
+    leaf = split_relative(name)
+    if len(leaf) != 1:
+        raise UnsafePathError(name, "is not a plain directory name", errno.EINVAL)
+    try:
+        top = os.open(parent, _ROOT)
+    except OSError as exc:
+        raise type(exc)(exc.errno, f"{str(parent)!r} cannot be opened: {exc.strerror}", str(parent)) from None
+    made = [split_relative(rel) for rel in dirs]
+    written = [(split_relative(rel), data) for rel, data in files]
+    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts, _ in written}
+    opened: dict[tuple[str, ...], int] = {}
+    try:
+        os.mkdir(name, 0o755, dir_fd=top)
+        opened[()] = os.open(name, _DIR, dir_fd=top)
+        for parts in made:
+            at = opened[parts[:-1]]  # KeyError: a directory named before its parent
+            os.mkdir(parts[-1], 0o755, dir_fd=at)
+            if parts in parents:  # opened only to make or write something in it
+                opened[parts] = os.open(parts[-1], _DIR, dir_fd=at)
+        for parts, data in written:
+            fd = _open_leaf(opened[parts[:-1]], parts[-1], _NEW, "/".join(parts))
+            with os.fdopen(fd, "wb") as sink:
+                sink.write(data)
+    finally:
+        for fd in opened.values():
+            os.close(fd)
+        os.close(top)

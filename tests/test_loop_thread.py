@@ -28,7 +28,9 @@ import pytest
 from conftest import EXAMPLES
 from loopkit import driver_capsule, local, run_tasks, stage, trace_events
 from murmurd import workdir_fs
+from murmurd.host.bridge import WasmPool
 from murmurd.session import shell, tokens
+from murmurd.trace import writer
 
 pytestmark = pytest.mark.anyio
 
@@ -94,7 +96,13 @@ def _capsule(tmp_path: Path) -> Path:
     )
 
 
-async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_loop(tmp_path: Path, host) -> None:
+async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_loop(tmp_path: Path, host,
+                                                                                       monkeypatch) -> None:
+    # The trace threads are shared by the process and may predate the profiler: this test's
+    # session gets a drain of its own, whose threads start under the watch.
+    # Likewise the WASM pool, where a turn's token counts run beside the driver call (issue 29).
+    monkeypatch.setattr(writer, "DEFAULT_DRAIN", writer.TraceDrain())
+    monkeypatch.setattr(host, "pool", WasmPool(4))
     staged = stage(_capsule(tmp_path), host, tmp_path)
     watch = ThreadWatch(staged.workdir.trace)
     loop_thread = threading.get_ident()
@@ -113,6 +121,7 @@ async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_
         threading.setprofile(None)  # type: ignore[arg-type]
         loop._default_executor = previous  # type: ignore[attr-defined]
         executor.shutdown(wait=False)
+        host.pool.shutdown()  # this test's own (the fixture's comes back with the monkeypatch)
     assert outcome.ok, outcome.error
     assert outcome.counters.turns == 3 and outcome.counters.shell_calls == 1
 

@@ -75,6 +75,7 @@ ALLOWED: dict[str, str] = {
     'containment/sealed.py: os.rmdir("/" + _OLD_ROOT)': 'the confinement helper building the composed root of `sealed` (a fresh tmpfs in its own mount namespace), before exec',
     'containment/seccomp_filter.py: with tempfile.TemporaryFile() as sink:': 'an unnamed scratch file libseccomp exports the compiled BPF into, never a workdir',
     'registry/resolve.py: return target.is_file() and not target.is_symlink() and target.read_bytes() == payload': "the payload cache under the archive's sha256 (murmurd's cache), never a workdir",
+    'staging/template.py: with open(path, "rb") as source:': "a skill's payload in its artifact source or store (staging's input), read once into the session template, never a workdir",
     'staging/session_hold.py: fd = os.open(directory, _DIR_FLAGS)': "a session directory's lock: the directory itself opened O_DIRECTORY|O_NOFOLLOW, no file beneath it",
     'workdir_gc.py: for directory, _dirs, files in os.walk(path, followlinks=False):': '`murmurd gc`: sizes of a whole session directory to remove, no link followed, nothing opened',
     'workdir_gc.py: shutil.rmtree(path)': '`murmurd gc`: a whole session directory (shutil.rmtree uses dir_fd and never follows a link)',

@@ -25,7 +25,7 @@ from murmurd.hooks.dispatcher import (
     ShellEvent,
     ToolEvent,
 )
-from murmurd.host import ComponentHost, HostError, ToolInput, ToolStatus
+from murmurd.host import CallGuard, ComponentHost, HostError, ToolInput, ToolResult, ToolStatus
 from murmurd.session.cache_key import prompt_cache_key
 from murmurd.session.compaction import Compactor, settings_for
 from murmurd.session.continuation import ContinuationState, continuation_id_from_metadata
@@ -112,7 +112,7 @@ class AgentLoop:
         self.compactor = Compactor(settings_for(staged.manifest), dispatcher, trace, continuation,
                                    staged.workdir, self._note, spend_refusals)
         self._tools_json = json.dumps([t.to_driver() for t in setup.tools], ensure_ascii=False)
-        # The last full-request count (message ids, tokens), reused by the next turn (`_count_request`).
+        # The last full-request count (message ids, tokens), reused by the next turn (`_input_count`).
         self._counted: tuple[tuple[str, ...], int] | None = None
 
     # -- one attempt -----------------------------------------------------------------------
@@ -169,7 +169,7 @@ class AgentLoop:
     async def _infer(self, state: LoopState, cache_key: str, events: TaskEvents) -> Inference:
         setup = self.setup
         full = self._full_request(state.messages, cache_key)
-        input_tokens = await self._count_request(state.messages, full)
+        count_input = self._input_count(state.messages, full)
         to_send, held = self.continuation.messages_to_send(state.context_id, state.messages)
         request = full if held is None else build_request(
             model=setup.model, max_tokens=setup.max_tokens, system=setup.system, messages=to_send,
@@ -184,18 +184,30 @@ class AgentLoop:
             streamed.append(text)
             events.text_chunk(text)
 
-        try:
-            result = await self.host.call_tool(
+        guard = CallGuard(grant.limits.deadline_seconds)
+
+        def turn() -> tuple[int, ToolResult, int]:
+            """The turn's whole off-loop part in one hand-off (issue 29): the input count, the
+            driver call (on the component host's worker), the output count."""
+            input_tokens = count_input()
+            result = self.host.call_tool_sync(
                 driver.component, ToolInput(data=json.dumps(request)), grant=grant,
-                session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk,
+                session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk, guard=guard,
             )
+            raw = result.data if result.data is not None else (result.summary or "")
+            return input_tokens, result, count_tokens(raw) if result.status is ToolStatus.PASSED else 0
+
+        try:
+            input_tokens, result, output_tokens = await self.host.pool.run(turn)
+        except asyncio.CancelledError:
+            guard.cancel("cancelled")  # the guest stops at its next epoch tick
+            raise
         except HostError as exc:
             raise_if_aborted(exc)
             raise TaskFailed(f"driver {exc}") from None
         raw = result.data if result.data is not None else (result.summary or "")
         if result.status is not ToolStatus.PASSED:
             raise TaskFailed(f"driver {setup.name} returned status {result.status.value}: {raw or 'no message'}")
-        output_tokens = await asyncio.to_thread(count_tokens, raw)
         self._account(input_tokens, output_tokens)
         state.counters.input_tokens += input_tokens
         state.counters.output_tokens += output_tokens
@@ -213,15 +225,17 @@ class AgentLoop:
         return build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
                              messages=messages, tools=setup.tools, prompt_cache_key=cache_key)
 
-    async def _count_request(self, messages: list[Message], full: dict[str, Any]) -> int:
-        """The tokens of the full request, counted off the event loop (milliseconds for a long
-        conversation) and once per turn: the compaction check after a turn counted the very
-        request the next turn sends, so that count is reused while the conversation is unchanged."""
+    def _input_count(self, messages: list[Message], full: dict[str, Any]) -> Callable[[], int]:
+        """What counts the tokens of the full request, run off the event loop with the driver call
+        (milliseconds for a long conversation), once per turn: the compaction check after a turn
+        counted the very request the next turn sends, so that count is reused while the
+        conversation is unchanged."""
         key = tuple(m.id for m in messages)
         counted, self._counted = self._counted, None
         if counted is not None and counted[0] == key:
-            return counted[1]
-        return await asyncio.to_thread(lambda: count_tokens(json.dumps(full)))
+            tokens = counted[1]
+            return lambda: tokens
+        return lambda: count_tokens(json.dumps(full))
 
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         self.totals.input_tokens += input_tokens

@@ -318,14 +318,15 @@ class Session:
             guard = self._runner.policy.workdir_guard
             if guard is not None and guard.breach is not None:  # found by a walk between tasks
                 raise SessionEnded(guard.breach)
-            await self._write_file(TASK, spec.text)
             if spec.announced:
                 self._write(
                     "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
                     message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
                 )
                 started_line = True
-                await self._flush()  # a trace that cannot be written ends the session before any turn
+            # `task.md`, and the barrier: a trace that cannot be written ends the session before
+            # any turn. One hand-off for both (issue 29).
+            await self._write_file(TASK, spec.text, barrier=spec.announced)
             if self.staged.capsule_component is not None and self._setup is None:
                 inference = self.staged.manifest.inference
                 outcome.result_text, _ = await self._attempt(spec, state, inference.max_turns if inference else 0,
@@ -344,9 +345,7 @@ class Session:
         outcome.counters = state.counters
         outcome.messages = state.messages
         outcome.duration_ms = int((time.monotonic() - started) * 1000)
-        await self._write_result(outcome)
-        if started_line:
-            await self._task_end(outcome)
+        await self._end_task(outcome, started_line)
         if self.hooks.active is not None:
             self.hooks.active.result = outcome.result_text
         if not state.end_dispatched:
@@ -468,37 +467,50 @@ class Session:
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
 
-    async def _flush(self) -> None:
-        """Wait until every trace line queued so far is written; a failed one ends the session."""
-        try:
-            await self.trace.flush()
-        except TraceWriteError as exc:
-            raise SessionEnded(str(exc)) from None
+    async def _write_file(self, rel: str, text: str, *, barrier: bool = False) -> None:
+        """A file the session owns (`task.md`): replaced whole, never written through a symlink;
+        with `barrier`, then every trace line queued so far is waited for, in the same hand-off."""
+        root = self.staged.workdir.root
 
-    async def _write_file(self, rel: str, text: str) -> None:
-        """A file the session owns (`task.md`): replaced whole, never written through a symlink."""
-        try:
-            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root, rel, text)
-        except OSError as exc:
-            raise TaskFailed(f"cannot write {rel}: {exc}") from None
+        def write() -> None:
+            try:
+                workdir_fs.write_text(root, rel, text)
+            except OSError as exc:
+                raise TaskFailed(f"cannot write {rel}: {exc}") from None
+            if barrier:
+                try:
+                    self.trace.flush_blocking()
+                except TraceWriteError as exc:
+                    raise SessionEnded(str(exc)) from None
 
-    async def _write_result(self, outcome: TaskOutcome) -> None:
+        await asyncio.to_thread(write)
+
+    async def _end_task(self, outcome: TaskOutcome, started_line: bool) -> None:
+        """`out/result.txt`, then (for an announced task) `task_end` and the barrier: once a task has
+        ended, its every trace line is in the file. One hand-off for the three (issue 29)."""
+        self._flush_faults()  # the hook faults held since the last session_end, before task_end
+        await asyncio.to_thread(self._end_task_blocking, outcome, started_line)
+
+    def _end_task_blocking(self, outcome: TaskOutcome, started_line: bool) -> None:
+        self._write_result(outcome)
+        if started_line:
+            self._task_end(outcome)
+
+    def _write_result(self, outcome: TaskOutcome) -> None:
         """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
         when it cannot be written (a symlink on `out/`) the task fails naming the path."""
         text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
         try:
-            await asyncio.to_thread(workdir_fs.write_text, self.staged.workdir.root,
-                                    self.staged.workdir.book(RESULT), text)
+            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
         except OSError as exc:
             problem = f"cannot write {RESULT}: {exc}"
             outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
             outcome.exit_status = "failed"
             return
 
-    async def _task_end(self, outcome: TaskOutcome) -> None:
-        """`task_end`, and the barrier: once a task has ended, its every trace line is in the file."""
+    def _task_end(self, outcome: TaskOutcome) -> None:
+        """`task_end`, and the barrier (a worker thread's: it blocks)."""
         counters = outcome.counters
-        self._flush_faults()
         try:
             self.trace.write(
                 "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
@@ -506,7 +518,7 @@ class Session:
                 tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
                 error=outcome.error,
             )
-            await self.trace.flush()
+            self.trace.flush_blocking()
         except TraceWriteError as exc:
             self.ended = "failed"
             if outcome.ok:
@@ -532,4 +544,7 @@ class Session:
             await self.trace.aclose()  # every queued line written, then the file closed
             self.closed = True
             self._hold.release()
-            await asyncio.to_thread(self.spans.shutdown, status)
+            if self.spans.enabled:  # exporting: the flush blocks
+                await asyncio.to_thread(self.spans.shutdown, status)
+            else:  # nothing to flush: no hand-off
+                self.spans.shutdown(status)

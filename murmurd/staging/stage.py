@@ -8,6 +8,7 @@ or to `murmur.lock`.
 from __future__ import annotations
 
 import os
+from typing import Any
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +24,18 @@ from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
 from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
-from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.hook_contracts import bare_hook_warning, native_block_warnings
 from murmurd.manifest.checks.containment import resolved_native_findings
 from murmurd.staging.identity import identity_env
 from murmurd.staging.grants import Grant, GrantSet, compute_grants, hook_env
-from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
+from murmurd.staging.template import (
+    SHELL_TOOL_SCHEMA,
+    artifact_manifest,
+    build_template,
+    inventory_text,
+    shell_manifest,
+)
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import Registry
 from murmurd.staging.resolve import resolve_artifact
@@ -47,13 +53,6 @@ from murmurd.staging.workdir import (
 Progress = Callable[[str], None]
 CAPSULE_COMPONENT = "capsule.wasm"
 KIND_ROLES = {"tool": Role.TOOL, "driver": Role.DRIVER, "hook": Role.HOOK}
-SHELL_TOOL_SCHEMA = {
-    "type": "object",
-    "properties": {"command": {"type": "string", "description": "the command line (arguments, or a -c script)"}},
-    "required": ["command"],
-}
-
-
 class StagingError(RuntimeError):
     """The capsule cannot launch. `problems` lists every reason found."""
 
@@ -94,6 +93,8 @@ class StagedCapsule:
     history_home: Workdir | None = None
     # `localhost:<port>` once `serve` has bound its port (MURMUR_CAPSULE_URL); None under `run`.
     capsule_url: str | None = None
+    # What every new session lays down, rendered once (murmurd.staging.template).
+    session_template: Any = field(default=None, repr=False, compare=False)
 
     @property
     def identity(self) -> dict[str, str]:
@@ -108,25 +109,7 @@ class StagedCapsule:
     def write_inventory(self) -> None:
         """(Re)write `MURMUR.md` for this session: after staging, and under serve once the port
         (the capsule URL) is known."""
-        manifest = self.manifest
-        inference = manifest.inference
-        hooks = [a for a in self.artifacts.values() if a.kind == "hook"]
-        max_tokens = manifest.context.max_tokens if manifest.context else None
-        facts = SessionFacts(
-            manifest.name, manifest.version, self.session_id, self.capsule_url,
-            model=inference.model if inference else None, context_max_tokens=max_tokens,
-            compaction_configured=max_tokens is not None and any(
-                a.resolved.manifest.binding in (None, "on-compaction") for a in hooks),
-            system_prompt_artifact=inference.system_prompt_artifact if inference else None,
-        )
-        items = [
-            InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description,
-                          "native" if a.resolved.native else "wasm" if a.kind == "tool" else "")
-            for a in self.artifacts.values()
-        ]
-        shell = manifest.capabilities.shell
-        text = render_inventory(manifest.name, manifest.version, self.session_id, items,
-                                list(shell.allow) if shell else [], facts)
+        text = inventory_text(self, self.session_id)
         workdir_fs.write_text(self.workdir.root, self.workdir.book(INVENTORY), text)
 
     def read_installed(self, name: str) -> str:
@@ -191,8 +174,7 @@ def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     the session reads from there). A component's `.wasm` is not copied: it runs from the compile
     cache, shared by every session (as `staging.sessions` does for context sessions), and a copy
     per session (~18 MB for a componentize-py component) is what filled workdirs."""
-    own = resolved.manifest.model_dump(mode="json", exclude_none=True)
-    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")), dump_yaml(own))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(resolved.name, "murmur.yaml")), artifact_manifest(resolved))
     if resolved.kind == "skill":
         workdir_fs.copy_into(resolved.payload, workdir.root,
                              workdir.book(tool_file(resolved.name, resolved.installed_name)))
@@ -206,15 +188,8 @@ def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
 
 def _write_shell_manifest(workdir: Workdir, binary: str, description: str | None, version: str | None) -> None:
     """`tools/<binary>/murmur.yaml`: the synthetic manifest, or what a stage hook described."""
-    synthetic = {
-        "name": binary,
-        "version": version or "native",
-        "runtime": "shell",
-        "description": description
-        or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
-        "input_schema": SHELL_TOOL_SCHEMA,
-    }
-    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")), dump_yaml(synthetic))
+    workdir_fs.write_text(workdir.root, workdir.book(tool_file(binary, "murmur.yaml")),
+                          shell_manifest(binary, description, version))
 
 
 def _run_stage_hooks(staged: StagedCapsule, host: ComponentHost, shell_allow: list[str]) -> None:
@@ -379,6 +354,7 @@ def stage_capsule(
     try:
         staged.write_inventory()
         _run_stage_hooks(staged, host, shell_allow)
+        staged.session_template = build_template(staged)  # what every later session lays down
     except OSError as exc:
         raise StagingError([f"cannot write MURMUR.md or a stage hook's manifest: {exc}"], report) from None
     return staged

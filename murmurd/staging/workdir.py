@@ -18,6 +18,7 @@ SESSION_PREFIX = "ses_"
 RUNTIME_DIR = ".murmur"  # `--workdir DIR`: runtime bookkeeping under DIR/.murmur/<session-id>
 _ACCESSIBLE_SUBDIRS = ("out", "logs", "checkpoints", ".capsule-home")
 _RUNTIME_SUBDIRS = ("out", "logs", "tools", "contexts")
+LAYOUT_DIRS = (*_ACCESSIBLE_SUBDIRS, *_RUNTIME_SUBDIRS)  # a workdir whose bookkeeping is its root
 
 TASK = "task.md"
 TASK_FALLBACK = "input.txt"  # upstream reads it when there is no task.md

@@ -101,6 +101,11 @@ class SessionSpans:
         self._handler = handler
         self._session: Span | None = None
 
+    @property
+    def enabled(self) -> bool:
+        """Spans are exported (`shutdown` then blocks while it flushes them)."""
+        return self._provider is not None or self._handler is not None
+
     @classmethod
     def disabled(cls) -> SessionSpans:
         return cls(None)

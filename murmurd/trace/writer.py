@@ -1,15 +1,21 @@
 """`TraceWriter`: the one writer of a session's `trace.jsonl` (runtime-notes §7).
 
 Every event gets `event_type`, `session_id` and `timestamp` (Unix ms) when it is written, and is
-appended as one JSON line, flushed per event, by the writer's own thread: `write` only queues
-the event (callers on the event loop never touch the file), so the lines keep the order of the
-`write` calls. `flush` is the barrier: it returns once every event queued before it is in the
-file, so a reader of `trace.jsonl` after a task or a session ends sees every line.
+appended as one JSON line. `write` only queues the event (callers on the event loop never touch
+the file); the lines keep the order of the `write` calls. `flush` is the barrier: it returns once
+every event queued before it is in the file, so a reader of `trace.jsonl` after a task or a
+session ends sees every line. A barrier with nothing queued or being written returns at once.
+
+The file writes are done by a `TraceDrain`: a few threads shared by every writer of the process
+(issue 29: a thread per session made threads grow with contexts). A writer with queued events is
+handed to one drain thread at a time, which writes what is queued and flushes the file, so a
+session's lines stay in order; the threads exit after `IDLE_SECONDS` with nothing to write, so an
+idle process (and an idle session) holds no thread for its traces.
 
 A failed write is sticky: the writer stops writing, and every later `write` or `flush` raises
-`TraceWriteError` naming the event that could not be written ("E-RUN-007: cannot write
-task_start to trace ..."). The session decides what that means (it ends the session for every event but
-`compaction`).
+`TraceWriteError` naming the first event that could not be written ("E-RUN-007: cannot write
+task_start to trace ..."). The session decides what that means (it ends the session for every
+event but `compaction`).
 """
 
 from __future__ import annotations
@@ -53,23 +59,81 @@ ALWAYS_PRESENT: dict[str, frozenset[str]] = {
 }
 
 _CLOSE = object()  # the queue item after which the writer closes the file
+DRAIN_THREADS = 2  # every trace of the process is written by at most this many threads
 
 
 def trace_line(event: dict[str, Any]) -> str:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
 
 
+class TraceDrain:
+    """The threads that write every `TraceWriter`'s queued events: at most `threads`, started on
+    demand, each gone after `idle_seconds` without work. A writer is in the ready queue at most
+    once, so only one thread writes a given trace at a time."""
+
+    def __init__(self, threads: int = DRAIN_THREADS, idle_seconds: float = IDLE_SECONDS) -> None:
+        self.max_threads = threads
+        self.idle_seconds = idle_seconds
+        self.lock = threading.Condition()  # guards this drain and every writer's queue
+        self._ready: deque[TraceWriter] = deque()
+        self._threads = 0
+        self._idle = 0
+
+    @property
+    def threads(self) -> int:
+        """Drain threads alive now."""
+        with self.lock:
+            return self._threads
+
+    def schedule(self, writer: TraceWriter) -> None:
+        """Called under `lock`: `writer` has events and no thread on it yet."""
+        self._ready.append(writer)
+        if self._idle:
+            self.lock.notify()
+        elif self._threads < self.max_threads:
+            self._threads += 1
+            threading.Thread(target=self._run, name=f"murmurd-trace-{self._threads}", daemon=True).start()
+
+    def _run(self) -> None:
+        with self.lock:
+            try:
+                while True:
+                    if not self._ready:
+                        self._idle += 1
+                        try:
+                            self.lock.wait(self.idle_seconds)
+                        finally:
+                            self._idle -= 1
+                        if not self._ready:
+                            return
+                    writer = self._ready.popleft()
+                    items = writer._take()
+                    self.lock.release()
+                    try:
+                        writer._write_batch(items)
+                    finally:
+                        self.lock.acquire()
+                    writer._done_batch()
+            finally:
+                self._threads -= 1
+
+
+DEFAULT_DRAIN = TraceDrain()  # the process's trace threads (stateless between uses: no session's data)
+
+
 class TraceWriter:
     def __init__(
-        self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None
+        self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None,
+        *, drain: TraceDrain | None = None,
     ) -> None:
         """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed."""
         self.path = root / rel
         self.session_id = session_id
         self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
-        self._cond = threading.Condition()
-        self._pending: deque[Any] = deque()  # events, barriers (futures) and _CLOSE, in order
-        self._draining = False  # a writer thread is running
+        self._drain = drain or DEFAULT_DRAIN
+        self._cond = self._drain.lock
+        self._pending: deque[Any] = deque()  # events, barriers and _CLOSE, in order
+        self._scheduled = False  # queued on the drain or being written by one of its threads
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
         try:
@@ -93,10 +157,17 @@ class TraceWriter:
         return event
 
     async def flush(self) -> None:
-        """Wait (off the loop) until every event queued so far is written; `TraceWriteError` if one failed."""
-        barrier = self._barrier()
+        """Wait until every event queued so far is written; `TraceWriteError` if one failed. Costs
+        no thread hand-off when the drain has already written everything."""
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            if self._closed or self._failure is not None or not (self._scheduled or self._pending):
+                barrier = None  # nothing more will be written, or nothing is left to write
+            else:
+                barrier = loop.create_future()
+                self._append((loop, barrier))
         if barrier is not None:
-            await asyncio.shield(asyncio.wrap_future(barrier))
+            await barrier
         self._raise_if_failed()
 
     def flush_blocking(self, timeout: float | None = None) -> None:
@@ -110,7 +181,7 @@ class TraceWriter:
         """Write what is queued, then close the file. Never raises for a failed write."""
         done = self._close()
         if done is not None:
-            await asyncio.shield(asyncio.wrap_future(done))
+            await asyncio.wrap_future(done)
 
     def close(self, timeout: float | None = None) -> None:
         """`aclose` for a caller that is not on an event loop."""
@@ -127,16 +198,23 @@ class TraceWriter:
             self._raise_if_failed()
             if self._closed:
                 raise TraceWriteError(f"trace {self.path} is closed")
-            self._pending.append(item)
-            self._wake()
+            self._append(item)
+
+    def _append(self, item: Any) -> None:
+        """Called under the lock: queue `item`, and hand the writer to the drain if it has no thread."""
+        self._pending.append(item)
+        if not self._scheduled:
+            self._scheduled = True
+            self._drain.schedule(self)
 
     def _barrier(self) -> concurrent.futures.Future[None] | None:
         barrier: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._cond:
             if self._closed or self._failure is not None:
                 return None  # nothing more will be written
-            self._pending.append(barrier)
-            self._wake()
+            if not (self._scheduled or self._pending):
+                return None  # everything queued is written
+            self._append(barrier)
         return barrier
 
     def _close(self) -> concurrent.futures.Future[None] | None:
@@ -145,54 +223,83 @@ class TraceWriter:
             if self._closed:
                 return None
             self._closed = True
-            self._pending.append(_CLOSE)
-            self._pending.append(done)
-            self._wake()
+            self._append(_CLOSE)
+            self._append(done)
         return done
 
     def _raise_if_failed(self) -> None:
         if self._failure is not None:
             raise TraceWriteError(self._failure)
 
-    def _wake(self) -> None:
-        """Called under the lock: start the writer thread, or wake the one waiting."""
-        if self._draining:
-            self._cond.notify()
-            return
-        self._draining = True
-        threading.Thread(target=self._drain, name=f"trace-{self.session_id}", daemon=True).start()
+    # -- a drain thread ------------------------------------------------------------------------
 
-    # -- the writer thread ---------------------------------------------------------------------
+    def _take(self) -> list[Any]:
+        """Under the lock: everything queued, for one batch."""
+        items = list(self._pending)
+        self._pending.clear()
+        return items
 
-    def _drain(self) -> None:
-        while True:
-            with self._cond:
-                if not self._pending:
-                    self._cond.wait(IDLE_SECONDS)
-                if not self._pending:
-                    self._draining = False
-                    return
-                item = self._pending.popleft()
-            self._handle(item)
+    def _done_batch(self) -> None:
+        """Under the lock: back to the drain if more was queued meanwhile, else off it."""
+        if self._pending:
+            self._drain._ready.append(self)
+        else:
+            self._scheduled = False
 
-    def _handle(self, item: Any) -> None:
-        if isinstance(item, concurrent.futures.Future):
-            try:
-                item.set_result(None)
-            except concurrent.futures.InvalidStateError:
-                pass  # its waiter went away
-        elif item is _CLOSE:
-            file, self._file = self._file, None
-            if file is not None:
-                try:
-                    file.close()
-                except (OSError, ValueError) as exc:
-                    log.warning("trace %s did not close cleanly: %s", self.path, exc)
-        elif self._failure is None and self._file is not None:
-            try:
-                self._file.write(trace_line(item))
-                self._file.flush()
-            except (OSError, ValueError) as exc:
-                with self._cond:
-                    self._failure = f"{TRACE_WRITE_FAILED}: cannot write {item['event_type']} to trace {self.path}: {exc}"
-                log.error("%s", self._failure)
+    def _write_batch(self, items: list[Any]) -> None:
+        """The lines of a batch, one flush of the file before each barrier and at the end."""
+        unflushed: str | None = None  # the first event written since the last flush
+        for item in items:
+            if isinstance(item, dict):
+                if self._failure is None and self._file is not None:
+                    unflushed = unflushed or item["event_type"]
+                    try:
+                        self._file.write(trace_line(item))
+                    except Exception as exc:  # noqa: BLE001 - an unwritable event fails the trace, never the drain
+                        self._fail(item["event_type"], exc)
+                continue
+            unflushed = self._flush_file(unflushed)
+            if item is _CLOSE:
+                file, self._file = self._file, None
+                if file is not None:
+                    try:
+                        file.close()
+                    except (OSError, ValueError) as exc:
+                        log.warning("trace %s did not close cleanly: %s", self.path, exc)
+            else:
+                _release(item)
+        self._flush_file(unflushed)
+
+    def _flush_file(self, unflushed: str | None) -> None:
+        if unflushed is None or self._failure is not None or self._file is None:
+            return None
+        try:
+            self._file.flush()
+        except (OSError, ValueError) as exc:
+            self._fail(unflushed, exc)
+        return None
+
+    def _fail(self, event_type: str, exc: Exception) -> None:
+        with self._cond:
+            self._failure = f"{TRACE_WRITE_FAILED}: cannot write {event_type} to trace {self.path}: {exc}"
+        log.error("%s", self._failure)
+
+
+def _release(barrier: Any) -> None:
+    """Wake a barrier's waiter: a thread's future, or a future of the event loop it came from."""
+    if isinstance(barrier, concurrent.futures.Future):
+        try:
+            barrier.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            pass  # its waiter went away
+        return
+    loop, future = barrier
+    try:
+        loop.call_soon_threadsafe(_settle, future)
+    except RuntimeError:
+        pass  # the loop is closed: nobody waits any more
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -108,7 +108,6 @@ class Runner:
             if self.pool.shared is None:
                 self.session.trace.write("a2a_task_session", task_id=record.id, context_id=record.context_id,
                                          task_session_id=slot.session.staged.session_id)
-                await self.session.trace.flush()  # the daemon's lines are in its trace before the task ends
             await self._run(run, slot)
         except asyncio.CancelledError:
             if not record.state.terminal and not run.handed_over:  # handed over: the coordination settles it
@@ -157,6 +156,9 @@ class Runner:
             run.handed_over = True
             await self.forget(record)
             return
+        # The daemon's lines are in its trace before the task ends (written during the save
+        # above, as a rule: then this barrier costs no hand-off).
+        await self.session.trace.flush()
         try:
             history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
@@ -175,7 +177,8 @@ class Runner:
         finally:
             services.loop.ask_for_input = None  # no task owns the session: request-input has no one to ask
         self.task_log.turns(record.id, outcome.counters.turns)
-        problem = await asyncio.to_thread(self._record_conversation, record, outcome)
+        threaded = self.policy.conversation == "threaded"  # else there is nothing to record: no hand-off
+        problem = await asyncio.to_thread(self._record_conversation, record, outcome) if threaded else None
         if problem is None and outcome.delivered and self.policy.conversation == "threaded":
             await self.store.save_history(record.context_id, stored_history(outcome))
         if problem is not None and outcome.delivered:

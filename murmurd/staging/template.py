@@ -1,0 +1,151 @@
+"""What every session of a staged capsule lays down alike, rendered once: the session template.
+
+A context session's workdir holds the same directories and, but for one line of `MURMUR.md`,
+the same bytes as every other session of the capsule: `tools/<name>/murmur.yaml` of each
+artifact, each skill's payload, the shell binaries' manifests (a stage hook's descriptions
+included), the grants' directories, and the inventory. Rendering them (PyYAML, the inventory's
+sanitizing) for every new context is what made a context expensive (issue 29), so they are
+rendered once per capsule into a `SessionTemplate` and laid down as bytes, the directories in one
+pass (`workdir_fs.lay_down`). The template is kept on the `StagedCapsule` and rebuilt only when what
+it was rendered from changed (an artifact pulled at run time, the capsule URL `serve` learns once
+its port is bound).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from murmurd import workdir_fs
+from murmurd.manifest.writing import dump_yaml
+from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
+from murmurd.staging.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, component, tool_file
+
+if TYPE_CHECKING:
+    from murmurd.staging.stage import InstalledArtifact, StagedCapsule
+
+SHELL_TOOL_SCHEMA = {
+    "type": "object",
+    "properties": {"command": {"type": "string", "description": "the command line (arguments, or a -c script)"}},
+    "required": ["command"],
+}
+_SESSION_MARK = "\x00"  # where the session id goes in MURMUR.md (sanitized publisher text holds no NUL)
+
+
+def artifact_manifest(artifact: Any) -> str:
+    """`tools/<name>/murmur.yaml` of a resolved artifact: its own manifest."""
+    return dump_yaml(artifact.manifest.model_dump(mode="json", exclude_none=True))
+
+
+def shell_manifest(binary: str, description: str | None, version: str | None) -> str:
+    """`tools/<binary>/murmur.yaml`: the synthetic manifest, or what a stage hook described."""
+    return dump_yaml({
+        "name": binary,
+        "version": version or "native",
+        "runtime": "shell",
+        "description": description
+        or f"Run the allowlisted binary `{binary}` (command: arguments, or a -c script for a shell).",
+        "input_schema": SHELL_TOOL_SCHEMA,
+    })
+
+
+def inventory_text(staged: StagedCapsule, session_id: str) -> str:
+    """`MURMUR.md` of `staged` for the session `session_id` (pure)."""
+    manifest = staged.manifest
+    inference = manifest.inference
+    hooks = [a for a in staged.artifacts.values() if a.kind == "hook"]
+    max_tokens = manifest.context.max_tokens if manifest.context else None
+    facts = SessionFacts(
+        manifest.name, manifest.version, session_id, staged.capsule_url,
+        model=inference.model if inference else None, context_max_tokens=max_tokens,
+        compaction_configured=max_tokens is not None and any(
+            a.resolved.manifest.binding in (None, "on-compaction") for a in hooks),
+        system_prompt_artifact=inference.system_prompt_artifact if inference else None,
+    )
+    items = [
+        InventoryItem(a.resolved.name, a.resolved.version, a.kind, a.resolved.manifest.description,
+                      "native" if a.resolved.native else "wasm" if a.kind == "tool" else "")
+        for a in staged.artifacts.values()
+    ]
+    shell = manifest.capabilities.shell
+    return render_inventory(manifest.name, manifest.version, session_id, items,
+                            list(shell.allow) if shell else [], facts)
+
+
+def _read_payload(path: Path) -> bytes:
+    """A skill's payload from its source or store (trusted, outside any workdir); staging already
+    refused one over `MAX_SKILL_BYTES`."""
+    with open(path, "rb") as source:
+        data = source.read(MAX_SKILL_BYTES + 1)
+    if len(data) > MAX_SKILL_BYTES:
+        raise OSError(f"{path}: over {MAX_SKILL_BYTES} bytes")
+    return data
+
+
+@dataclass(frozen=True)
+class SessionTemplate:
+    """The directories (each after its parent) and files (root-relative names, bytes) of a fresh
+    session workdir, and `MURMUR.md` split where the session id goes."""
+
+    key: tuple[Any, ...]
+    dirs: tuple[str, ...]
+    files: tuple[tuple[str, bytes], ...]
+    inventory: tuple[bytes, bytes]
+
+    def lay_down(self, parent: Path, session_id: str) -> None:
+        """Create `parent/<session_id>` (which must not exist) and everything in it."""
+        head, tail = self.inventory
+        inventory = (INVENTORY, head + session_id.encode() + tail)
+        workdir_fs.lay_down(parent, component(session_id), self.dirs, (*self.files, inventory))
+
+
+def _key(staged: StagedCapsule) -> tuple[Any, ...]:
+    """What the template is rendered from, compared by identity where it is an object."""
+    return (staged.capsule_url, tuple((name, id(a.resolved)) for name, a in staged.artifacts.items()),
+            tuple(sorted(staged.shell_descriptions.items())), id(staged.manifest), id(staged.grants))
+
+
+def _with_parents(rel: str, into: dict[str, None]) -> None:
+    parts = workdir_fs.split_relative(rel)
+    for depth in range(1, len(parts) + 1):
+        into.setdefault("/".join(parts[:depth]))
+
+
+def build_template(staged: StagedCapsule) -> SessionTemplate:
+    """Render everything a new session of `staged` shares (blocking: reads skill payloads)."""
+    dirs: dict[str, None] = {}
+    for sub in LAYOUT_DIRS:
+        _with_parents(sub, dirs)
+    files: list[tuple[str, bytes]] = []
+    for name, artifact in staged.artifacts.items():
+        files += _artifact_files(name, artifact)
+    shell = staged.manifest.capabilities.shell
+    for binary in list(shell.allow) if shell else []:
+        files.append((tool_file(binary, "murmur.yaml"),
+                      shell_manifest(binary, staged.shell_descriptions.get(binary), None).encode()))
+    grants = staged.grants  # workdir-relative: the same grants hold in every session
+    for grant in [grants.capsule, *grants.components.values()]:
+        if grant.filesystem is not None and not all(p in ("", ".") for p in grant.filesystem.split("/")):
+            _with_parents(grant.filesystem, dirs)
+    for rel, _ in files:
+        _with_parents(rel.rsplit("/", 1)[0], dirs)
+    head, mark, tail = inventory_text(staged, _SESSION_MARK).partition(_SESSION_MARK)
+    assert mark and _SESSION_MARK not in tail, "MURMUR.md names the session exactly once"
+    return SessionTemplate(_key(staged), tuple(dirs), tuple(files), (head.encode(), tail.encode()))
+
+
+def _artifact_files(name: str, artifact: InstalledArtifact) -> list[tuple[str, bytes]]:
+    files = [(tool_file(name, "murmur.yaml"), artifact_manifest(artifact.resolved).encode())]
+    if artifact.kind == "skill":  # its text, which the session reads from there
+        files.append((tool_file(name, artifact.resolved.installed_name), _read_payload(artifact.resolved.payload)))
+    return files
+
+
+def template_for(staged: StagedCapsule) -> SessionTemplate:
+    """`staged`'s template: the one it holds while still true, else rendered now and kept."""
+    template = staged.session_template
+    if template is None or template.key != _key(staged):
+        template = build_template(staged)
+        staged.session_template = template
+    return template

@@ -1,0 +1,132 @@
+"""What a context costs (issue 29, items 1 and 2).
+
+- Opening a context session lays down bytes rendered once per capsule: with every PyYAML
+  serialization made to fail after staging, a context session still opens, runs a task and
+  holds the same files as a session staged the slow way; once the capsule URL changes (what the
+  template was rendered from), opening one re-renders, and the same trap catches it.
+- Threads are O(bound), not O(contexts): 300 one-turn tasks, each in a new context, through a
+  real `murmurd serve` on loopback; the process's thread count (/proc/PID/status) stays under
+  the bound plus a constant the whole time (a writer thread per session made it grow with every
+  context until each idled out).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from a2akit import chaos_capsule, serving
+from murmurd.host import ComponentHost
+from murmurd.session.session import Session, TaskSpec
+from murmurd.staging.sessions import open_session_staging
+from murmurd.staging.stage import stage_capsule
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _built(artifacts) -> None:
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+
+
+class Serialized(AssertionError):
+    pass
+
+
+def _refuse(*_args, **_kwargs):
+    raise Serialized("a manifest was serialized with PyYAML")
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
+            and p.name not in ("trace.jsonl", "task.md", "result.txt", "bootstrap.log")}
+
+
+async def test_opening_a_context_session_serializes_no_manifest(tmp_path: Path, host: ComponentHost,
+                                                                monkeypatch) -> None:
+    skill = tmp_path / "tidy"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("Keep it tidy.\n")
+    capsule = chaos_capsule(tmp_path, capabilities={"shell": {"allow": ["sh"]}})
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["artifacts"].append({"name": "tidy", "runtime": "skill", "source": str(skill), "local_source": True})
+    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    staged = await asyncio.to_thread(stage_capsule, capsule, host=host)
+
+    # From here on every PyYAML serialization raises (the emitter is where each dump goes).
+    monkeypatch.setattr(yaml.emitter.Emitter, "__init__", _refuse)
+    opened = await asyncio.to_thread(open_session_staging, staged)
+    session = Session(opened, host)
+    await session.open()
+    outcome = await session.run_task(TaskSpec("tsk_" + "1" * 32, "hello"))
+    await session.close()
+    assert outcome.ok, outcome.error
+    assert outcome.result_text == "answer: hello"
+
+    # The same tree as the staged session's, MURMUR.md apart from its session id.
+    mine, theirs = _files(opened.workdir.root), _files(staged.workdir.root)
+    assert sorted(mine) == sorted(theirs)
+    assert {"tools/echo/murmur.yaml", "tools/tidy/skill.md", "tools/sh/murmur.yaml", "MURMUR.md"} <= set(mine)
+    for name, data in theirs.items():
+        expected = data.replace(staged.session_id.encode(), opened.session_id.encode())
+        assert mine[name] == expected, name
+    for sub in ("out", "logs", "checkpoints", ".capsule-home", "contexts", "tools/ask"):
+        assert (opened.workdir.root / sub).is_dir(), sub
+
+    # The trap is live: what the template was rendered from changes, the next open re-renders.
+    staged.capsule_url = "localhost:1"
+    with pytest.raises(Serialized):
+        open_session_staging(staged)
+
+
+def _threads(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    raise AssertionError("no thread count")
+
+
+BOUND = 8
+CONTEXTS = 300
+CONSTANT = 40  # the loop, uvicorn, the default executor, the store, the trace drain, the WASM pool
+
+
+def test_threads_stay_under_the_bound_plus_a_constant_across_many_contexts(tmp_path: Path) -> None:
+    capsule = chaos_capsule(tmp_path, lifecycle={"task_acceptance": "queue", "queue_depth": 10_000})
+    with serving(capsule, tmp_path / "state", "--max-concurrent-tasks", str(BOUND)) as served:
+        pid = served.proc.pid
+        seen: list[int] = []
+
+        def send(client: httpx.Client, k: int) -> None:
+            message = {"messageId": f"m{k}", "role": "user", "parts": [{"text": f"task {k}"}]}
+            body = {"jsonrpc": "2.0", "id": k, "method": "message/send",
+                    "params": {"message": message, "configuration": {"blocking": True}}}
+            answer = client.post(served.url, json=body, timeout=120).json()["result"]
+            assert answer["status"]["state"] == "completed", answer
+            if k % 10 == 0:
+                seen.append(_threads(pid))
+
+        def client_share(offset: int) -> None:
+            with httpx.Client() as client:
+                for k in range(offset, CONTEXTS, BOUND):
+                    send(client, k)
+
+        started = time.monotonic()
+        with ThreadPoolExecutor(BOUND) as clients:
+            list(clients.map(client_share, range(BOUND)))
+        seen.append(_threads(pid))
+        contexts = {json.loads(line)["context_id"] for line in served.workdir.joinpath("trace.jsonl").read_text()
+                    .splitlines() if '"a2a_task_received"' in line}
+        assert len(contexts) == CONTEXTS  # every task in a context of its own
+        assert max(seen) <= BOUND + CONSTANT, (
+            f"{max(seen)} threads after {CONTEXTS} contexts in {time.monotonic() - started:.1f} s "
+            f"(bound {BOUND}; samples {seen})")

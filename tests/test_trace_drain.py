@@ -1,0 +1,75 @@
+"""The trace drain (issue 29 item 2): every session's trace written by at most two threads, each
+trace's lines in the order they were queued, a barrier that means every line is in the file, a
+failed write still sticky and named (E-RUN-007), and no thread once there is nothing to write."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from murmurd.trace.writer import TraceDrain, TraceWriteError, TraceWriter
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_many_traces_from_many_threads_keep_their_order_on_two_threads(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2, idle_seconds=0.2)
+    writers = []
+    for k in range(200):
+        root = tmp_path / f"ses_{k}"
+        root.mkdir()
+        writers.append(TraceWriter(root, "trace.jsonl", f"ses_{k}", drain=drain))
+    peak = 0
+
+    def produce(part: list[TraceWriter]) -> None:
+        nonlocal peak
+        for n in range(50):
+            for writer in part:
+                writer.write("tick", n=n)
+            peak = max(peak, drain.threads)
+
+    producers = [threading.Thread(target=produce, args=(writers[i::4],)) for i in range(4)]
+    for producer in producers:
+        producer.start()
+    for producer in producers:
+        await asyncio.to_thread(producer.join, 120)
+    await asyncio.gather(*(writer.flush() for writer in writers))  # the barrier: every line is there
+    for k, writer in enumerate(writers):
+        lines = [json.loads(line) for line in writer.path.read_text().splitlines()]
+        assert [line["n"] for line in lines] == list(range(50)), k
+        assert {line["session_id"] for line in lines} == {f"ses_{k}"}
+    assert 1 <= peak <= 2
+    await asyncio.gather(*(writer.aclose() for writer in writers))
+    deadline = asyncio.get_running_loop().time() + 60
+    while drain.threads and asyncio.get_running_loop().time() < deadline:  # idle: the threads go
+        await asyncio.sleep(0.05)
+    assert drain.threads == 0
+
+
+async def test_a_barrier_with_nothing_queued_returns_and_a_failed_write_is_named(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    await writer.flush()  # nothing queued: no hand-off, no thread
+    assert drain.threads == 0
+    writer.write("first")
+    await writer.flush()
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, writer._file.fileno())
+    os.close(full)
+    writer.write("task_start")
+    writer.write("second")
+    with pytest.raises(TraceWriteError, match="E-RUN-007: cannot write task_start to trace .*No space left"):
+        await writer.flush()
+    with pytest.raises(TraceWriteError, match="cannot write task_start"):
+        writer.write("later")  # sticky
+    other = TraceWriter(tmp_path, "other.jsonl", "ses_y", drain=drain)  # the drain serves the rest
+    other.write("fine")
+    await other.flush()
+    assert json.loads((tmp_path / "other.jsonl").read_text())["event_type"] == "fine"
+    await writer.aclose()
+    await other.aclose()
