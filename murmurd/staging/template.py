@@ -6,7 +6,7 @@ artifact, each skill's payload, the shell binaries' manifests (a stage hook's de
 included), the grants' directories, and the inventory. Rendering them (PyYAML, the inventory's
 sanitizing) for every new context is what made a context expensive (issue 29), so they are
 rendered once per capsule into a `SessionTemplate` and laid down as bytes, the directories in one
-pass (`workdir_fs.lay_down`). The template is kept on the `StagedCapsule` and rebuilt only when what
+pass (`workdir_fs.lay_down`). The template is kept on the `StagedView` and rebuilt only when what
 it was rendered from changed (an artifact pulled at run time, the capsule URL `serve` learns once
 its port is bound).
 """
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from murmurd import workdir_fs
 from murmurd.manifest.writing import dump_yaml
@@ -23,7 +24,30 @@ from murmurd.staging.inventory import InventoryItem, SessionFacts, render_invent
 from murmurd.staging.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, component, tool_file
 
 if TYPE_CHECKING:
-    from murmurd.staging.stage import InstalledArtifact, StagedCapsule
+    from murmurd.manifest.capsule import CapsuleManifest
+    from murmurd.staging.artifacts import ResolvedArtifact
+    from murmurd.staging.grants import GrantSet
+
+
+class InstalledView(Protocol):
+    """An installed artifact as the template reads it (staging's `InstalledArtifact`)."""
+
+    resolved: ResolvedArtifact
+
+    @property
+    def kind(self) -> str: ...
+
+
+class StagedView(Protocol):
+    """A staged capsule as the template reads it (staging's `StagedCapsule`, which keeps the
+    template: this module never imports staging's procedure)."""
+
+    manifest: CapsuleManifest
+    artifacts: Mapping[str, InstalledView]
+    grants: GrantSet
+    capsule_url: str | None
+    shell_descriptions: dict[str, str]
+    session_template: Any
 
 SHELL_TOOL_SCHEMA = {
     "type": "object",
@@ -50,7 +74,7 @@ def shell_manifest(binary: str, description: str | None, version: str | None) ->
     })
 
 
-def inventory_text(staged: StagedCapsule, session_id: str) -> str:
+def inventory_text(staged: StagedView, session_id: str) -> str:
     """`MURMUR.md` of `staged` for the session `session_id` (pure)."""
     manifest = staged.manifest
     inference = manifest.inference
@@ -100,7 +124,7 @@ class SessionTemplate:
         workdir_fs.lay_down(parent, component(session_id), self.dirs, (*self.files, inventory))
 
 
-def _key(staged: StagedCapsule) -> tuple[Any, ...]:
+def _key(staged: StagedView) -> tuple[Any, ...]:
     """What the template is rendered from, compared by identity where it is an object."""
     return (staged.capsule_url, tuple((name, id(a.resolved)) for name, a in staged.artifacts.items()),
             tuple(sorted(staged.shell_descriptions.items())), id(staged.manifest), id(staged.grants))
@@ -112,7 +136,7 @@ def _with_parents(rel: str, into: dict[str, None]) -> None:
         into.setdefault("/".join(parts[:depth]))
 
 
-def build_template(staged: StagedCapsule) -> SessionTemplate:
+def build_template(staged: StagedView) -> SessionTemplate:
     """Render everything a new session of `staged` shares (blocking: reads skill payloads)."""
     dirs: dict[str, None] = {}
     for sub in LAYOUT_DIRS:
@@ -135,14 +159,14 @@ def build_template(staged: StagedCapsule) -> SessionTemplate:
     return SessionTemplate(_key(staged), tuple(dirs), tuple(files), (head.encode(), tail.encode()))
 
 
-def _artifact_files(name: str, artifact: InstalledArtifact) -> list[tuple[str, bytes]]:
+def _artifact_files(name: str, artifact: InstalledView) -> list[tuple[str, bytes]]:
     files = [(tool_file(name, "murmur.yaml"), artifact_manifest(artifact.resolved).encode())]
     if artifact.kind == "skill":  # its text, which the session reads from there
         files.append((tool_file(name, artifact.resolved.installed_name), _read_payload(artifact.resolved.payload)))
     return files
 
 
-def template_for(staged: StagedCapsule) -> SessionTemplate:
+def template_for(staged: StagedView) -> SessionTemplate:
     """`staged`'s template: the one it holds while still true, else rendered now and kept."""
     template = staged.session_template
     if template is None or template.key != _key(staged):
