@@ -6,7 +6,7 @@ artifact, each skill's payload, the shell binaries' manifests (a stage hook's de
 included), the grants' directories, and the inventory. Rendering them (PyYAML, the inventory's
 sanitizing) for every new context is what made a context expensive (issue 29), so they are
 rendered once per capsule into a `SessionTemplate` and laid down as bytes, the directories in one
-pass (`workdir_fs.lay_down`). The template is kept on the `StagedView` and rebuilt only when what
+pass (`workdir_fs.lay_down`). The template is kept on the `StagedCapsule` and rebuilt only when what
 it was rendered from changed (an artifact pulled at run time, the capsule URL `serve` learns once
 its port is bound).
 """
