@@ -13,8 +13,9 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from driverkit.errors import ConfigError, ProviderError, StreamError
+from driverkit.errors import ConfigError, ProviderError
 from driverkit.sse import Event
+from driverkit.stream_json import parse_arguments, parse_event
 from driverkit.usage import report
 
 MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
@@ -129,19 +130,6 @@ def convert(message: dict[str, Any]) -> dict[str, Any]:
     raise ConfigError(f"unknown message role {role!r}")
 
 
-def parse_arguments(name: Any, raw: str) -> dict[str, Any]:
-    """A tool call's arguments: empty is `{}`; anything but a JSON object is an error."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        raise StreamError(f"the model's arguments for tool {name!r} are not JSON: {raw[:120]!r}") from None
-    if not isinstance(value, dict):
-        raise StreamError(f"the model's arguments for tool {name!r} are not a JSON object: {raw[:120]!r}")
-    return value
-
-
 class Assembler:
     def __init__(self, emit_text: Emit, emit_thinking: Emit) -> None:
         self.emit_text, self.emit_thinking = emit_text, emit_thinking
@@ -156,12 +144,7 @@ class Assembler:
         if event.data.strip() == "[DONE]":
             self.done = True
             return
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            raise StreamError(f"malformed stream: chunk data is not JSON: {event.data[:120]!r}") from None
-        if not isinstance(chunk, dict):
-            raise StreamError("malformed stream: chunk data is not an object")
+        chunk = parse_event(event.data, "chunk")
         if "error" in chunk:
             error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
             raise ProviderError(None, f"stream error {error.get('type') or error.get('code') or 'error'}: "

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import openai_common as shared
 from driverkit.errors import ProviderError, StreamError
 from driverkit.sse import Event
+from driverkit.stream_json import parse_arguments, parse_event
 from driverkit.usage import report
 
 FINISH_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_call", "function_call": "tool_call"}
@@ -91,7 +92,7 @@ class Assembler:
         if event.data.strip() == "[DONE]":
             self.done = True
             return
-        chunk = shared.parse_event(event.data, "chunk")
+        chunk = parse_event(event.data, "chunk")
         if "error" in chunk:  # servers report a failure mid-stream as an error object
             error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
             kind = error.get("type") or error.get("code") or "error"
@@ -128,7 +129,7 @@ class Assembler:
             content.append({"type": "text", "text": "".join(self.text)})
         for index, call in sorted(self.calls.items()):
             content.append({"type": "tool_call", "id": call["id"] or f"call_{index}", "name": call["name"],
-                            "input": shared.parse_arguments(call["name"], "".join(call["arguments"]))})
+                            "input": parse_arguments(call["name"], "".join(call["arguments"]))})
         # some compatible servers finish a tool-calling turn with "stop"
         stop = "tool_call" if self.calls else FINISH_REASONS.get(self.finish_reason)
         answer: dict[str, Any] = {"stop_reason": stop or "error", "content": content}

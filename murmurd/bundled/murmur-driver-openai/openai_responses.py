@@ -15,6 +15,7 @@ from typing import Any
 import openai_common as shared
 from driverkit.errors import ProviderError, StreamError
 from driverkit.sse import Event
+from driverkit.stream_json import parse_arguments, parse_event
 from driverkit.usage import report
 
 USAGE = {"input_tokens": "input_tokens", "output_tokens": "output_tokens",
@@ -80,7 +81,7 @@ class Assembler:
         self.outcome: str | None = None
 
     def feed(self, event: Event) -> None:
-        data = shared.parse_event(event.data, f"event {event.event!r}")
+        data = parse_event(event.data, f"event {event.event!r}")
         kind = data.get("type", event.event)
         if kind == "response.output_text.delta":
             self.emit_text(str(data.get("delta", "")))
@@ -132,7 +133,7 @@ def output_content(output: Any) -> list[dict[str, Any]]:
                 content.append({"type": "text", "text": text})
         elif item.get("type") == "function_call":
             content.append({"type": "tool_call", "id": item.get("call_id"), "name": item.get("name"),
-                            "input": shared.parse_arguments(item.get("name"), str(item.get("arguments") or ""))})
+                            "input": parse_arguments(item.get("name"), str(item.get("arguments") or ""))})
     return content
 
 
