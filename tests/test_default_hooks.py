@@ -249,12 +249,13 @@ async def test_regression_verifier_reopens_a_task_whose_edit_broke_a_passing_tes
 def test_regression_verifier_reads_each_runners_output_and_judges_as_published() -> None:
     import sys
 
-    sys.path.insert(0, str(find_bundled(VERIFIER).directory))
+    directory = find_bundled(VERIFIER).directory
+    sys.path[:0] = [str(directory), str(directory.parent / "_nativekit")]  # the guest's python_path
     try:
         from testruns import Run, parse_run
         from verdict import Observations, reason
     finally:
-        sys.path.pop(0)
+        del sys.path[:2]
     cargo = ("running 3 tests\n---- tests::beta stdout ----\nthread 'tests::beta' panicked at src/lib.rs:1:1:\n"
              "boom\n\nfailures:\n    tests::beta\n\ntest result: FAILED. 2 passed; 1 failed; 0 ignored\n")
     assert parse_run(cargo) == Run(2, ("tests::beta",))
