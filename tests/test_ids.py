@@ -36,7 +36,7 @@ def test_ids_are_a_prefix_and_a_uuid7_in_32_lowercase_hex(mint, prefix: str) -> 
 
 def test_every_place_that_mints_ids_mints_uuid7() -> None:
     from murmurd.a2a.core.tasks import new_context_id, new_task_id
-    from murmurd.staging.workdir import new_session_id
+    from murmurd.workdir import new_session_id
 
     for minted in (new_session_id(), new_task_id(), new_context_id()):
         assert uuid7_ms(minted) is not None, minted  # any four-character prefix

@@ -1,7 +1,7 @@
 """The path habit, kept by a grep over the package.
 
 `murmurd/workdir_fs.py` is the one module that opens files beneath a session workdir (never
-following a symlink), and `murmurd/staging/workdir.py` the one that turns names and ids into
+following a symlink), and `murmurd/workdir.py` the one that turns names and ids into
 workdir-relative paths (`storage_name` for ids from the wire, `component` for artifact and log
 names). Any other file-system call in `murmurd/` must be on `ALLOWED` with the reason it is not
 a workdir path; any other code spelling a workdir path (`workdir.out / ...`, `f"out/..."`)
@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "murmurd"
-OWNERS = {"workdir_fs.py", "staging/workdir.py"}
+OWNERS = {"workdir_fs.py", "workdir.py"}
 # Guest code: compiled into components, it runs inside wasmtime, confined by its own grant.
 GUEST_CODE = "bundled/"
 
@@ -214,7 +214,7 @@ def test_only_workdir_fs_opens_files_and_the_rest_is_allowlisted_with_a_reason()
 
 def test_only_the_layout_spells_workdir_paths() -> None:
     hits = _hits(WORKDIR_PATH)
-    assert hits == [], "build workdir paths through murmurd.staging.workdir:\n" + "\n".join(hits)
+    assert hits == [], "build workdir paths through murmurd.workdir:\n" + "\n".join(hits)
 
 
 def test_wasmtime_opens_by_name_only_what_the_runtime_already_opened() -> None:

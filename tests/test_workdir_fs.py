@@ -185,7 +185,7 @@ def test_storage_names_keep_plain_ids_and_hash_the_rest() -> None:
 
 
 def test_the_layout_turns_names_and_ids_into_safe_relative_paths(tmp_path: Path) -> None:
-    from murmurd.staging.workdir import Workdir, component, history_file, log_file, task_result_file, tool_file
+    from murmurd.workdir import Workdir, component, history_file, log_file, task_result_file, tool_file
 
     assert history_file("ctx_1") == "contexts/ctx_1/history.json"
     assert history_file("../../../tmp/x") == f"contexts/{storage_name('../../../tmp/x')}/history.json"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from murmurd import workdir_fs
 from murmurd.eval.records import NO_EVAL, EvalFile, diff_rows, parse_eval, score_value
-from murmurd.staging.workdir import EVAL
+from murmurd.workdir import EVAL
 from murmurd.traceview.commands import Console
 from murmurd.traceview.errors import IO_ERROR, ReadError
 from murmurd.terminal import safe

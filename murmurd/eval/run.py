@@ -20,7 +20,7 @@ from murmurd import workdir_fs
 from murmurd.eval.dataset import Case, load_dataset
 from murmurd.eval.records import parse_eval, score_value
 from murmurd.manifest.reading import UnreadableFile, read_text_file
-from murmurd.staging.workdir import EVAL
+from murmurd.workdir import EVAL
 from murmurd.traceview.commands import Console
 from murmurd.traceview.errors import ReadError
 from murmurd.terminal import safe

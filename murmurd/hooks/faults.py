@@ -20,7 +20,7 @@ import threading
 import time
 
 from murmurd import workdir_fs
-from murmurd.staging.workdir import Workdir, log_file
+from murmurd.workdir import Workdir, log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 log = logging.getLogger("murmurd.hooks")

@@ -31,7 +31,7 @@ from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.session.continuation import ContinuationState
 from murmurd.session.failures import SessionEnded
 from murmurd.session.messages import Message, pairing_problem
-from murmurd.staging.workdir import COMPACTION_SUMMARIES, Workdir
+from murmurd.workdir import COMPACTION_SUMMARIES, Workdir
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 WRITABLE_ROLES = ("user", "assistant")

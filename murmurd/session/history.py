@@ -7,7 +7,7 @@ import json
 from murmurd import workdir_fs
 from murmurd.session.messages import Message
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import MAX_HISTORY_BYTES, history_file
+from murmurd.workdir import MAX_HISTORY_BYTES, history_file
 
 
 def read_history(staged: StagedCapsule, context_id: str) -> list[Message]:

@@ -45,7 +45,7 @@ from murmurd.session.tokens import count_tokens
 from murmurd.session.tools import ShellShape, ToolOutcome, ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import log_file
+from murmurd.workdir import log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 log = logging.getLogger("murmurd.session")

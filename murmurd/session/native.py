@@ -33,7 +33,7 @@ from typing import Any
 
 from murmurd.containment.closure import script_interpreters
 from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
-from murmurd.staging.workdir import log_file
+from murmurd.workdir import log_file
 from murmurd.session.native_stores import with_stores
 from murmurd.session.shell import run_prepared
 from murmurd.session.shell_env import child_environment

@@ -15,7 +15,7 @@ from murmurd.host import ComponentHost
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskOutcome, TaskSpec
 from murmurd.staging.stage import StagedCapsule, StagingError, stage_capsule
-from murmurd.staging.workdir import TASK, TASK_FALLBACK, read_task_input
+from murmurd.workdir import TASK, TASK_FALLBACK, read_task_input
 
 
 class PrintingEvents(TaskEvents):

@@ -48,7 +48,7 @@ from murmurd.session.workdir_guard import walk_periodically
 from murmurd.staging.grants import effective_grants
 from murmurd.staging.session_hold import SessionHold
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
+from murmurd.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 

@@ -35,7 +35,7 @@ from murmurd.session.shell_output import format_shell_result
 from murmurd.session.workdir_guard import WorkdirGuard
 from murmurd.staging.grants import containment_plan
 from murmurd.staging.stage import SHELL_TOOL_SCHEMA, StagedCapsule
-from murmurd.staging.workdir import log_file
+from murmurd.workdir import log_file
 
 RESERVED_METADATA = ("state_effect", "resource_id")
 

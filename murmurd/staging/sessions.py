@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.template import template_for
-from murmurd.staging.workdir import Workdir, new_session_id
+from murmurd.workdir import Workdir, new_session_id
 
 
 def session_workdir(staged: StagedCapsule, session_id: str) -> Workdir:

@@ -23,7 +23,7 @@ from murmurd.manifest.capsule import ArtifactRef, CapsuleManifest
 from murmurd.manifest.diagnostics import Report
 from murmurd.manifest.hooks import check_hook_contract
 from murmurd.manifest.validate import load_capsule
-from murmurd.staging.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
+from murmurd.manifest.preflight import DEFAULT_COMMAND, find_on_path, preflight_error
 from murmurd.staging.artifacts import ResolveError, ResolvedArtifact
 from murmurd.staging.hook_contracts import bare_hook_warning, native_block_warnings
 from murmurd.manifest.checks.containment import resolved_native_findings
@@ -39,7 +39,7 @@ from murmurd.staging.template import (
 from murmurd.staging.lock import LockError, LockFile, load_lock, save_lock
 from murmurd.staging.registry import Registry
 from murmurd.staging.resolve import resolve_artifact
-from murmurd.staging.workdir import (
+from murmurd.workdir import (
     INVENTORY,
     MAX_SKILL_BYTES,
     Workdir,

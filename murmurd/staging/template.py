@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from murmurd import workdir_fs
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
-from murmurd.staging.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, component, tool_file
+from murmurd.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, component, tool_file
 
 if TYPE_CHECKING:
     from murmurd.manifest.capsule import CapsuleManifest

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from murmurd import workdir_fs
-from murmurd.staging.workdir import RUNTIME_DIR, SESSION_PREFIX, TRACE
+from murmurd.workdir import RUNTIME_DIR, SESSION_PREFIX, TRACE
 from murmurd.traceview.errors import BAD_SELECTOR, BAD_TRACE, IO_ERROR, ReadError
 from murmurd.traceview.parse import Trace, parse_trace
 

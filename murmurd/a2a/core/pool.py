@@ -78,16 +78,18 @@ class SessionPool:
     async def acquire(self, context_id: str) -> Slot:
         """The session `context_id`'s next task runs in, opened if it has none."""
         slot = self.slot_of(context_id)
-        if slot is None:
-            victim = self._idle_victim() if len(self._slots) >= self.capacity else None
-            if victim is not None:
-                await self._close(victim)
-            slot = await self._open_slot()
-            self._slots[context_id] = slot
-            await self._heard(self._on_open, slot.session.staged.session_id, context_id)
-        if self.shared is None:
-            self._slots.move_to_end(context_id)
-        slot.busy += 1
+        if slot is not None:
+            slot.busy += 1
+            if self.shared is None:
+                self._slots.move_to_end(context_id)
+            return slot
+        victim = self._idle_victim() if len(self._slots) >= self.capacity else None
+        if victim is not None:
+            await self._close(victim)
+        slot = await self._open_slot()
+        slot.busy += 1  # held before anything awaits: an idle sweep never closes it under its task
+        self._slots[context_id] = slot
+        await self._heard(self._on_open, slot.session.staged.session_id, context_id)
         return slot
 
     def release(self, context_id: str, slot: Slot) -> None:

@@ -18,7 +18,7 @@ from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN
 from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.session import TaskOutcome
-from murmurd.staging.workdir import history_file, task_result_file
+from murmurd.workdir import history_file, task_result_file
 from murmurd.text import json_text
 
 logger = logging.getLogger("murmurd.a2a")

@@ -31,7 +31,7 @@ from murmurd.a2a.http.auth.principal import OPERATOR
 from murmurd.a2a.core.intake import TaskNotFound
 from murmurd.a2a.http.stream_paths import BadStreamRequest, check_task_id
 from murmurd.a2a.http.route import RouteHost
-from murmurd.staging.workdir import TRACE
+from murmurd.workdir import TRACE
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024  # a trace this large is not read for the console
 MAX_EVENTS = 1000  # the task's last events; `truncated` says when earlier ones were left out

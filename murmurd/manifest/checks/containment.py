@@ -12,7 +12,7 @@ from murmurd.containment.plan import SETTING_VARIABLE, floor_refusal, plan_conta
 from murmurd.containment.seccomp_filter import EXTRA_VARIABLE, extras_from
 from murmurd.manifest.capsule import CapsuleManifest
 from murmurd.manifest.diagnostics import Diagnostic, diagnostic
-from murmurd.staging.preflight import dialect_of
+from murmurd.manifest.preflight import dialect_of
 
 
 def native_tools_path(model: CapsuleManifest, native: Sequence[int] | None = None) -> str | None:

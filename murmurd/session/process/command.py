@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from murmurd.staging.preflight import DEFAULT_COMMAND, INSTALL_HINTS, dialect_of, find_on_path, preflight_error
+from murmurd.manifest.preflight import DEFAULT_COMMAND, INSTALL_HINTS, dialect_of, find_on_path, preflight_error
 
 __all__ = ["DEFAULT_COMMAND", "INSTALL_HINTS", "dialect_of", "find_on_path", "preflight_error"]
 

@@ -27,7 +27,7 @@ from murmurd.session.process import spawn
 from murmurd.session.process.spawn import CliProcess, cli_environment, cli_policy
 from murmurd.session.process.stream import Done, HostCommand, StreamFailed, Turn
 from murmurd.session.shell_model import HOME_DIR_NAME, TMP_DIR_NAME, ShellError
-from murmurd.staging.workdir import read_task_input
+from murmurd.workdir import read_task_input
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
 STDERR_TAIL_BYTES = 4096
