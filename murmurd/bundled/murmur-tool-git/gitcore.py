@@ -4,6 +4,7 @@ caller-driven argument check, the log, and the result helpers (default-artifacts
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +13,32 @@ from nativekit.protocol import Result, ToolFailure, passed, result
 
 # Every git call: no automatic gc/maintenance (a child git the containment may not let run),
 # no pager, no prompt for credentials, no editor; no system config (/etc/gitconfig: unreadable
-# under the shell containment, which git treats as fatal; HOME is the capsule's own).
-GIT_PREFIX = ("git", "-c", "gc.auto=0", "-c", "maintenance.auto=false", "-c", "core.pager=cat")
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": "true", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"}
+# under the shell containment, which git treats as fatal) and no global one (HOME is the capsule's
+# own, which the guest writes). Configuration is guest-written too (the repository's .git/config):
+# every key that names a command git would run is pinned here on the command line, which wins
+# over any file, and `GIT_CONFIG_PARAMETERS` carries the pins to the gits git runs in turn.
+PINNED_CONFIG = (
+    "gc.auto=0", "maintenance.auto=false", "core.pager=cat", "core.fsmonitor=false", "core.hooksPath=/dev/null",
+    "core.sshCommand=ssh", "core.askPass=", "core.editor=true", "sequence.editor=true", "credential.helper=",
+    "commit.gpgSign=false", "tag.gpgSign=false", "push.gpgSign=false", "log.showSignature=false",
+    "merge.verifySignatures=false", "submodule.recurse=false", "fetch.recurseSubmodules=false",
+    "protocol.allow=never", "protocol.file.allow=always", "protocol.https.allow=always",
+    "protocol.http.allow=always", "protocol.ssh.allow=always", "protocol.git.allow=always",
+    "protocol.ext.allow=never", "protocol.fd.allow=never",
+)
+GIT_PREFIX = ("git", *(item for pair in PINNED_CONFIG for item in ("-c", pair)))
+GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+           "GIT_EDITOR": "true", "GIT_SEQUENCE_EDITOR": "true", "GIT_PAGER": "cat", "GIT_OPTIONAL_LOCKS": "0"}
+# What of the daemon's own environment git may see: the identity variables, nothing else GIT_*
+# (GIT_SSH_COMMAND, GIT_EXTERNAL_DIFF, GIT_DIR, GIT_CONFIG_* ... would steer what git runs or reads).
+KEPT_GIT_ENV = ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
+# Keys no pin can cover (named by a driver or a URL the file chooses): a repository whose
+# configuration holds one is refused before git runs in it.
+COMMAND_KEYS = re.compile(
+    r"^(filter\..*|diff\.external|diff\..*\.(command|textconv)|merge\..*\.driver"
+    r"|remote\..*\.(uploadpack|receivepack|vcs|proxy)|url\..*\.(insteadof|pushinsteadof)|protocol\..*"
+    r"|core\.(gitproxy|alternaterefscommand)|gpg\..*|credential\..*|pager\..*|interactive\..*"
+    r"|submodule\..*\.update|uploadpack\..*|receive\..*|http\..*\.(proxy|sslkey|sslcert)|http\.(proxy|sslkey|sslcert))$")
 DENIED_FLAGS = ("--interactive", "-i", "--patch", "-p", "--edit", "-e")
 
 
@@ -29,12 +53,40 @@ class GitOut:
         return f"{self.stdout}\n{self.stderr}"
 
 
+def git_env() -> dict[str, str]:
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") or k in KEPT_GIT_ENV}
+    return {**kept, **GIT_ENV}
+
+
+_CHECKED: set[str] = set()
+
+
+def check_config(where: str) -> None:
+    """Refuse a repository (or the cwd's) whose configuration names a command no pin covers."""
+    if where in _CHECKED:
+        return
+    try:
+        proc = subprocess.run([*GIT_PREFIX, "-C", where, "config", "--list", "--name-only"], capture_output=True,
+                              stdin=subprocess.DEVNULL, env=git_env())
+    except (FileNotFoundError, PermissionError) as exc:
+        raise ToolFailure(f"git could not be run: {exc}", "error") from None
+    names = proc.stdout.decode("utf-8", "replace").splitlines()
+    refused = sorted({name for name in names if COMMAND_KEYS.match(name.lower())} - {
+        pin.split("=", 1)[0].lower() for pin in PINNED_CONFIG})
+    if refused:
+        raise ToolFailure(f"repository {where!r} refused: its git configuration names commands git would run "
+                          f"({', '.join(refused[:5])}); murmur-tool-git never runs them", "error",
+                          "unsafe_config")
+    _CHECKED.add(where)
+
+
 def git(*args: str, config: tuple[str, ...] = ()) -> GitOut:
-    """One git run, output captured with trailing newlines trimmed."""
+    """One git run, output captured with trailing newlines trimmed; the repository it runs in
+    (`-C <repo>`, else the cwd) is checked first (`check_config`)."""
+    check_config(args[1] if len(args) > 1 and args[0] == "-C" else ".")
     argv = [*GIT_PREFIX, *(item for pair in config for item in ("-c", pair)), *args]
     try:
-        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL,
-                              env={**os.environ, **GIT_ENV})
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=git_env())
     except FileNotFoundError:
         raise ToolFailure("git not found in PATH", "error") from None
     except PermissionError as exc:

@@ -1,0 +1,95 @@
+"""murmur-tool-git against configuration the guest wrote (attack review, issue 28): a repository's
+`.git/config`, its `.gitattributes` or the synthetic HOME's `.gitconfig` naming commands (an
+fsmonitor hook, a filter driver, a hooks path, a remote's upload-pack, an ext:: URL) never has git
+run them: the tool would otherwise run `sh -c <anything>` for a capsule granting no shell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nativetoolkit import native_calls
+
+pytestmark = pytest.mark.anyio
+GIT = "murmur-tool-git"
+
+
+def make_repo(workdir: Path) -> Path:
+    repo = workdir / "proj"
+    repo.mkdir()
+    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "main")
+    run("config", "user.name", "Ada Test")
+    run("config", "user.email", "ada@example.test")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    run("add", "calc.py")
+    run("commit", "-q", "-m", "calc: add")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    return repo
+
+
+def marker_command(workdir: Path, name: str) -> str:
+    return f"echo pwned > {workdir / name}; false"
+
+
+def fsmonitor(workdir: Path) -> None:
+    repo = make_repo(workdir)
+    with open(repo / ".git" / "config", "a") as handle:
+        handle.write(f'[core]\n\tfsmonitor = "{marker_command(workdir, "marker")}"\n')
+
+
+def filter_driver(workdir: Path) -> None:
+    repo = make_repo(workdir)
+    (repo / ".gitattributes").write_text("*.py filter=evil\n")
+    with open(repo / ".git" / "config", "a") as handle:
+        handle.write(f'[filter "evil"]\n\tclean = "{marker_command(workdir, "marker")}"\n')
+
+
+def home_config(workdir: Path) -> None:
+    make_repo(workdir)
+    home = workdir / ".capsule-home"
+    home.mkdir(exist_ok=True)
+    (home / ".gitconfig").write_text(f'[core]\n\tfsmonitor = "{marker_command(workdir, "marker")}"\n')
+
+
+def upload_pack(workdir: Path) -> None:
+    repo = make_repo(workdir)
+    with open(repo / ".git" / "config", "a") as handle:
+        handle.write(f'[remote "origin"]\n\turl = {repo}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n'
+                     f'\tuploadpack = "{marker_command(workdir, "marker")}"\n')
+
+
+VECTORS = {"fsmonitor": (fsmonitor, {"operation": "status", "repo": "proj"}),
+           "filter": (filter_driver, {"operation": "add", "repo": "proj", "paths": ["calc.py"]}),
+           "home-gitconfig": (home_config, {"operation": "status", "repo": "proj"}),
+           "uploadpack": (upload_pack, {"operation": "fetch", "repo": "proj", "remote": "origin"})}
+
+
+@pytest.mark.parametrize("vector", sorted(VECTORS))
+async def test_commands_named_by_guest_written_git_config_never_run(tmp_path: Path, host, vector: str) -> None:
+    prepare, call = VECTORS[vector]
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [call], prepare=prepare)
+    assert not (staged.workdir.root / "marker").exists(), (vector, texts)
+    if vector in ("filter", "uploadpack"):  # named by a driver or a remote: the repository is refused
+        assert errors == [True] and "its git configuration names commands git would run" in texts[0], texts
+    else:  # a key pinned on git's command line: the call goes on without it
+        assert errors == [False] and json.loads(texts[0])["entries"][0]["path"] == "calc.py", texts
+
+
+async def test_an_ext_url_never_runs_even_when_the_guest_allows_the_protocol(tmp_path: Path, host) -> None:
+    def prepare(workdir: Path) -> None:
+        make_repo(workdir)
+        home = workdir / ".capsule-home"
+        home.mkdir(exist_ok=True)
+        (home / ".gitconfig").write_text("[protocol]\n\tallow = always\n")
+    url = f"ext::sh -c echo% pwned% >% {tmp_path}/ext-marker"
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [
+        {"operation": "clone", "url": url, "dest": "copy"},
+        {"operation": "status", "repo": "proj"},
+    ], prepare=prepare)
+    assert not (tmp_path / "ext-marker").exists(), texts
+    assert errors == [True, False], texts
+    assert json.loads(texts[1])["entries"][0]["path"] == "calc.py"
