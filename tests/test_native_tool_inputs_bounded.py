@@ -1,0 +1,41 @@
+"""Bundled native tools read what a model names only within bounds (attack review, issue 28):
+murmur-tool-test-report's `input_path` is a regular file of at most `MAX_INPUT_BYTES`; a device
+the containment grants every process (`/dev/zero`, `/dev/urandom`) or a file past the cap is
+refused at once instead of being read into the tool's memory without end."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from nativetoolkit import native_calls
+
+pytestmark = pytest.mark.anyio
+REPORT = "murmur-tool-test-report"
+CAP = 64 * 1024 * 1024
+
+
+def big_file(workdir: Path) -> None:
+    with open(workdir / "huge.txt", "wb") as handle:  # sparse: no disk, no workdir quota
+        handle.truncate(CAP + 1)
+    (workdir / "small.txt").write_text("test result: ok. 1 passed; 0 failed; 0 ignored\n")
+
+
+async def test_a_file_past_the_cap_is_refused_unread(tmp_path: Path, host) -> None:
+    texts, errors, _ = await native_calls(tmp_path, host, REPORT, [
+        {"operation": "parse", "input_path": "huge.txt"},
+        {"operation": "parse", "input_path": "small.txt", "format": "cargo_test"},
+    ], prepare=big_file)
+    assert errors[0] is True and f"larger than {CAP} bytes" in texts[0], texts
+    assert errors[1] is False and json.loads(texts[1])["passed"] == 1, texts
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "fifo"])
+async def test_an_endless_device_is_refused_unread(tmp_path: Path, host, device: str) -> None:
+    prepare = (lambda workdir: os.mkfifo(workdir / "fifo")) if device == "fifo" else None  # noqa: E731
+    texts, errors, _ = await native_calls(tmp_path, host, REPORT, [{"operation": "parse", "input_path": device}],
+                                          prepare=prepare)
+    assert errors == [True] and "not a regular file" in texts[0], texts
