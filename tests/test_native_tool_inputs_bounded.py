@@ -39,3 +39,26 @@ async def test_an_endless_device_is_refused_unread(tmp_path: Path, host, device:
     texts, errors, _ = await native_calls(tmp_path, host, REPORT, [{"operation": "parse", "input_path": device}],
                                           prepare=prepare)
     assert errors == [True] and "not a regular file" in texts[0], texts
+
+
+GRAPH = "murmur-tool-code-graph"
+SOURCE_CAP = 8 * 1024 * 1024
+
+
+def odd_sources(workdir: Path) -> None:
+    repo = workdir / "repo"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    with open(repo / "huge.py", "wb") as handle:  # sparse, past the per-file cap
+        handle.truncate(SOURCE_CAP + 1)
+    os.mkfifo(repo / "stuck.py")  # would block a read until the tool's deadline
+    os.mkfifo(repo / "pyproject.toml")
+
+
+async def test_code_graph_indexes_regular_sources_within_the_cap_only(tmp_path: Path, host) -> None:
+    texts, errors, _ = await native_calls(tmp_path, host, GRAPH, [
+        {"operation": "index_repository", "repo_path": "repo"},
+    ], prepare=odd_sources)
+    assert errors == [False], texts
+    stats = json.loads(texts[0])
+    assert stats["changed_files"] == 1 and stats["total_symbols"] >= 1, stats
