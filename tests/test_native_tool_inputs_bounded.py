@@ -62,3 +62,27 @@ async def test_code_graph_indexes_regular_sources_within_the_cap_only(tmp_path: 
     assert errors == [False], texts
     stats = json.loads(texts[0])
     assert stats["changed_files"] == 1 and stats["total_symbols"] >= 1, stats
+
+
+COVERAGE = "murmur-tool-code-coverage"
+LCOV_CAP = 64 * 1024 * 1024
+
+
+def covered_project(workdir: Path) -> None:
+    project = workdir / "proj"
+    (project / "cov").mkdir(parents=True)
+    (project / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (project / "cov" / "test_add.info").write_text("SF:calc.py\nDA:2,1\nend_of_record\n")
+    with open(project / "cov" / "huge.info", "wb") as handle:  # sparse, past the cap
+        handle.truncate(LCOV_CAP + 1)
+    os.symlink("/dev/zero", project / "cov" / "zero.info")
+
+
+async def test_code_coverage_skips_lcov_files_past_the_cap_unread(tmp_path: Path, host) -> None:
+    texts, errors, _ = await native_calls(tmp_path, host, COVERAGE, [
+        (GRAPH, {"operation": "index_repository", "repo_path": "proj"}),
+        {"operation": "localize", "repo_path": "proj", "coverage_dir": "proj/cov", "failing_tests": ["test_add"]},
+    ], prepare=covered_project, also=(GRAPH,))
+    assert errors == [False, False], texts
+    result = json.loads(texts[1])
+    assert result["skipped_files"] == ["huge.info"] and result["failing_test_count"] == 1, result
