@@ -93,3 +93,31 @@ async def test_an_ext_url_never_runs_even_when_the_guest_allows_the_protocol(tmp
     assert not (tmp_path / "ext-marker").exists(), texts
     assert errors == [True, False], texts
     assert json.loads(texts[1])["entries"][0]["path"] == "calc.py"
+
+
+
+def submodule_filter(workdir: Path) -> None:
+    """A submodule whose own config (`.git/modules/sub/config`) names a filter driver: the
+    superproject's status runs a status in the submodule, which would clean files through it."""
+    repo = make_repo(workdir)
+    lib = workdir / "lib"
+    lib.mkdir()
+    run = lambda where, *args: subprocess.run(["git", "-C", str(where), "-c", "protocol.file.allow=always", *args],  # noqa: E731
+                                              check=True, capture_output=True)
+    run(lib, "init", "-q", "-b", "main")
+    (lib / "code.txt").write_text("x\n")
+    (lib / ".gitattributes").write_text("*.txt filter=evil\n")
+    run(lib, "add", ".")
+    run(lib, "-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "lib")
+    run(repo, "submodule", "add", "-q", str(lib), "sub")
+    run(repo, "commit", "-qm", "sub")
+    with open(repo / ".git" / "modules" / "sub" / "config", "a") as handle:
+        handle.write(f'[filter "evil"]\n\tclean = "{marker_command(workdir, "marker")}"\n')
+    (repo / "sub" / "code.txt").write_text("y\n")
+
+
+async def test_a_submodules_own_config_is_checked_too(tmp_path: Path, host) -> None:
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [{"operation": "status", "repo": "proj"}],
+                                               prepare=submodule_filter)
+    assert not (staged.workdir.root / "marker").exists(), texts
+    assert errors == [True] and "filter.evil.clean" in texts[0], texts

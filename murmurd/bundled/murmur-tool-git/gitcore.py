@@ -61,21 +61,59 @@ def git_env() -> dict[str, str]:
 _CHECKED: set[str] = set()
 
 
-def check_config(where: str) -> None:
-    """Refuse a repository (or the cwd's) whose configuration names a command no pin covers."""
-    if where in _CHECKED:
-        return
+def _refused_keys(*source: str) -> list[str]:
+    """The command keys a configuration lists: the repository's (`-C <repo>`: its local and
+    worktree files, includes followed) or one file's (`--file <path>`)."""
+    where, file = (source[1], None) if source[0] == "-C" else (None, source[1])
+    argv = [*GIT_PREFIX, *(("-C", where) if where else ()), "config", *(("--file", file) if file else ()),
+            "--includes", "--list", "--name-only"]
     try:
-        proc = subprocess.run([*GIT_PREFIX, "-C", where, "config", "--list", "--name-only"], capture_output=True,
-                              stdin=subprocess.DEVNULL, env=git_env())
+        proc = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=git_env())
     except (FileNotFoundError, PermissionError) as exc:
         raise ToolFailure(f"git could not be run: {exc}", "error") from None
     names = proc.stdout.decode("utf-8", "replace").splitlines()
-    refused = sorted({name for name in names if COMMAND_KEYS.match(name.lower())} - {
-        pin.split("=", 1)[0].lower() for pin in PINNED_CONFIG})
+    pinned = {pin.split("=", 1)[0].lower() for pin in PINNED_CONFIG}
+    return sorted({name for name in names if COMMAND_KEYS.match(name.lower())} - pinned)
+
+
+_SKIPPED_GIT_DIRS = {"objects", "refs", "logs", "hooks", "info", "lfs"}
+
+
+def _nested_configs(where: str) -> list[str]:
+    """The configuration files of the repositories git may run in on the way (a status runs a
+    status in each submodule, which would clean files through the submodule's own filters): every
+    `config`/`config.worktree` beneath the git dir (`modules/`, `worktrees/`) and beneath each
+    `.git` directory nested in the work tree. Links are never followed."""
+    probe = subprocess.run([*GIT_PREFIX, "-C", where, "rev-parse", "--path-format=absolute", "--git-common-dir",
+                            "--show-toplevel"], capture_output=True, stdin=subprocess.DEVNULL, env=git_env())
+    lines = probe.stdout.decode("utf-8", "replace").splitlines() if probe.returncode == 0 else []
+    if not lines:
+        return []
+    own = os.path.join(lines[0], "config")  # read by `-C <repo>` already
+    found: list[str] = []
+    for root, inside_git in ((lines[0], True), *(((lines[1], False),) if len(lines) > 1 else ())):
+        for top, dirs, files in os.walk(root):
+            if inside_git or f"{os.sep}.git{os.sep}" in f"{top[len(root):]}{os.sep}":
+                dirs[:] = [d for d in dirs if d not in _SKIPPED_GIT_DIRS]
+                found += [path for f in files if f in ("config", "config.worktree")
+                          and (path := os.path.join(top, f)) != own]
+            elif top == root:
+                dirs[:] = [d for d in dirs if d != ".git"]  # the repository's own git dir: walked above
+    return sorted(set(found))
+
+
+def check_config(where: str) -> None:
+    """Refuse a repository (or the cwd's) whose configuration, or a submodule's or a nested
+    repository's, names a command no pin covers."""
+    if where in _CHECKED:
+        return
+    refused = _refused_keys("-C", where)
+    for path in _nested_configs(where):
+        if os.path.isfile(path) and not os.path.islink(path):
+            refused += _refused_keys("--file", path)
     if refused:
         raise ToolFailure(f"repository {where!r} refused: its git configuration names commands git would run "
-                          f"({', '.join(refused[:5])}); murmur-tool-git never runs them", "error",
+                          f"({', '.join(sorted(set(refused))[:5])}); murmur-tool-git never runs them", "error",
                           "unsafe_config")
     _CHECKED.add(where)
 
