@@ -121,3 +121,31 @@ async def test_a_submodules_own_config_is_checked_too(tmp_path: Path, host) -> N
                                                prepare=submodule_filter)
     assert not (staged.workdir.root / "marker").exists(), texts
     assert errors == [True] and "filter.evil.clean" in texts[0], texts
+
+
+def push_target(workdir: Path) -> None:
+    """A local repository pushed to whose own config runs a smudge filter when the push updates
+    its checked-out branch (`receive.denyCurrentBranch=updateInstead`)."""
+    repo = make_repo(workdir)
+    run = lambda where, *args: subprocess.run(["git", "-C", str(where), *args], check=True, capture_output=True)  # noqa: E731
+    run(workdir, "clone", "-q", str(repo), "target")
+    target = workdir / "target"
+    with open(target / ".git" / "config", "a") as handle:
+        handle.write(f'[receive]\n\tdenyCurrentBranch = updateInstead\n'
+                     f'[filter "evil"]\n\tsmudge = "{marker_command(workdir, "marker")}"\n')
+    (repo / ".gitattributes").write_text("*.py filter=evil\n")
+    run(repo, "add", ".")
+    run(repo, "commit", "-qm", "attributes")
+    run(repo, "remote", "add", "target", str(target))
+
+
+async def test_a_local_remote_pushed_to_is_checked_too(tmp_path: Path, host) -> None:
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [
+        {"operation": "push", "repo": "proj", "remote": "target", "branch": "main"},
+        {"operation": "push", "repo": "proj", "remote": "../target", "branch": "main"},
+        {"operation": "clone", "url": "target", "dest": "copy"},
+        {"operation": "clone", "url": "proj", "dest": "copy2"},
+    ], prepare=push_target)
+    assert not (staged.workdir.root / "marker").exists(), texts
+    assert errors == [True, True, True, False], texts
+    assert all("filter.evil.smudge" in text for text in texts[:3]), texts

@@ -118,6 +118,33 @@ def check_config(where: str) -> None:
     _CHECKED.add(where)
 
 
+def _local_path(url: str, base: str) -> str | None:
+    """The directory a URL names on this machine (a path or `file://`), else None (a network URL,
+    or scp-like `host:path`)."""
+    if url.startswith("file://"):
+        url = url[len("file://"):]
+    elif "://" in url or ("/" not in url.split(":", 1)[0] and ":" in url):
+        return None
+    path = os.path.join(base, url)
+    return path if os.path.isdir(path) else None
+
+
+def check_remote(repo: str | None, remote: str, *, push: bool = False) -> None:
+    """A fetch, pull, push or clone runs git in the repository at the other end too when that is
+    a local path (upload-pack, or receive-pack whose `updateInstead` checks files out through
+    that repository's filters): its configuration is checked as the caller's is."""
+    base = repo or "."
+    urls = [remote]
+    if repo is not None:
+        named = git("-C", repo, "remote", "get-url", "--all", *(["--push"] if push else []), remote)
+        if named.success:
+            urls = [u for u in named.stdout.splitlines() if u]
+    for url in urls:
+        local = _local_path(url, base)
+        if local is not None:
+            check_config(local)
+
+
 def git(*args: str, config: tuple[str, ...] = ()) -> GitOut:
     """One git run, output captured with trailing newlines trimmed; the repository it runs in
     (`-C <repo>`, else the cwd) is checked first (`check_config`)."""
