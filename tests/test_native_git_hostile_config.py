@@ -149,3 +149,20 @@ async def test_a_local_remote_pushed_to_is_checked_too(tmp_path: Path, host) -> 
     assert not (staged.workdir.root / "marker").exists(), texts
     assert errors == [True, True, True, False], texts
     assert all("filter.evil.smudge" in text for text in texts[:3]), texts
+
+
+def submodule_gitdir_elsewhere(workdir: Path) -> None:
+    """The submodule's `.git` is a file naming a git dir outside the superproject's."""
+    submodule_filter(workdir)
+    repo = workdir / "proj"
+    hidden = workdir / "hidden"
+    (repo / ".git" / "modules" / "sub").rename(hidden)
+    (repo / "sub" / ".git").write_text(f"gitdir: {hidden}\n")
+    subprocess.run(["git", "config", "--file", str(hidden / "config"), "core.worktree", str(repo / "sub")], check=True)
+
+
+async def test_a_submodule_git_dir_named_by_a_git_file_is_checked_too(tmp_path: Path, host) -> None:
+    texts, errors, staged = await native_calls(tmp_path, host, GIT, [{"operation": "status", "repo": "proj"}],
+                                               prepare=submodule_gitdir_elsewhere)
+    assert not (staged.workdir.root / "marker").exists(), texts
+    assert errors == [True] and "filter.evil.clean" in texts[0], texts

@@ -79,27 +79,52 @@ def _refused_keys(*source: str) -> list[str]:
 _SKIPPED_GIT_DIRS = {"objects", "refs", "logs", "hooks", "info", "lfs"}
 
 
+def _pointed_dir(file: str, prefix: str) -> str | None:
+    """The directory a `.git` file (`gitdir: X`) or a git dir's `commondir` names (X relative to
+    the file's directory), when it is one."""
+    try:
+        with open(file, encoding="utf-8", errors="replace") as handle:
+            first = handle.read(4096).splitlines()[:1]
+    except OSError:
+        return None
+    value = first[0][len(prefix):].strip() if first and first[0].startswith(prefix) else ""
+    path = os.path.join(os.path.dirname(file), value) if value else ""
+    return os.path.realpath(path) if path and os.path.isdir(path) else None
+
+
 def _nested_configs(where: str) -> list[str]:
     """The configuration files of the repositories git may run in on the way (a status runs a
     status in each submodule, which would clean files through the submodule's own filters): every
-    `config`/`config.worktree` beneath the git dir (`modules/`, `worktrees/`) and beneath each
-    `.git` directory nested in the work tree. Links are never followed."""
+    `config`/`config.worktree` beneath the git dir (`modules/`, `worktrees/`), beneath each `.git`
+    directory nested in the work tree and beneath each git dir a nested `.git` file or a
+    `commondir` names. Links are never followed."""
     probe = subprocess.run([*GIT_PREFIX, "-C", where, "rev-parse", "--path-format=absolute", "--git-common-dir",
                             "--show-toplevel"], capture_output=True, stdin=subprocess.DEVNULL, env=git_env())
     lines = probe.stdout.decode("utf-8", "replace").splitlines() if probe.returncode == 0 else []
     if not lines:
         return []
-    own = os.path.join(lines[0], "config")  # read by `-C <repo>` already
-    found: list[str] = []
-    for root, inside_git in ((lines[0], True), *(((lines[1], False),) if len(lines) > 1 else ())):
-        for top, dirs, files in os.walk(root):
-            if inside_git or f"{os.sep}.git{os.sep}" in f"{top[len(root):]}{os.sep}":
-                dirs[:] = [d for d in dirs if d not in _SKIPPED_GIT_DIRS]
-                found += [path for f in files if f in ("config", "config.worktree")
-                          and (path := os.path.join(top, f)) != own]
-            elif top == root:
-                dirs[:] = [d for d in dirs if d != ".git"]  # the repository's own git dir: walked above
-    return sorted(set(found))
+    own = os.path.join(os.path.realpath(lines[0]), "config")  # read by `-C <repo>` already
+    git_dirs, walked, found = [os.path.realpath(lines[0])], set(), set()
+    if len(lines) > 1:  # the work tree: its nested `.git` dirs and files
+        for top, dirs, files in os.walk(lines[1]):
+            if top == lines[1]:
+                dirs[:] = [d for d in dirs if d != ".git"]
+            git_dirs += [os.path.join(top, d) for d in dirs if d == ".git"]
+            dirs[:] = [d for d in dirs if d != ".git"]
+            if ".git" in files and (pointed := _pointed_dir(os.path.join(top, ".git"), "gitdir:")):
+                git_dirs.append(pointed)
+    while git_dirs:
+        git_dir = os.path.realpath(git_dirs.pop())
+        if git_dir in walked:
+            continue
+        walked.add(git_dir)
+        for top, dirs, files in os.walk(git_dir):
+            dirs[:] = [d for d in dirs if d not in _SKIPPED_GIT_DIRS]
+            found.update(path for f in files if f in ("config", "config.worktree")
+                         and (path := os.path.join(top, f)) != own)
+            if "commondir" in files and (common := _pointed_dir(os.path.join(top, "commondir"), "")):
+                git_dirs.append(common)
+    return sorted(found)
 
 
 def check_config(where: str) -> None:
