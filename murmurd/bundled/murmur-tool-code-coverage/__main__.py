@@ -19,6 +19,8 @@ from nativekit.protocol import Result, ToolFailure, int_field, main, passed, tex
 SCORE_COLUMNS = (("suspicion_ef", "INTEGER"), ("suspicion_ep", "INTEGER"), ("suspicion_ochiai", "REAL"),
                  ("suspicion_tarantula", "REAL"))
 
+MAX_LCOV_BYTES = 64 * 1024 * 1024  # one test's LCOV file; past it the file is skipped unread
+
 
 def ochiai(ef: int, ep: int, failing: int) -> float:
     return 0.0 if ef == 0 else ef / math.sqrt(failing * (ef + ep))
@@ -110,6 +112,8 @@ def _localize(conn: sqlite3.Connection, repo: Path, coverage: str, failing_tests
     skipped: list[str] = []
     for info in sorted(p for p in Path(coverage).iterdir() if p.suffix == ".info" and p.is_file()):
         try:
+            if info.stat().st_size > MAX_LCOV_BYTES:  # a sparse giant is never read into memory
+                raise OSError(f"{info.name}: larger than {MAX_LCOV_BYTES} bytes")
             sections = parse_lcov(info.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError):
             sections = {}

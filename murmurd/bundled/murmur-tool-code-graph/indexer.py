@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import stat
 import tomllib
 from pathlib import Path
 
@@ -16,6 +17,23 @@ from parsed import Parsed
 
 SKIPPED_DIRS = {"target", ".git", "__pycache__", "venv", "build", "dist", "node_modules"}
 LANGUAGES = {".rs": "rust", ".py": "python"}
+MAX_SOURCE_BYTES = 8 * 1024 * 1024  # a source file past it (generated, or planted) is not indexed
+
+
+def _plain_file(path: str | Path) -> bool:
+    """A regular file (not a link, a FIFO a read would block on, a device) within the cap."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_SOURCE_BYTES
+
+
+def _small_text(path: Path) -> str:
+    """A manifest's text, when it is a plain file within the cap (OSError otherwise)."""
+    if not _plain_file(path):
+        raise OSError(f"{path}: not a regular file within {MAX_SOURCE_BYTES} bytes")
+    return path.read_text(encoding="utf-8")
 
 
 def _skipped(name: str) -> bool:
@@ -23,19 +41,19 @@ def _skipped(name: str) -> bool:
 
 
 def source_files(repo: Path) -> list[str]:
-    """Repo-relative `/` paths of the `*.rs` and `*.py` files, sorted (links never followed)."""
+    """Repo-relative `/` paths of the `*.rs` and `*.py` files, sorted (links never followed, and only regular files within MAX_SOURCE_BYTES)."""
     found: list[str] = []
     for top, dirs, files in os.walk(repo):
         dirs[:] = [d for d in dirs if not _skipped(d)]
         for name in files:
-            if os.path.splitext(name)[1] in LANGUAGES and not os.path.islink(os.path.join(top, name)):
+            if os.path.splitext(name)[1] in LANGUAGES and _plain_file(os.path.join(top, name)):
                 found.append(Path(top, name).relative_to(repo).as_posix())
     return sorted(found)
 
 
 def _cargo_name(directory: Path) -> str | None:
     try:
-        data = tomllib.loads((directory / "Cargo.toml").read_text(encoding="utf-8"))
+        data = tomllib.loads(_small_text(directory / "Cargo.toml"))
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     name = (data.get("package") or {}).get("name")
@@ -44,7 +62,7 @@ def _cargo_name(directory: Path) -> str | None:
 
 def _python_name(directory: Path) -> str | None:
     try:
-        data = tomllib.loads((directory / "pyproject.toml").read_text(encoding="utf-8"))
+        data = tomllib.loads(_small_text(directory / "pyproject.toml"))
         for table in ((data.get("project") or {}), ((data.get("tool") or {}).get("poetry") or {})):
             if isinstance(table.get("name"), str) and table["name"]:
                 return table["name"]
@@ -52,7 +70,7 @@ def _python_name(directory: Path) -> str | None:
         pass
     for file, marker in (("setup.py", "name"), ("setup.cfg", "name")):
         try:
-            text = (directory / file).read_text(encoding="utf-8")
+            text = _small_text(directory / file)
         except (OSError, UnicodeDecodeError):
             continue
         in_metadata = file == "setup.py"
@@ -154,6 +172,8 @@ def index_repository(conn: sqlite3.Connection, repo: Path) -> dict[str, int]:
     with conn:
         for rel in on_disk:
             try:
+                if not _plain_file(repo / rel):  # changed since the walk
+                    continue
                 source = (repo / rel).read_bytes()
             except OSError:
                 continue

@@ -8,7 +8,7 @@ import os
 from typing import Any
 
 from gitcore import (
-    GitOut, check_allowed, count, error, failed_run, flag, git, identity_config, kind, log_write, ok, positional,
+    GitOut, check_allowed, check_remote, count, error, failed_run, flag, git, identity_config, kind, log_write, ok, positional,
     resolve_repo, text,
 )
 from nativekit.protocol import Result
@@ -128,6 +128,7 @@ def op_fetch(op: dict[str, Any], log: str | None) -> Result:
     remote = positional(op, "remote", "fetch", default="origin")
     branch = positional(op, "branch", "fetch")
     log_write(log, f"fetch: repo={repo!r} remote={remote!r} branch={branch!r}")
+    check_remote(repo, remote)
     out = git("-C", repo, "fetch", remote, *([branch] if branch else []))
     if not out.success:
         if _remote_missing(out):
@@ -142,6 +143,7 @@ def op_pull(op: dict[str, Any], log: str | None) -> Result:
     remote = positional(op, "remote", "pull", default="origin")
     branch = positional(op, "branch", "pull")
     log_write(log, f"pull: repo={repo!r} remote={remote!r} branch={branch!r} rebase={flag(op, 'rebase')}")
+    check_remote(repo, remote)
     out = git("-C", repo, "pull", "--rebase" if flag(op, "rebase") else "--no-rebase", remote,
               *([branch] if branch else []), config=identity_config(repo))
     if not out.success:
@@ -169,6 +171,7 @@ def op_push(op: dict[str, Any], log: str | None) -> Result:
     args = ["-C", repo, "push", "--porcelain", *(["--force"] if flag(op, "force") else []),
             *(["-u"] if flag(op, "set_upstream") else []), remote, *([branch] if branch else [])]
     log_write(log, f"push: repo={repo!r} args={args[2:]!r}")
+    check_remote(repo, remote, push=True)
     out = git(*args)
     if not out.success:
         if _any(out, "non-fast-forward", "[rejected]"):
@@ -197,6 +200,7 @@ def op_clone(op: dict[str, Any], log: str | None) -> Result:
         raise kind("dest_exists", f"destination '{dest}' already exists")
     depth = count(op, "depth", 0)
     log_write(log, f"clone: url={url!r} dest={dest!r} branch={branch!r} depth={depth}")
+    check_remote(None, url)
     out = git("clone", *(["--branch", branch] if branch else []), *(["--depth", str(depth)] if depth else []),
               "--", url, dest)
     if not out.success:

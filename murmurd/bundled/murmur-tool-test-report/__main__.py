@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any
 
 from nativekit.graphdb import read_only_stable_ids
@@ -12,6 +13,27 @@ from nativekit.protocol import Result, ToolFailure, main, result, text_field
 from nativekit.testparse import FORMATS, PARSERS, detect_format
 
 INLINE_CAP = 50
+MAX_INPUT_BYTES = 64 * 1024 * 1024  # a captured test run's output; past it the file is refused unread
+
+
+def _read_input(input_path: str) -> str:
+    """The captured output: a regular file (never a device the containment lets every process
+    read, /dev/zero, nor a FIFO that would block) of at most MAX_INPUT_BYTES."""
+    try:
+        # O_NONBLOCK: a FIFO opens at once (and is refused) instead of waiting for a writer
+        with open(os.open(input_path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise ToolFailure(f"could not read input_path '{input_path}': not a regular file")
+            if info.st_size > MAX_INPUT_BYTES:
+                raise ToolFailure(f"input_path '{input_path}' is larger than {MAX_INPUT_BYTES} bytes")
+            raw = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise ToolFailure(f"could not read input_path '{input_path}': {exc.strerror or exc}") from None
+    if len(raw) > MAX_INPUT_BYTES:  # grew since the stat
+        raise ToolFailure(f"input_path '{input_path}' is larger than {MAX_INPUT_BYTES} bytes")
+    # as text mode reads it: universal newlines
+    return raw.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _full_list_path(input_path: str) -> str:
@@ -27,11 +49,7 @@ def op_parse(request: dict[str, Any], _log: str | None) -> Result:
         raise ToolFailure("missing required field 'input_path'")
     wanted = text_field(request, "format") or "auto"
     repo_path = text_field(request, "repo_path")
-    try:
-        with open(input_path, encoding="utf-8", errors="replace") as handle:
-            raw = handle.read()
-    except OSError as exc:
-        raise ToolFailure(f"could not read input_path '{input_path}': {exc.strerror or exc}") from None
+    raw = _read_input(input_path)
     if wanted == "auto":
         chosen = detect_format(raw)
         if chosen is None:
