@@ -11,7 +11,9 @@ Two `murmurd serve` daemons of the same capsule run in the same bench: one with
 1. Throughput. `--tasks` one-turn tasks in as many contexts, sent at the same moment as blocking
    `message/send` (upstream, `configuration.blocking`); wall time from the first send to the last
    answer; tasks/s. The serial daemon runs `--serial-tasks` of them (it needs latency x tasks), and
-   the ratio of the two tasks/s figures is the speed-up.
+   the ratio of the two tasks/s figures is the speed-up. One light client sends them (a
+   hand-written HTTP/1.1 request per send, no client library: the bench shares the daemon's
+   cores); the daemon's CPU per task over the run is printed beside the load average.
 2. `tasks/get` while `--inflight` tasks are in flight (non-blocking sends at `--slow-latency`, so
    all are accepted and none ends while measured): `--gets` sequential `tasks/get` of random
    in-flight tasks on one keep-alive connection; p50 / p99 / max.
@@ -120,6 +122,11 @@ class Daemon:
                 return int(line.split()[1])
         return 0
 
+    def cpu_secs(self) -> float:
+        """User + kernel CPU of the daemon process so far (every thread)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def threads(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/task"))
 
@@ -143,19 +150,35 @@ async def _send(client: httpx.AsyncClient, url: str, text: str, blocking: bool) 
     return response.json()["result"]
 
 
+async def _light_send(host: str, port: int, text: str) -> dict[str, Any]:
+    """One blocking `message/send` over its own connection, by hand: a light client (httpx per
+    caller costs more CPU than a task does, and the bench shares the daemon's cores)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send",
+                       "params": {"message": _message(text), "configuration": {"blocking": True}}}).encode()
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(b"POST / HTTP/1.1\r\nhost: %s:%d\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (host.encode(), port, len(body), body))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 300)
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        return json.loads(await reader.readexactly(length))["result"]
+    finally:
+        writer.close()
+
+
 async def throughput(daemon: Daemon, tasks: int, sample_rss: bool = False) -> tuple[float, int]:
     """Wall seconds for `tasks` blocking sends at once, each checked; the peak RSS seen (KiB)."""
-    limits = httpx.Limits(max_connections=tasks + 8, max_keepalive_connections=tasks + 8)
     peak = 0
-    async with httpx.AsyncClient(limits=limits) as client:
-        started = time.monotonic()
-        sends = asyncio.gather(*(_send(client, daemon.url, f"task {n}", True) for n in range(tasks)))
-        sampling = asyncio.ensure_future(sends)
-        while sample_rss and not sampling.done():
-            peak = max(peak, daemon.rss_kib())
-            await asyncio.sleep(0.05)
-        results = await sampling
-        wall = time.monotonic() - started
+    host, port = daemon.url.split("//", 1)[1].rstrip("/").rsplit(":", 1)
+    started = time.monotonic()
+    sends = asyncio.gather(*(_light_send(host, int(port), f"task {n}") for n in range(tasks)))
+    sampling = asyncio.ensure_future(sends)
+    while sample_rss and not sampling.done():
+        peak = max(peak, daemon.rss_kib())
+        await asyncio.sleep(0.05)
+    results = await sampling
+    wall = time.monotonic() - started
     answered = ("completed", "answer: provider says hi")
     bad = [r for r in results if (r["status"]["state"], r["status"].get("response")) != answered]
     if bad:
@@ -208,7 +231,9 @@ def main() -> None:
             asyncio.run(throughput(concurrent, 1))  # warm-up: compiled, first session opened and closed
             asyncio.run(throughput(serial, 1))
             idle_rss, idle_threads = concurrent.rss_kib(), concurrent.threads()
+            cpu_before, client_before = concurrent.cpu_secs(), time.process_time()
             wall_n, peak_rss = asyncio.run(throughput(concurrent, args.tasks, sample_rss=True))
+            cpu_n, client_n = concurrent.cpu_secs() - cpu_before, time.process_time() - client_before
             busy_threads = concurrent.threads()
             open_rss = concurrent.rss_kib()  # every context session still open, idle
             time.sleep(args.session_idle + 1.5)
@@ -224,6 +249,8 @@ def main() -> None:
     rate_n, rate_1 = args.tasks / wall_n, args.serial_tasks / wall_1
     print(f"provider latency {args.latency:.2f} s; concurrent daemon bound {args.bound}")
     print(f"bound {args.bound}: {args.tasks} tasks in {args.tasks} contexts: wall {wall_n:.2f} s, {rate_n:.2f} tasks/s")
+    print(f"daemon CPU {cpu_n * 1000 / args.tasks:.1f} ms per task ({cpu_n:.2f} s in {wall_n:.2f} s); "
+          f"the client's {client_n * 1000 / args.tasks:.1f} ms; load average {os.getloadavg()[0]:.1f}")
     print(f"bound 1: {args.serial_tasks} tasks: wall {wall_1:.2f} s, {rate_1:.2f} tasks/s")
     print(f"speed-up: {rate_n / rate_1:.1f}x (ideal {min(args.tasks, args.bound)}x)")
     print(f"tasks/get with {args.inflight} in flight ({len(samples)} calls): "

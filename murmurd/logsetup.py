@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -32,9 +33,12 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     return {key: value for key, value in vars(record).items() if key not in _STANDARD and not key.startswith("_")}
 
 
+_QUOTED = re.compile(r'[\s"=]')  # a value with any of these is written as a JSON string (`\s`: str.isspace)
+
+
 def _text_value(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    if text == "" or any(c.isspace() or c in '"=' for c in text):
+    if text == "" or _QUOTED.search(text) is not None:
         return json.dumps(text, ensure_ascii=False)
     return text
 

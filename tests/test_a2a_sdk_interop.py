@@ -229,6 +229,8 @@ async def test_streaming_send_delivers_snapshot_updates_and_the_completed_answer
     states = state_names(events)
     assert states[0] in ("task:TASK_STATE_SUBMITTED", "task:TASK_STATE_WORKING")
     assert "TASK_STATE_WORKING" in states
+    if states[0] == "task:TASK_STATE_WORKING":  # created working: no update steps it back behind its snapshot
+        assert "TASK_STATE_SUBMITTED" not in states
     assert states[-1] == "TASK_STATE_COMPLETED" and events[-1].HasField("status_update")
     final = events[-1].status_update
     assert final.task_id == task.id and final.context_id == task.context_id
