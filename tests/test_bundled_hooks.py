@@ -1,6 +1,6 @@
 """The bundled hooks through real sessions (issue 13, item 3): the debug log (async, upstream's
-`hook-debug.jsonl` lines, issue 28), compaction with murmur-hook-compact over a scripted long conversation (the
-compaction model and prompt honoured), and memory-jsonl across two tasks of one context."""
+`hook-debug.jsonl` lines, issue 28), compaction with murmur-hook-compact 0.4.0 over a scripted long conversation (the
+compaction model and prompt honoured, the published fallback), and memory-jsonl across two tasks of one context."""
 
 from __future__ import annotations
 
@@ -82,40 +82,63 @@ async def test_the_debug_hook_without_a_scope_errs_as_published_and_the_session_
 @pytest.mark.anyio
 async def test_the_compact_hook_summarizes_a_long_conversation_with_the_compaction_model_and_prompt(
         tmp_path: Path, host) -> None:
+    """The published 0.4.0: the whole conversation summarized into one `user` message."""
     calls = {word: tool_call(f"c{n}", "echo", {"text": f"{word} " * 150}) for n, word in enumerate("xyz")}
-    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], [calls["x"]], context={"max_tokens": 900},
-                              inference={"compaction": {"threshold": 0.8, "model": "summarizer",
-                                                        "system_prompt": "Compress this, please."}})
-    # Each step keyed on the last tool answer, so the script holds however the history is compacted.
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook", version="0.4.0")], [calls["x"]],
+                             context={"max_tokens": 900},
+                             inference={"compaction": {"threshold": 0.8, "model": "summarizer",
+                                                       "system_prompt": "Compress this, please."}})
+    # The compaction request ends with the published instruction; after it the model sees only the summary.
     with_rules(capsule, [{"when": "Compress this", "response": end_turn("SHORT SUMMARY")},
-                          {"when": "x x x", "response": calls["y"]}, {"when": "y y y", "response": calls["z"]},
-                          {"when": "z z z", "response": end_turn("all done")}])
+                         {"when": "SHORT SUMMARY", "response": end_turn("all done")},
+                         {"when": "x x x", "response": calls["y"]}, {"when": "y y y", "response": calls["z"]}])
     staged = stage(capsule, host, tmp_path)
+    assert staged.artifacts[COMPACT].resolved.version == "0.4.0"
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok and outcome.result_text == "all done", outcome.error
     trace = trace_events(staged)
-    compactions = _events(trace, "compaction")
-    assert compactions and all(c["tokens_after"] < c["tokens_before"] for c in compactions)
+    (compaction,) = _events(trace, "compaction")
+    assert compaction["tokens_after"] < compaction["tokens_before"]
     asked = [e for e in _events(trace, "inference") if e.get("origin") == f"hook:{COMPACT}"]
-    assert asked and {e["model"] for e in asked} == {"summarizer"}
-    summary = outcome.messages[0]
-    assert summary.source_id == f"{COMPACT}:summary" and summary.text.endswith("SHORT SUMMARY")
-    assert outcome.messages[1].tool_calls()[0]["id"] == "c2"  # the latest exchange, verbatim
+    assert [e["model"] for e in asked] == ["summarizer"]
+    summary, answer = outcome.messages
+    assert (summary.role, summary.text, summary.source_id) == ("user", "SHORT SUMMARY", f"{COMPACT}:summary")
+    assert (answer.role, answer.text) == ("assistant", "all done")  # no tool exchange kept: all of it summarized
 
 
 @pytest.mark.anyio
 async def test_the_compact_hook_without_its_own_prompt_uses_its_default(tmp_path: Path, host) -> None:
     responses = [tool_call(f"c{i}", "echo", {"text": f"{word} " * 150}) for i, word in enumerate(("x", "y"))]
     capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], responses, context={"max_tokens": 700},
-                              inference={"compaction": {"threshold": 0.9}})
-    with_rules(capsule, [{"when": "You compact an agent's conversation", "response": end_turn("DEFAULT SUMMARY")},
-                          {"when": "y y y", "response": end_turn("done")}])
+                             inference={"compaction": {"threshold": 0.9}})
+    with_rules(capsule, [{"when": "You are compacting an agent session so it can continue",
+                          "response": end_turn("DEFAULT SUMMARY")},
+                         {"when": "DEFAULT SUMMARY", "response": end_turn("done")},
+                         {"when": "y y y", "response": end_turn("done")}])
     staged = stage(capsule, host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok, outcome.error
-    assert outcome.messages[0].text.endswith("DEFAULT SUMMARY")
+    assert outcome.messages[0].text == "DEFAULT SUMMARY"
     asked = [e for e in _events(trace_events(staged), "inference") if e.get("origin") == f"hook:{COMPACT}"]
     assert {e["model"] for e in asked} == {"scripted"}  # no compaction model: the capsule's own
+
+
+@pytest.mark.anyio
+async def test_a_failed_compaction_retries_once_with_the_capsules_model_then_ends_the_session(
+        tmp_path: Path, host) -> None:
+    calls = [tool_call(f"c{i}", "echo", {"text": f"{word} " * 150}) for i, word in enumerate(("x", "y"))]
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], calls, context={"max_tokens": 700},
+                             inference={"compaction": {"threshold": 0.9, "model": "summarizer"}})
+    # The published instruction ends the compaction request; a non-object response is a driver error.
+    with_rules(capsule, [{"when": "Write the summary now.", "response": "not an object"}])
+    staged = stage(capsule, host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert not outcome.ok and f"compaction hook {COMPACT} failed" in outcome.error
+    # Failed completions are not traced as inferences; the error names both attempts, in order.
+    first, fallback = outcome.error.index("refused model 'summarizer'"), outcome.error.index("refused model 'scripted'")
+    assert "compaction inference failed with model 'summarizer'" in outcome.error and first < fallback
+    log = "\n".join(hook_log(staged.workdir.root, COMPACT))
+    assert "compaction inference failed with model 'summarizer'" in log and "the capsule's primary model" in log
 
 
 # -- murmur-hook-memory-jsonl ------------------------------------------------------------------
