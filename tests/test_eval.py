@@ -364,3 +364,102 @@ async def test_the_published_eval_hook_resolves_async_and_without_a_config_warns
     assert not (staged.workdir.root / "eval.jsonl").exists()
     log = (staged.workdir.root / "logs" / f"hook-{HOOK}.log").read_text()
     assert "[murmur-hook-eval] MURMUR_EVAL_CONFIG is not set \u2014 no eval scores will be written" in log
+
+
+class _Collector:
+    """A loopback OTLP/HTTP receiver keeping each JSON export (murmurd's own protobuf spans, sent
+    to the same endpoint, are answered and set aside)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.exports: list[tuple[str, dict[str, Any]]] = []
+        self.arrived = threading.Event()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Type") == "application/json":
+                    collector.exports.append((self.path, json.loads(body)))
+                    collector.arrived.set()
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.anyio
+async def test_the_eval_hook_exports_its_scores_as_otlp_logs(tmp_path: Path, host) -> None:
+    from hookkit import run_session
+    from loopkit import stage
+
+    collector = _Collector()
+    try:
+        capsule = _capsule(tmp_path)
+        manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+        manifest["observability"]["otel_endpoint"] = collector.url + "/"
+        manifest["artifacts"][-1]["capabilities"]["network"] = {"allow": [collector.url]}
+        (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+        staged = stage(capsule, host, tmp_path)
+        (outcome,) = await run_session(staged, host, "go")
+        assert outcome.ok, outcome.error
+        assert collector.arrived.wait(120), "no OTLP export arrived"
+    finally:
+        collector.server.shutdown()
+        collector.server.server_close()
+    (path, payload), = [e for e in collector.exports if e[0] == "/v1/logs"]
+    (resource,) = payload["resourceLogs"]
+    assert resource["resource"]["attributes"] == [{"key": "service.name", "value": {"stringValue": HOOK}}]
+    (scope,) = resource["scopeLogs"]
+    assert scope["scope"] == {"name": HOOK, "version": "0.3.16"}
+    logs = scope["logRecords"]
+    h1 = _fnv(staged.session_id.encode())
+    trace_id = f"{h1:016x}{_fnv(h1.to_bytes(8, 'little')):016x}"
+    assert {r["traceId"] for r in logs} == {trace_id} and all(r["timeUnixNano"].isdigit() for r in logs)
+    bodies = [r["body"]["stringValue"] for r in logs]
+    assert bodies == [f"eval.scorer={name} result={result} score={score}" for name, result, score in (
+        ("exit_ok", "pass", "1.0000"), ("max_turns", "fail", "0.0000"), ("max_tokens", "pass", "1.0000"),
+        ("echo-then-write", "pass", "1.0000"), ("write-then-echo", "fail", "0.5000"))]
+    assert logs[4]["attributes"] == [{"key": "eval.scorer", "value": {"stringValue": "write-then-echo"}},
+                                     {"key": "eval.result", "value": {"stringValue": "fail"}},
+                                     {"key": "eval.score", "value": {"doubleValue": 0.5}}]
+    assert [r["record_type"] for r in _records(staged.workdir.root)][-1] == "dataset_run"  # the file as before
+
+
+def _fnv(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) % 2**64
+    return h
+
+
+@pytest.mark.anyio
+async def test_an_eval_export_refused_for_want_of_a_grant_is_a_warning(tmp_path: Path, host) -> None:
+    from hookkit import run_session
+    from loopkit import stage
+
+    collector = _Collector()
+    try:
+        capsule = _capsule(tmp_path)
+        manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+        manifest["observability"]["otel_endpoint"] = collector.url  # and no network grant for the hook
+        (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+        staged = stage(capsule, host, tmp_path)
+        (outcome,) = await run_session(staged, host, "go")
+    finally:
+        collector.server.shutdown()
+        collector.server.server_close()
+    assert outcome.ok, outcome.error
+    assert not [e for e in collector.exports if e[0] == "/v1/logs"]
+    assert [r["record_type"] for r in _records(staged.workdir.root)][-1] == "dataset_run"
+    log = (staged.workdir.root / "logs" / f"hook-{HOOK}.log").read_text()
+    assert "[murmur-hook-eval] OTLP log export failed: POST " + collector.url + "/v1/logs" in log
+    assert "returned err" not in log  # best effort: the hook does not fail for it

@@ -7,17 +7,23 @@ warning to `./logs/hook-murmur-hook-eval.log` and stays inactive for the session
 (scoring.py) and writes one `event_score` per scorer and one `dataset_run`, truncating the file;
 a failed write is `err`. Grant `filesystem: {scope: "."}` so the file lands beside `trace.jsonl`.
 
-Upstream also POSTs the scores as OTLP logs to `MURMUR_OTEL_ENDPOINT`, best effort (a failure is
-a stderr warning); this hook does not export them (docs/decisions.md, issue 28).
+With `MURMUR_OTEL_ENDPOINT` set (the manifest's `observability.otel_endpoint`) and at least one
+score, the scores also go as OTLP/JSON logs to `<endpoint>/v1/logs` (otlp.py), best effort: a
+failure is a stderr warning. The POST goes through `wasi:http`, so it reaches only what the
+hook's own `capabilities.network.allow` grants (upstream writes plain HTTP on a raw socket).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 from componentize_py_types import Err
+from driverkit.errors import DriverFailure
+from driverkit.wasi_http import post
+from otlp import logs_request, logs_url, trace_id_of
 from scoring import PREFIX, Scorer, Session, line, parse_scorers, records
 from wit_world import exports
 from wit_world.imports import lifecycle
@@ -25,11 +31,14 @@ from wit_world.imports import lifecycle
 NONE = lifecycle.HookOutput_None_()
 EVAL_FILE = "./eval.jsonl"
 WARNING_LOG = "./logs/hook-murmur-hook-eval.log"
+EXPORT_TIMEOUT_SECONDS = 30.0
 
 
 class _State:
-    def __init__(self, scorers: list[Scorer], case_id: str | None, dataset_id: str | None) -> None:
-        self.scorers, self.case_id, self.dataset_id = scorers, case_id, dataset_id
+    def __init__(self, session_id: str, scorers: list[Scorer], case_id: str | None, dataset_id: str | None,
+                 otel_endpoint: str | None) -> None:
+        self.session_id, self.scorers, self.case_id, self.dataset_id = session_id, scorers, case_id, dataset_id
+        self.otel_endpoint = otel_endpoint
         self.tools: list[str] = []
 
 
@@ -59,6 +68,23 @@ def write_eval_jsonl(lines: list[str]) -> None:
         raise Err(f"{PREFIX} failed to write eval.jsonl: {exc.strerror or exc}") from None
 
 
+class ExportFailed(Exception):
+    pass
+
+
+def export(endpoint: str, payload: dict[str, object]) -> None:
+    url = logs_url(endpoint)
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        response = post(url, {"content-type": "application/json", "content-length": str(len(body))}, body,
+                        EXPORT_TIMEOUT_SECONDS)
+    except DriverFailure as exc:
+        raise ExportFailed(f"POST {url}: {exc}") from None
+    if not 200 <= response.status < 300:
+        detail = response.read_all(512).decode("utf-8", "replace").strip()
+        raise ExportFailed(f"OTLP endpoint {url} returned HTTP {response.status}: {detail[:200]}")
+
+
 def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
     return NONE
 
@@ -78,7 +104,9 @@ class Lifecycle(exports.Lifecycle):
         if not scorers:
             write_hook_warning(f"{PREFIX} no valid scorers configured \u2014 eval.jsonl will not be written")
             return NONE
-        _state = _State(scorers, _env("MURMUR_CASE_ID"), _env("MURMUR_DATASET_ID"))
+        endpoint = os.environ.get("MURMUR_OTEL_ENDPOINT")
+        _state = _State(ctx.session_id, scorers, _env("MURMUR_CASE_ID"), _env("MURMUR_DATASET_ID"),
+                        endpoint if endpoint and endpoint.strip() else None)
         return NONE
 
     def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
@@ -95,6 +123,12 @@ class Lifecycle(exports.Lifecycle):
         scored, run = records(state.scorers, session, state.tools, ts=time.time_ns() // 1_000_000,
                               case_id=state.case_id, dataset_id=state.dataset_id)
         write_eval_jsonl([line(r) for r in scored] + [line(run)])
+        if state.otel_endpoint is not None and run["scores"]:
+            try:
+                export(state.otel_endpoint, logs_request(scored, trace_id_of(state.session_id), state.case_id,
+                                                         time.time_ns()))
+            except ExportFailed as exc:
+                print(f"{PREFIX} OTLP log export failed: {exc}", file=sys.stderr)
         return NONE
 
     # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
