@@ -112,7 +112,7 @@ async def test_a_bundled_tool_named_without_a_source_stages_and_runs(tmp_path: P
     assert artifact.origin.startswith("bundled:murmurd") and artifact.payload == bundled_output(find_bundled(EDITOR))
     assert not list(find_bundled(EDITOR).directory.glob("*.wasm"))  # built into the cache, never the package
     lock = yaml.safe_load((staged.manifest_dir / "murmur.lock").read_text())
-    assert {"name": EDITOR, "resolved_version": "0.1.0", "sha256": {"wasm": artifact.sha256}} in lock["artifacts"]
+    assert {"name": EDITOR, "resolved_version": "0.2.0", "sha256": {"wasm": artifact.sha256}} in lock["artifacts"]
     events = Recorder()
     (outcome,) = await run_session(staged, host, "go", events=events)
     assert outcome.ok, outcome.error
@@ -121,7 +121,7 @@ async def test_a_bundled_tool_named_without_a_source_stages_and_runs(tmp_path: P
 
 
 def test_a_version_other_than_the_bundled_one_is_refused_naming_both(tmp_path: Path, host) -> None:
-    with pytest.raises(StagingError, match=r"version 9\.9\.9 asked for, but murmurd .* bundles murmur-tool-editor 0\.1\.0"):
+    with pytest.raises(StagingError, match=r"version 9\.9\.9 asked for, but murmurd .* bundles murmur-tool-editor 0\.2\.0"):
         stage(_editor_capsule(tmp_path, version="9.9.9"), host, tmp_path)
 
 
@@ -151,7 +151,7 @@ def test_install_pins_a_bundled_artifact_and_launch_refuses_a_tampered_pin(tmp_p
     capsule = _editor_capsule(tmp_path)
     proc = _murmurd("install", str(capsule), "--registry", str(tmp_path / "empty-registry"))
     assert proc.returncode == 0, proc.stderr
-    assert f"{EDITOR} 0.1.0" in proc.stdout.splitlines()
+    assert f"{EDITOR} 0.2.0" in proc.stdout.splitlines()
     lock_path = capsule / "murmur.lock"
     lock = yaml.safe_load(lock_path.read_text())
     (pin,) = [p for p in lock["artifacts"] if p["name"] == EDITOR]
@@ -163,7 +163,7 @@ def test_install_pins_a_bundled_artifact_and_launch_refuses_a_tampered_pin(tmp_p
         stage(capsule, host, tmp_path)
     pin["sha256"]["wasm"], pin["resolved_version"] = "1" * 64, "0.0.1"
     lock_path.write_text(yaml.safe_dump(lock))
-    with pytest.raises(StagingError, match="version 0.1.0 disagrees with the murmur.lock pin 0.0.1"):
+    with pytest.raises(StagingError, match="version 0.2.0 disagrees with the murmur.lock pin 0.0.1"):
         stage(capsule, host, tmp_path)
 
 

@@ -1,6 +1,7 @@
 """The bundled hooks through real sessions (issue 13, item 3): the debug log (async, upstream's
-`hook-debug.jsonl` lines, issue 28), compaction with murmur-hook-compact over a scripted long conversation (the
-compaction model and prompt honoured), and memory-jsonl across two tasks of one context."""
+`hook-debug.jsonl` lines, issue 28), compaction with murmur-hook-compact 0.4.0 over a scripted long conversation (the
+compaction model and prompt honoured, the published fallback), and memory-jsonl 0.3.0's log reloaded
+at each task start."""
 
 from __future__ import annotations
 
@@ -82,40 +83,63 @@ async def test_the_debug_hook_without_a_scope_errs_as_published_and_the_session_
 @pytest.mark.anyio
 async def test_the_compact_hook_summarizes_a_long_conversation_with_the_compaction_model_and_prompt(
         tmp_path: Path, host) -> None:
+    """The published 0.4.0: the whole conversation summarized into one `user` message."""
     calls = {word: tool_call(f"c{n}", "echo", {"text": f"{word} " * 150}) for n, word in enumerate("xyz")}
-    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], [calls["x"]], context={"max_tokens": 900},
-                              inference={"compaction": {"threshold": 0.8, "model": "summarizer",
-                                                        "system_prompt": "Compress this, please."}})
-    # Each step keyed on the last tool answer, so the script holds however the history is compacted.
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook", version="0.4.0")], [calls["x"]],
+                             context={"max_tokens": 900},
+                             inference={"compaction": {"threshold": 0.8, "model": "summarizer",
+                                                       "system_prompt": "Compress this, please."}})
+    # The compaction request ends with the published instruction; after it the model sees only the summary.
     with_rules(capsule, [{"when": "Compress this", "response": end_turn("SHORT SUMMARY")},
-                          {"when": "x x x", "response": calls["y"]}, {"when": "y y y", "response": calls["z"]},
-                          {"when": "z z z", "response": end_turn("all done")}])
+                         {"when": "SHORT SUMMARY", "response": end_turn("all done")},
+                         {"when": "x x x", "response": calls["y"]}, {"when": "y y y", "response": calls["z"]}])
     staged = stage(capsule, host, tmp_path)
+    assert staged.artifacts[COMPACT].resolved.version == "0.4.0"
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok and outcome.result_text == "all done", outcome.error
     trace = trace_events(staged)
-    compactions = _events(trace, "compaction")
-    assert compactions and all(c["tokens_after"] < c["tokens_before"] for c in compactions)
+    (compaction,) = _events(trace, "compaction")
+    assert compaction["tokens_after"] < compaction["tokens_before"]
     asked = [e for e in _events(trace, "inference") if e.get("origin") == f"hook:{COMPACT}"]
-    assert asked and {e["model"] for e in asked} == {"summarizer"}
-    summary = outcome.messages[0]
-    assert summary.source_id == f"{COMPACT}:summary" and summary.text.endswith("SHORT SUMMARY")
-    assert outcome.messages[1].tool_calls()[0]["id"] == "c2"  # the latest exchange, verbatim
+    assert [e["model"] for e in asked] == ["summarizer"]
+    summary, answer = outcome.messages
+    assert (summary.role, summary.text, summary.source_id) == ("user", "SHORT SUMMARY", f"{COMPACT}:summary")
+    assert (answer.role, answer.text) == ("assistant", "all done")  # no tool exchange kept: all of it summarized
 
 
 @pytest.mark.anyio
 async def test_the_compact_hook_without_its_own_prompt_uses_its_default(tmp_path: Path, host) -> None:
     responses = [tool_call(f"c{i}", "echo", {"text": f"{word} " * 150}) for i, word in enumerate(("x", "y"))]
     capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], responses, context={"max_tokens": 700},
-                              inference={"compaction": {"threshold": 0.9}})
-    with_rules(capsule, [{"when": "You compact an agent's conversation", "response": end_turn("DEFAULT SUMMARY")},
-                          {"when": "y y y", "response": end_turn("done")}])
+                             inference={"compaction": {"threshold": 0.9}})
+    with_rules(capsule, [{"when": "You are compacting an agent session so it can continue",
+                          "response": end_turn("DEFAULT SUMMARY")},
+                         {"when": "DEFAULT SUMMARY", "response": end_turn("done")},
+                         {"when": "y y y", "response": end_turn("done")}])
     staged = stage(capsule, host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok, outcome.error
-    assert outcome.messages[0].text.endswith("DEFAULT SUMMARY")
+    assert outcome.messages[0].text == "DEFAULT SUMMARY"
     asked = [e for e in _events(trace_events(staged), "inference") if e.get("origin") == f"hook:{COMPACT}"]
     assert {e["model"] for e in asked} == {"scripted"}  # no compaction model: the capsule's own
+
+
+@pytest.mark.anyio
+async def test_a_failed_compaction_retries_once_with_the_capsules_model_then_ends_the_session(
+        tmp_path: Path, host) -> None:
+    calls = [tool_call(f"c{i}", "echo", {"text": f"{word} " * 150}) for i, word in enumerate(("x", "y"))]
+    capsule = hooked_capsule(tmp_path, [bundled(COMPACT, "hook")], calls, context={"max_tokens": 700},
+                             inference={"compaction": {"threshold": 0.9, "model": "summarizer"}})
+    # The published instruction ends the compaction request; a non-object response is a driver error.
+    with_rules(capsule, [{"when": "Write the summary now.", "response": "not an object"}])
+    staged = stage(capsule, host, tmp_path)
+    (outcome,) = await run_session(staged, host, "go")
+    assert not outcome.ok and f"compaction hook {COMPACT} failed" in outcome.error
+    # Failed completions are not traced as inferences; the error names both attempts, in order.
+    first, fallback = outcome.error.index("refused model 'summarizer'"), outcome.error.index("refused model 'scripted'")
+    assert "compaction inference failed with model 'summarizer'" in outcome.error and first < fallback
+    log = "\n".join(hook_log(staged.workdir.root, COMPACT))
+    assert "compaction inference failed with model 'summarizer'" in log and "the capsule's primary model" in log
 
 
 # -- murmur-hook-memory-jsonl ------------------------------------------------------------------
@@ -124,78 +148,86 @@ async def test_the_compact_hook_without_its_own_prompt_uses_its_default(tmp_path
 MEMORY_RULES = [{"when": "first question", "response": end_turn("first answer")},
                 {"when": "second question", "response": end_turn("second answer")},
                 {"when": "other question", "response": end_turn("other answer")}]
+MEMORY_HEADER = "Memory Log \u2014 {} prior turn(s) recorded in this capsule's working history:\n\n"
 
 
-def _memory_capsule(tmp_path: Path, conversation: str = "stateless", **entry: Any) -> Path:
+def _memory_capsule(tmp_path: Path, **entry: Any) -> Path:
     capsule = hooked_capsule(tmp_path, [bundled(MEMORY, "hook", **entry)], [],
-                              context={"max_tokens": 4000, "seed_budget": 0.5},
-                              lifecycle={"conversation": conversation})
+                             context={"max_tokens": 4000, "seed_budget": 0.5})
     return with_rules(capsule, MEMORY_RULES)
 
 
-def _records(root: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (root / "memory" / "memory.jsonl").read_text().splitlines()]
+def _log(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+    raw = path.read_text().splitlines()
+    return raw, [json.loads(line) for line in raw]
+
+
+def _turn_line(record: dict[str, Any]) -> str:
+    tool = f" tool={record['tool_name']}" if "tool_name" in record else ""
+    return f"[turn {record['turn']} \u00b7 {record['decision']}{tool}] {record.get('output', '')}"
 
 
 @pytest.mark.anyio
-async def test_memory_remembers_each_turn_and_seeds_the_next_task_of_the_context(tmp_path: Path, host) -> None:
-    staged = stage(_memory_capsule(tmp_path, capabilities={"filesystem": {"scope": "memory"}}), host, tmp_path)
+async def test_memory_logs_each_turn_and_reloads_every_prior_turn_at_task_start(tmp_path: Path, host) -> None:
+    """The published 0.3.0: `memory-log.jsonl` in the workdir, `kind`-tagged records, every earlier
+    turn (any task, any context) reloaded as one `user` message."""
+    entry = {"version": "0.3.0", "capabilities": {"filesystem": {"scope": "."}}}
+    staged = stage(_memory_capsule(tmp_path, **entry), host, tmp_path)
+    manifest = staged.artifacts[MEMORY].resolved.manifest
+    assert (manifest.version, manifest.binding, manifest.execution_mode, manifest.commit_policy) == (
+        "0.3.0", None, "blocking", "replace-context")
     first, second, other = await run_session(
         staged, host, TaskSpec("tsk_1", "first question", "ctx_a"), TaskSpec("tsk_2", "second question", "ctx_a"),
         TaskSpec("tsk_3", "other question", "ctx_b"))
     assert first.ok and second.ok and other.ok
-    assert [(m.role, m.text, m.source_id) for m in second.messages[:2]] == [
-        ("user", "first question", "memory-jsonl:tsk_1"), ("assistant", "first answer", "memory-jsonl:tsk_1")]
-    assert second.messages[2].text == "second question"
-    assert [m.text for m in other.messages] == ["other question", "other answer"]  # another context: nothing
+    raw, records = _log(staged.workdir.root / "memory-log.jsonl")
+    assert raw == [json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in records]  # serde's shape
+    assert [r["kind"] for r in records] == ["task_open", "turn", "task_close"] * 3
+    assert all(list(r)[0] == "kind" for r in records)
+    assert list(records[0]) == ["kind", "task_id", "context_id", "source"]
+    assert (records[0]["task_id"], records[0]["context_id"]) == ("tsk_1", "ctx_a")
+    assert records[2] == {"kind": "task_close", "task_id": "tsk_1", "exit_status": "ok"}
+    turn = records[1]
+    assert [k for k in turn if k not in ("tool_name", "output")] == ["kind", "turn", "decision", "input_tokens",
+                                                                     "output_tokens"]
+    assert turn["decision"] == "end_turn" and "first answer" in turn.get("output", "")
+    assert first.messages[0].text == "first question"  # nothing remembered yet: no seed
+    seed = second.messages[0]
+    assert (seed.role, seed.text) == ("user", MEMORY_HEADER.format(1) + _turn_line(turn))
+    assert second.messages[1].text == "second question"
+    assert other.messages[0].text == MEMORY_HEADER.format(2) + "\n".join(map(_turn_line, (turn, records[4])))
     seeds = _events(trace_events(staged), "context_seed")
-    assert [(s["task_id"], s["outcome"], s["messages_committed"]) for s in seeds] == [("tsk_2", "committed", 2)]
-    records = _records(staged.workdir.root)
-    assert [(r["type"], r["task_id"], r.get("role")) for r in records] == [
-        ("turn", "tsk_1", "user"), ("turn", "tsk_1", "assistant"), ("task_end", "tsk_1", None),
-        ("turn", "tsk_2", "user"), ("turn", "tsk_2", "assistant"), ("task_end", "tsk_2", None),
-        ("turn", "tsk_3", "user"), ("turn", "tsk_3", "assistant"), ("task_end", "tsk_3", None)]
-    assert {r["context_id"] for r in records[:6]} == {"ctx_a"} and records[2]["exit_status"] == "ok"
+    assert [(s["task_id"], s["outcome"], s["messages_committed"]) for s in seeds] == [
+        ("tsk_2", "committed", 1), ("tsk_3", "committed", 1)]
 
 
 @pytest.mark.anyio
-async def test_memory_does_not_repeat_a_threaded_history_the_runtime_loaded(tmp_path: Path, host) -> None:
-    capsule = _memory_capsule(tmp_path, "threaded", capabilities={"filesystem": {"scope": "memory"}})
-    staged = stage(capsule, host, tmp_path)
-    history = [user_message("first question"), Message("assistant", [{"type": "text", "text": "first answer"}])]
-    first, second = await run_session(staged, host, TaskSpec("tsk_1", "first question", "ctx_a"),
-                                      TaskSpec("tsk_2", "second question", "ctx_a", history=history))
-    assert first.ok and second.ok
-    assert not _events(trace_events(staged), "context_seed")
-    assert [m.text for m in second.messages[:3]] == ["first question", "first answer", "second question"]
-
-
-@pytest.mark.anyio
-async def test_memory_skips_a_torn_line_and_seeds_nothing_without_a_budget(tmp_path: Path, host) -> None:
-    capsule = _memory_capsule(tmp_path, capabilities={"filesystem": {"scope": "memory"}})
-    path = capsule / "murmur.yaml"
-    manifest = yaml.safe_load(path.read_text())
-    staged = stage(capsule, host, tmp_path)
-    (staged.workdir.root / "memory" / "memory.jsonl").write_text(
-        '{"type": "turn", "context_id": "ctx_a", "task_id": "old", "role": "user", "content": "kept"}\n{"type": "tu\n')
+async def test_memory_follows_its_log_path_variable_and_skips_lines_it_cannot_read(
+        tmp_path: Path, host, monkeypatch) -> None:
+    monkeypatch.setenv("MURMUR_MEMORY_LOG_PATH", "state/agent/memory.jsonl")
+    entry = {"capabilities": {"filesystem": {"scope": "."}, "env": {"allow": ["MURMUR_MEMORY_LOG_PATH"]}}}
+    staged = stage(_memory_capsule(tmp_path, **entry), host, tmp_path)
+    log = staged.workdir.root / "state" / "agent" / "memory.jsonl"
+    log.parent.mkdir(parents=True)
+    old = {"kind": "turn", "turn": 4, "decision": "tool_call", "tool_name": "echo", "output": "earlier",
+           "input_tokens": 10, "output_tokens": 2}
+    log.write_text("\n".join([json.dumps(old), "", '{"kind": "tu', json.dumps({"kind": "turn", "turn": "x"}),
+                              json.dumps({"kind": "task_close", "task_id": "t0", "exit_status": "ok"})]) + "\n")
     (outcome,) = await run_session(staged, host, TaskSpec("tsk_1", "first question", "ctx_a"))
-    assert [m.text for m in outcome.messages[:2]] == ["kept", "first question"]
-    del manifest["context"]
-    path.write_text(dump_yaml(manifest))
-    unbudgeted = stage(capsule, host, tmp_path)
-    (unbudgeted.workdir.root / "memory").mkdir(exist_ok=True)
-    (unbudgeted.workdir.root / "memory" / "memory.jsonl").write_text(
-        (staged.workdir.root / "memory" / "memory.jsonl").read_text())
-    (outcome,) = await run_session(unbudgeted, host, TaskSpec("tsk_2", "second question", "ctx_a"))
-    assert [m.text for m in outcome.messages] == ["second question", "second answer"]
+    assert outcome.ok, outcome.error
+    assert outcome.messages[0].text == MEMORY_HEADER.format(1) + "[turn 4 \u00b7 tool_call tool=echo] earlier"
+    appended = [json.loads(line) for line in log.read_text().splitlines()[-3:]]
+    assert [r["kind"] for r in appended] == ["task_open", "turn", "task_close"]
+    assert not (staged.workdir.root / "memory-log.jsonl").exists()
 
 
 @pytest.mark.anyio
-async def test_memory_without_a_filesystem_scope_keeps_nothing_and_says_so_once(tmp_path: Path, host) -> None:
+async def test_memory_without_a_filesystem_scope_errs_as_published_and_the_task_goes_on(tmp_path: Path, host) -> None:
     staged = stage(_memory_capsule(tmp_path), host, tmp_path)
     first, second = await run_session(staged, host, TaskSpec("tsk_1", "first question", "ctx_a"),
                                       TaskSpec("tsk_2", "second question", "ctx_a"))
     assert first.ok and second.ok and second.messages[0].text == "second question"
-    warnings = [line for line in hook_log(staged.workdir.root, MEMORY) if "cannot write memory.jsonl" in line]
-    assert len(warnings) == 1 and "capabilities.filesystem.scope" in warnings[0]
-    assert not list(staged.workdir.root.rglob("memory.jsonl"))
+    handlers = [line.split(f"hook {MEMORY}: ", 1)[1].split(" returned err")[0]
+                for line in hook_log(staged.workdir.root, MEMORY) if "failed to open memory-log.jsonl" in line]
+    assert handlers == ["on-task-start", "on-inference", "on-task-end"] * 2  # every append, both tasks
+    assert not list(staged.workdir.root.rglob("memory-log.jsonl"))

@@ -77,8 +77,10 @@ def _scripted_copy(tmp_path: Path, responses: list[dict]) -> Path:
 async def test_the_coding_capsule_edits_and_checks_with_its_bundled_tools(tmp_path: Path, host, artifacts) -> None:
     artifacts.example("scripted-driver")
     responses = [
-        tool_call("c1", "murmur-tool-editor", {"op": "write", "path": "calc.py", "content": "def add(a, b):\n    return a - b\n"}),
-        tool_call("c2", "murmur-tool-editor", {"op": "patch", "path": "calc.py", "old": "a - b", "new": "a + b"}),
+        tool_call("c1", "murmur-tool-editor", {"operation": "write_file", "path": "calc.py",
+                                                "content": "def add(a, b):\n    return a - b\n"}),
+        tool_call("c2", "murmur-tool-editor", {"operation": "replace_in_file", "path": "calc.py",
+                                                "old_string": "a - b", "new_string": "a + b"}),
         tool_call("c3", "python3", {"command": "-c \"import calc; print(calc.add(2, 3))\""}),
         end_turn("fixed add"),
     ]
@@ -88,7 +90,7 @@ async def test_the_coding_capsule_edits_and_checks_with_its_bundled_tools(tmp_pa
     events = Recorder()
     (outcome,) = await run_session(staged, host, "fix add", events=events)
     assert outcome.ok, outcome.error
-    assert [text for _name, text in events.tool_results][:2] == ["wrote 32 bytes to calc.py", "patched calc.py at line 2"]
+    assert [text for _name, text in events.tool_results][:2] == ["32 bytes written", '{"count":1}']
     assert "Exit code: 0\nStdout:\n5\n" in events.tool_results[2][1]  # the patched file, run by the shell
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from bundledkit import bundled
 from conftest import EXAMPLES, FIXTURES, ROOT
@@ -138,14 +139,18 @@ def test_the_eval_hook_writes_records_beside_the_trace(scored_run) -> None:
     assert scores["max_turns"] == ("fail", 0.0, "turns=3 max=2")
     assert scores["max_tokens"][0] == "pass" and scores["max_tokens"][2].endswith(" max=100000")
     assert scores["echo-then-write"][:2] == ("pass", 1.0)
-    assert scores["write-then-echo"] == ("fail", 0.0, "expected=write-file,echo observed=echo,write-file")
+    assert scores["write-then-echo"] == (  # published: a greedy in-order match, scored matched/expected
+        "fail", 0.5, 'observed=["echo", "write-file"] expected=["write-file", "echo"]')
     assert all(r["turn"] == 3 and r["event_type"] == "session_end" and isinstance(r["ts"], int) for r in records[:5])
     run = records[-1]
     assert (run["dataset_id"], run["case_id"], run["overall"]) == ("smoke", None, "fail")
     assert run["scores"] == {"exit_ok": 1.0, "max_turns": 0.0, "max_tokens": 1.0, "echo-then-write": 1.0,
-                             "write-then-echo": 0.0}
+                             "write-then-echo": 0.5}
     log = (session / "logs" / f"hook-{HOOK}.log").read_text()
-    assert "llm_judge: parsed, scores nothing" in log and "unknown scorer type 'vibes': skipped" in log
+    assert "[murmur-hook-eval] scorer 'llm_judge' type 'llm_judge' is not yet implemented \u2014 scoring nothing" in log
+    assert "[murmur-hook-eval] unknown scorer type 'vibes' for scorer 'vibes' \u2014 skipping" in log
+    raw = (session / "eval.jsonl").read_text().splitlines()
+    assert raw == [json.dumps(r, sort_keys=True, separators=(",", ":")) for r in records]  # serde_json's shape
 
 
 @pytest.mark.anyio
@@ -167,7 +172,8 @@ async def test_the_eval_hook_scores_once_per_launch_with_the_sessions_totals(tmp
     assert scores["max_turns"] == ("fail", "turns=6 max=2")  # the session's totals, both tasks
     assert scores["max_tokens"][1] == (f"tokens={ends[-1]['total_input_tokens'] + ends[-1]['total_output_tokens']}"
                                        " max=100000")
-    assert scores["echo-then-write"] == ("pass", "expected=echo,write-file observed=echo,write-file,echo,write-file")
+    assert scores["echo-then-write"] == (
+        "pass", 'observed=["echo", "write-file", "echo", "write-file"] expected=["echo", "write-file"]')
     assert all(r["turn"] == 6 for r in records[:5])
 
 
@@ -191,7 +197,8 @@ def test_without_scorers_or_without_a_scope_nothing_is_written(tmp_path: Path) -
         session = capsule / "workdir" / json.loads(proc.stdout.splitlines()[-1])["session_id"]
         assert not (session / "eval.jsonl").exists()
         log = (session / "logs" / f"hook-{HOOK}.log").read_text()
-        assert ("no scorers: nothing to score" if name == "unscored" else "cannot write eval.jsonl") in log
+        assert ("no valid scorers configured \u2014 eval.jsonl will not be written" if name == "unscored"
+                else "[murmur-hook-eval] failed to write eval.jsonl") in log
         code = _murmurd_process("eval", "show", cwd=capsule)
         assert code.returncode == 1 and code.stderr.startswith("error[E-EVAL-002]: ")
 
@@ -289,7 +296,7 @@ def test_eval_run_reruns_the_task_set_and_scores_each_case(tmp_path: Path) -> No
     sessions = [line.split("session: ")[1] for line in lines if line.startswith("    result: ")]
     assert [line.split()[1] for line in lines if line.startswith("    result: ")] == ["fail"] * 3
     assert lines[7:9] == ["── Summary ──", "pass: 0/3"]
-    assert lines[9].startswith("  greet  fail  echo-then-write=1 exit_ok=1 max_tokens=1 max_turns=0 write-then-echo=0  ")
+    assert lines[9].startswith("  greet  fail  echo-then-write=1 exit_ok=1 max_tokens=1 max_turns=0 write-then-echo=0.5  ")
     assert lines[9].endswith(str(capsule / "workdir" / sessions[0]))
     assert "warning: case lost: cannot read task" in proc.stderr
     for case_id, session in zip(("greet", "inline", "lost"), sessions, strict=True):
@@ -335,3 +342,124 @@ def test_eval_run_with_a_bad_manifest_exits_1(tmp_path: Path) -> None:
     (tmp_path / "cases.jsonl").write_text(json.dumps({"case_id": "a", "task": "x"}) + "\n")
     proc = _murmurd_process("eval", "run", str(capsule), "--dataset", "cases.jsonl", "--no-env-file", cwd=tmp_path)
     assert proc.returncode == 1 and proc.stdout == "" and "E-MAN-006" in proc.stderr
+
+
+@pytest.mark.anyio
+async def test_the_published_eval_hook_resolves_async_and_without_a_config_warns_and_writes_nothing(
+        tmp_path: Path, host) -> None:
+    """murmur-hook-eval 0.3.0: named at its published version, async as `mur`'s default makes it;
+    with no `observability.eval` it notes so in its log and stays inactive."""
+    from hookkit import run_session
+    from loopkit import stage
+
+    capsule = _capsule(tmp_path, evals=None)
+    manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+    manifest["artifacts"][-1]["version"] = "0.3.0"
+    (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+    staged = stage(capsule, host, tmp_path)
+    own = staged.artifacts[HOOK].resolved.manifest
+    assert (own.version, own.binding, own.execution_mode, own.commit_policy) == ("0.3.0", None, "async", "none")
+    (outcome,) = await run_session(staged, host, "go")
+    assert outcome.ok, outcome.error
+    assert not (staged.workdir.root / "eval.jsonl").exists()
+    log = (staged.workdir.root / "logs" / f"hook-{HOOK}.log").read_text()
+    assert "[murmur-hook-eval] MURMUR_EVAL_CONFIG is not set \u2014 no eval scores will be written" in log
+
+
+class _Collector:
+    """A loopback OTLP/HTTP receiver keeping each JSON export (murmurd's own protobuf spans, sent
+    to the same endpoint, are answered and set aside)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.exports: list[tuple[str, dict[str, Any]]] = []
+        self.arrived = threading.Event()
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Type") == "application/json":
+                    collector.exports.append((self.path, json.loads(body)))
+                    collector.arrived.set()
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@pytest.mark.anyio
+async def test_the_eval_hook_exports_its_scores_as_otlp_logs(tmp_path: Path, host) -> None:
+    from hookkit import run_session
+    from loopkit import stage
+
+    collector = _Collector()
+    try:
+        capsule = _capsule(tmp_path)
+        manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+        manifest["observability"]["otel_endpoint"] = collector.url + "/"
+        manifest["artifacts"][-1]["capabilities"]["network"] = {"allow": [collector.url]}
+        (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+        staged = stage(capsule, host, tmp_path)
+        (outcome,) = await run_session(staged, host, "go")
+        assert outcome.ok, outcome.error
+        assert collector.arrived.wait(120), "no OTLP export arrived"
+    finally:
+        collector.server.shutdown()
+        collector.server.server_close()
+    (path, payload), = [e for e in collector.exports if e[0] == "/v1/logs"]
+    (resource,) = payload["resourceLogs"]
+    assert resource["resource"]["attributes"] == [{"key": "service.name", "value": {"stringValue": HOOK}}]
+    (scope,) = resource["scopeLogs"]
+    assert scope["scope"] == {"name": HOOK, "version": "0.3.16"}
+    logs = scope["logRecords"]
+    h1 = _fnv(staged.session_id.encode())
+    trace_id = f"{h1:016x}{_fnv(h1.to_bytes(8, 'little')):016x}"
+    assert {r["traceId"] for r in logs} == {trace_id} and all(r["timeUnixNano"].isdigit() for r in logs)
+    bodies = [r["body"]["stringValue"] for r in logs]
+    assert bodies == [f"eval.scorer={name} result={result} score={score}" for name, result, score in (
+        ("exit_ok", "pass", "1.0000"), ("max_turns", "fail", "0.0000"), ("max_tokens", "pass", "1.0000"),
+        ("echo-then-write", "pass", "1.0000"), ("write-then-echo", "fail", "0.5000"))]
+    assert logs[4]["attributes"] == [{"key": "eval.scorer", "value": {"stringValue": "write-then-echo"}},
+                                     {"key": "eval.result", "value": {"stringValue": "fail"}},
+                                     {"key": "eval.score", "value": {"doubleValue": 0.5}}]
+    assert [r["record_type"] for r in _records(staged.workdir.root)][-1] == "dataset_run"  # the file as before
+
+
+def _fnv(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for byte in data:
+        h = ((h ^ byte) * 0x100000001b3) % 2**64
+    return h
+
+
+@pytest.mark.anyio
+async def test_an_eval_export_refused_for_want_of_a_grant_is_a_warning(tmp_path: Path, host) -> None:
+    from hookkit import run_session
+    from loopkit import stage
+
+    collector = _Collector()
+    try:
+        capsule = _capsule(tmp_path)
+        manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
+        manifest["observability"]["otel_endpoint"] = collector.url  # and no network grant for the hook
+        (capsule / "murmur.yaml").write_text(yaml.safe_dump(manifest))
+        staged = stage(capsule, host, tmp_path)
+        (outcome,) = await run_session(staged, host, "go")
+    finally:
+        collector.server.shutdown()
+        collector.server.server_close()
+    assert outcome.ok, outcome.error
+    assert not [e for e in collector.exports if e[0] == "/v1/logs"]
+    assert [r["record_type"] for r in _records(staged.workdir.root)][-1] == "dataset_run"
+    log = (staged.workdir.root / "logs" / f"hook-{HOOK}.log").read_text()
+    assert "[murmur-hook-eval] OTLP log export failed: POST " + collector.url + "/v1/logs" in log
+    assert "returned err" not in log  # best effort: the hook does not fail for it

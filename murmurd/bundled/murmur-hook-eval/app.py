@@ -1,11 +1,16 @@
-"""murmur-hook-eval: score the session at its end and append the records to `eval.jsonl`.
+"""murmur-hook-eval 0.3.0, as published: the session scored at its end into `./eval.jsonl`.
 
-The runtime hands the hook `MURMUR_EVAL_CONFIG` (the manifest's `observability.eval` block as
-JSON), `MURMUR_DATASET_ID` and, under `murmurd eval run`, `MURMUR_CASE_ID`. The hook watches the
-tool calls (`on-tool-call` and `on-shell` observations, in order) and, at `on-session-end`,
-scores the totals the runtime reports. The file is written in the hook's `.`, its filesystem
-scope: grant `filesystem: {scope: "."}` and it lands beside `trace.jsonl`. Without scorers
-(or without a scope) it notes why on stderr (`logs/hook-murmur-hook-eval.log`) and writes nothing.
+`on-session-start` reads `MURMUR_EVAL_CONFIG` (the manifest's `observability.eval` as JSON),
+`MURMUR_CASE_ID` and `MURMUR_DATASET_ID`. With no config, or no scorer in it, it appends a
+warning to `./logs/hook-murmur-hook-eval.log` and stays inactive for the session. `on-tool-call`
+(the observation, after the call) records the tool's name; `on-session-end` scores the totals
+(scoring.py) and writes one `event_score` per scorer and one `dataset_run`, truncating the file;
+a failed write is `err`. Grant `filesystem: {scope: "."}` so the file lands beside `trace.jsonl`.
+
+With `MURMUR_OTEL_ENDPOINT` set (the manifest's `observability.otel_endpoint`) and at least one
+score, the scores also go as OTLP/JSON logs to `<endpoint>/v1/logs` (otlp.py), best effort: a
+failure is a stderr warning. The POST goes through `wasi:http`, so it reaches only what the
+hook's own `capabilities.network.allow` grants (upstream writes plain HTTP on a raw socket).
 """
 
 from __future__ import annotations
@@ -15,65 +20,116 @@ import os
 import sys
 import time
 
-from scoring import Session, records, scorers_of
+from componentize_py_types import Err
+from driverkit.errors import DriverFailure
+from driverkit.wasi_http import post
+from otlp import logs_request, logs_url, trace_id_of
+from scoring import PREFIX, Scorer, Session, line, parse_scorers, records
 from wit_world import exports
 from wit_world.imports import lifecycle
 
-EVAL_FILE = "eval.jsonl"
 NONE = lifecycle.HookOutput_None_()
-_tools: list[str] = []  # observed tool calls this session, in order
+EVAL_FILE = "./eval.jsonl"
+WARNING_LOG = "./logs/hook-murmur-hook-eval.log"
+EXPORT_TIMEOUT_SECONDS = 30.0
 
 
-def _config() -> object:
+class _State:
+    def __init__(self, session_id: str, scorers: list[Scorer], case_id: str | None, dataset_id: str | None,
+                 otel_endpoint: str | None) -> None:
+        self.session_id, self.scorers, self.case_id, self.dataset_id = session_id, scorers, case_id, dataset_id
+        self.otel_endpoint = otel_endpoint
+        self.tools: list[str] = []
+
+
+_state: _State | None = None
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    return value if value else None
+
+
+def write_hook_warning(message: str) -> None:
+    """Best effort, as upstream: the directory and the line, errors ignored."""
     try:
-        return json.loads(os.environ.get("MURMUR_EVAL_CONFIG") or "{}")
-    except ValueError:
-        print("MURMUR_EVAL_CONFIG is not JSON; nothing to score", file=sys.stderr)
-        return {}
+        os.makedirs("./logs", exist_ok=True)
+        with open(WARNING_LOG, "a", encoding="utf-8") as handle:
+            handle.write(message + "\n")
+    except OSError:
+        pass
+
+
+def write_eval_jsonl(lines: list[str]) -> None:
+    try:
+        with open(EVAL_FILE, "w", encoding="utf-8") as handle:
+            handle.write("".join(text + "\n" for text in lines))
+    except OSError as exc:
+        raise Err(f"{PREFIX} failed to write eval.jsonl: {exc.strerror or exc}") from None
+
+
+class ExportFailed(Exception):
+    pass
+
+
+def export(endpoint: str, payload: dict[str, object]) -> None:
+    url = logs_url(endpoint)
+    body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    try:
+        response = post(url, {"content-type": "application/json", "content-length": str(len(body))}, body,
+                        EXPORT_TIMEOUT_SECONDS)
+    except DriverFailure as exc:
+        raise ExportFailed(f"POST {url}: {exc}") from None
+    if not 200 <= response.status < 300:
+        detail = response.read_all(512).decode("utf-8", "replace").strip()
+        raise ExportFailed(f"OTLP endpoint {url} returned HTTP {response.status}: {detail[:200]}")
+
+
+def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
+    return NONE
 
 
 class Lifecycle(exports.Lifecycle):
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
     def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
-        _tools.clear()
-        for note in scorers_of(_config())[1]:
-            print(f"murmur-hook-eval: {note}", file=sys.stderr)
-        return NONE
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
+        global _state
+        _state = None
+        config = os.environ.get("MURMUR_EVAL_CONFIG")
+        if config is None or not config.strip():
+            write_hook_warning(f"{PREFIX} MURMUR_EVAL_CONFIG is not set \u2014 no eval scores will be written for "
+                               "this session")
+            return NONE
+        scorers, notes = parse_scorers(config)
+        for note in notes:
+            print(note, file=sys.stderr)
+        if not scorers:
+            write_hook_warning(f"{PREFIX} no valid scorers configured \u2014 eval.jsonl will not be written")
+            return NONE
+        endpoint = os.environ.get("MURMUR_OTEL_ENDPOINT")
+        _state = _State(ctx.session_id, scorers, _env("MURMUR_CASE_ID"), _env("MURMUR_DATASET_ID"),
+                        endpoint if endpoint and endpoint.strip() else None)
         return NONE
 
     def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
-        if event.outcome is not None:
-            _tools.append(event.tool_name)
-        return NONE
-
-    def on_shell(self, event: lifecycle.ShellEvent) -> lifecycle.HookOutput:
-        if event.outcome is not None:
-            _tools.append(event.binary.rsplit("/", 1)[-1])
-        return NONE
-
-    def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
+        if _state is not None and event.outcome is not None:  # the observation; 0.5.0 has no decision point
+            _state.tools.append(event.tool_name)
         return NONE
 
     def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
-        session = Session(event.exit_status, event.total_turns, event.total_input_tokens, event.total_output_tokens,
-                          tuple(_tools))
-        lines = records(_config(), session, ts=int(time.time() * 1000),
-                        case_id=os.environ.get("MURMUR_CASE_ID") or None,
-                        dataset_id=os.environ.get("MURMUR_DATASET_ID") or None)
-        if lines:
+        global _state
+        state, _state = _state, None
+        if state is None:
+            return NONE
+        session = Session(event.exit_status, event.total_turns, event.total_input_tokens, event.total_output_tokens)
+        scored, run = records(state.scorers, session, state.tools, ts=time.time_ns() // 1_000_000,
+                              case_id=state.case_id, dataset_id=state.dataset_id)
+        write_eval_jsonl([line(r) for r in scored] + [line(run)])
+        if state.otel_endpoint is not None and run["scores"]:
             try:
-                with open(EVAL_FILE, "a", encoding="utf-8") as handle:
-                    handle.write("".join(json.dumps(line) + "\n" for line in lines))
-            except OSError as exc:
-                print(f"murmur-hook-eval: cannot write {EVAL_FILE} (grant filesystem.scope): {exc}", file=sys.stderr)
+                export(state.otel_endpoint, logs_request(scored, trace_id_of(state.session_id), state.case_id,
+                                                         time.time_ns()))
+            except ExportFailed as exc:
+                print(f"{PREFIX} OTLP log export failed: {exc}", file=sys.stderr)
         return NONE
+
+    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
+    on_stage = on_task_start = on_inference = on_shell = on_compaction = on_task_end = _silent

@@ -1,83 +1,116 @@
-"""murmur-hook-memory-jsonl: a context's turns kept in a JSONL file and brought back at task start.
+"""murmur-hook-memory-jsonl 0.3.0, as published: a durable per-turn memory log, reloaded at task start.
 
-It receives every event (no `binding`) and commits only `seed-context`. Its file is
-`memory.jsonl` in `.`, the filesystem scope the capsule grants it (a hook holds no directory by
-default; without one it remembers nothing and says so once on stderr). Three record types, one
-JSON object a line:
+The log is `memory-log.jsonl`, or `$MURMUR_MEMORY_LOG_PATH` when set and not blank (relative to
+the hook's directory, the workdir when the capsule grants `filesystem.scope: "."`; missing
+parent directories are created). It is append-only. One record a line, `kind` first, written
+as serde_json writes them (no spaces, absent options left out):
 
-- `{"type": "turn", "context_id", "task_id", "role": "user", "content"}` at task start (the input);
-- `{"type": "turn", ..., "role": "assistant", "content"}` at task end (the result, when there is one);
-- `{"type": "task_end", "context_id", "task_id", "exit_status"}`, the task-end mark.
+- `{"kind":"task_open","task_id","context_id","source"}` at task start;
+- `{"kind":"turn","turn","decision"[,"tool_name"][,"output"],"input_tokens","output_tokens"}`
+  per inference;
+- `{"kind":"task_close","task_id","exit_status"}` at task end.
 
-At task start it seeds the context's earlier turns, oldest first, tagged `source-id`
-`memory-jsonl:<task-id>`, unless the runtime already loaded that context's threaded history
-(`prior-tokens` > 0: seeding would repeat it) or there is no seed budget (`budget-tokens` 0: the
-runtime would refuse it). A line that is not a JSON object is skipped, so a torn last line from
-a crash costs that line only.
+At task start every earlier `turn` record, of every task and session the log holds, comes back
+as one `user` message: "Memory Log — K prior turn(s) recorded in this capsule's working
+history:" then one `[turn N · <decision>[ tool=<name>]] <output>` line each; no summary, no cap.
+Blank lines and lines that are not a record are skipped. A failed append returns `err`.
+
+Upstream returns that message as `replace-context`; on murmurd's lifecycle the arm a task start
+commits is `seed-context`, which puts it ahead of the task's input as upstream's replacement
+does, measured against `context.seed_budget` like any seed (docs/decisions.md, issue 28).
 """
 
 from __future__ import annotations
 
 import json
-import sys
+import os
 from typing import Any
 
 from componentize_py_types import Err
 from wit_world import exports
-from wit_world.imports import lifecycle, murmur_task_io_read
+from wit_world.imports import lifecycle
 
 NONE = lifecycle.HookOutput_None_()
-MEMORY = "memory.jsonl"
-SOURCE_PREFIX = "memory-jsonl:"
+DEFAULT_LOG_PATH = "memory-log.jsonl"
+LOG_PATH_ENV = "MURMUR_MEMORY_LOG_PATH"
+SOURCE_ID = "murmur-hook-memory-jsonl"
+U32, U64 = 2**32 - 1, 2**64 - 1
 
-_task: tuple[str, str] | None = None  # (context_id, task_id) of the running task
-_warned = False
+
+def log_path() -> str:
+    configured = os.environ.get(LOG_PATH_ENV)
+    return configured if configured is not None and configured.strip() else DEFAULT_LOG_PATH
 
 
-def _records() -> list[dict[str, Any]]:
-    try:
-        with open(MEMORY, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except OSError:  # no scope granted, or nothing remembered yet
-        return []
-    records = []
-    for line in lines:
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def append(path: str, record: dict[str, Any]) -> None:
+    parent = os.path.dirname(path)
+    if parent:
         try:
-            value = json.loads(line)
+            os.makedirs(parent, exist_ok=True)
+        except OSError as exc:
+            raise Err(f"failed to create log directory {parent}: {exc.strerror or exc}") from None
+    try:
+        handle = open(path, "a", encoding="utf-8")
+    except OSError as exc:
+        raise Err(f"failed to open {path}: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            handle.write(_line(record) + "\n")
+    except OSError as exc:
+        raise Err(f"failed to write record: {exc.strerror or exc}") from None
+
+
+def _count(value: Any, limit: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limit
+
+
+def _optional_text(record: dict[str, Any], key: str) -> bool:
+    return record.get(key) is None or isinstance(record.get(key), str)
+
+
+def is_turn(record: Any) -> bool:
+    """A line serde would read as a `turn` record (unknown fields are ignored, as serde does)."""
+    return (isinstance(record, dict) and record.get("kind") == "turn" and _count(record.get("turn"), U32)
+            and isinstance(record.get("decision"), str) and _count(record.get("input_tokens"), U64)
+            and _count(record.get("output_tokens"), U64)
+            and _optional_text(record, "tool_name") and _optional_text(record, "output"))
+
+
+def turns(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except (OSError, UnicodeDecodeError):
+        return []  # a missing (or unreadable) log counts as empty
+    found = []
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
         except ValueError:
             continue
-        if isinstance(value, dict):
-            records.append(value)
-    return records
+        if is_turn(record):
+            found.append(record)
+    return found
 
 
-def _append(record: dict[str, Any]) -> None:
-    global _warned
-    try:
-        with open(MEMORY, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    except OSError as exc:
-        if not _warned:
-            _warned = True
-            print(f"murmur-hook-memory-jsonl: cannot write {MEMORY} ({exc}); grant the hook a "
-                  "capabilities.filesystem.scope to remember turns", file=sys.stderr)
+def render(record: dict[str, Any]) -> str:
+    tool = f" tool={record['tool_name']}" if record.get("tool_name") is not None else ""
+    return f"[turn {record['turn']} \u00b7 {record['decision']}{tool}] {record.get('output') or ''}"
 
 
-def prior_turns(context_id: str) -> list[lifecycle.Message]:
-    """The context's remembered turns, oldest first, as seed messages."""
-    return [
-        lifecycle.Message(r["role"], r["content"], "", f"{SOURCE_PREFIX}{r.get('task_id', '')}")
-        for r in _records()
-        if r.get("type") == "turn" and r.get("context_id") == context_id
-        and r.get("role") in ("user", "assistant") and isinstance(r.get("content"), str)
-    ]
-
-
-def _task_text(call: Any) -> str | None:
-    try:
-        return call()
-    except Err:
-        return None
+def reload_context(path: str) -> list[lifecycle.Message]:
+    lines = [render(r) for r in turns(path)]
+    if not lines:
+        return []
+    text = (f"Memory Log \u2014 {len(lines)} prior turn(s) recorded in this capsule's working history:\n\n"
+            + "\n".join(lines))
+    return [lifecycle.Message("user", text, "", SOURCE_ID)]
 
 
 def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
@@ -86,24 +119,25 @@ def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
 
 class Lifecycle(exports.Lifecycle):
     def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
-        global _task
-        _task = (event.context_id, event.task_id)
-        seed = prior_turns(event.context_id) if event.budget_tokens and not event.prior_tokens else []
-        text = _task_text(murmur_task_io_read.task_input)
-        if text is not None:
-            _append({"type": "turn", "context_id": event.context_id, "task_id": event.task_id,
-                     "role": "user", "content": text})
+        path = log_path()
+        seed = reload_context(path)
+        append(path, {"kind": "task_open", "task_id": event.task_id, "context_id": event.context_id,
+                      "source": event.source})
         return lifecycle.HookOutput_SeedContext(seed) if seed else NONE
 
+    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
+        record: dict[str, Any] = {"kind": "turn", "turn": event.turn, "decision": event.decision}
+        if event.tool_name is not None:
+            record["tool_name"] = event.tool_name
+        if event.output is not None:
+            record["output"] = event.output
+        record.update(input_tokens=event.input_tokens, output_tokens=event.output_tokens)
+        append(log_path(), record)
+        return NONE
+
     def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
-        context_id = _task[0] if _task is not None and _task[1] == event.task_id else ""
-        result = _task_text(murmur_task_io_read.task_result)
-        if result:
-            _append({"type": "turn", "context_id": context_id, "task_id": event.task_id,
-                     "role": "assistant", "content": result})
-        _append({"type": "task_end", "context_id": context_id, "task_id": event.task_id,
-                 "exit_status": event.exit_status})
+        append(log_path(), {"kind": "task_close", "task_id": event.task_id, "exit_status": event.exit_status})
         return NONE
 
     # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
-    on_stage = on_session_start = on_inference = on_tool_call = on_shell = on_compaction = on_session_end = _silent
+    on_stage = on_session_start = on_tool_call = on_shell = on_compaction = on_session_end = _silent
