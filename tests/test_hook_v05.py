@@ -154,3 +154,24 @@ def test_the_adaptation_maps_each_record_as_documented() -> None:
     assert hook_legacy.handler_result_from_wasm("it failed") == "it failed"
     with pytest.raises(TypeError):
         hook_legacy.handler_result_from_wasm(Variant("deny", "no"))
+
+
+def test_a_0_5_0_hooks_task_start_context_is_its_seed_and_json_text_is_decoded() -> None:
+    """murmur's default memory hook (hook@0.5.0) seeds a task by returning `replace-context` from
+    `on-task-start`, and its compaction hook JSON-encodes its summary because the 0.5.0 host parses
+    returned content as JSON: the adaptation makes the first the seed's `seed-context` (measured
+    against the seed budget as any seed), and gives the model the decoded text."""
+    from wasmtime.component import Record, Variant
+
+    from murmurd.host import hook_legacy
+
+    memory, summary, odd = Record(), Record(), Record()
+    memory.role, memory.content = "user", "Memory Log — 2 prior turn(s)"
+    summary.role, summary.content = "user", '"the task: fix the parser\\nnext: run the tests"'
+    odd.role, odd.content = "user", '"not one string" "but two"'
+    seeded = hook_legacy.handler_result_from_wasm(Variant("replace-context", [memory]), "on-task-start")
+    assert seeded.arm == "seed-context" and seeded.value[0].content == "Memory Log — 2 prior turn(s)"
+    compacted = hook_legacy.handler_result_from_wasm(Variant("replace-context", [summary, odd]), "on-compaction")
+    assert compacted.arm == "replace-context"
+    assert [m.content for m in compacted.value] == ["the task: fix the parser\nnext: run the tests",
+                                                    '"not one string" "but two"']

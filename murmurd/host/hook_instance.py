@@ -178,7 +178,7 @@ class HookInstance:
             error = InstantiationError(self.name, f"its output was not logged: {live.output.log_refused}")
             self._drop()
             raise error
-        result = hook_legacy.handler_result_from_wasm(raw) if legacy else handler_result_from_wasm(raw)
+        result = hook_legacy.handler_result_from_wasm(raw, handler) if legacy else handler_result_from_wasm(raw)
         if isinstance(result, str):
             raise HookError(self.name, result, handler)
         return result

@@ -18,7 +18,10 @@ difference between the two is adapted here and nowhere else (docs/hooks.md, "hoo
 | `shell-event` at the decision point        | not dispatched                                        |
 | `shell-event` with `outcome`               | flat `{turn, binary, command, exit-code, stdout,      |
 |                                            | stderr, stdout-bytes, stderr-bytes, duration-ms}`     |
-| `hook-output` arms seed-context, deny      | cannot be returned (the 0.5.0 variant lacks them)     |
+| `hook-output` arms seed-context, deny      | cannot be returned (the 0.5.0 variant lacks them); a  |
+|                                            | `replace-context` from `on-task-start` is taken as    |
+|                                            | `seed-context`; a returned message's content that is  |
+|                                            | one JSON string is decoded (the 0.5.0 host parses it) |
 | `runtime/inference@0.3.0`                  | `runtime/inference@0.2.0`: the same call, messages    |
 |                                            | without ids                                           |
 | `runtime/tokens`, `task-io/read`,          | not offered (the 0.5.0 world has only `inference`)    |
@@ -30,6 +33,8 @@ the same fields in the same order in both layouts.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -106,14 +111,33 @@ def minted_message(record: Any) -> HookMessage:
                        id=f"msg_{uuid.uuid4().hex}", source_id=None)
 
 
-def handler_result_from_wasm(raw: Any) -> HookOutput | str:
-    """A 0.5.0 handler's `result<hook-output, string>`."""
+def returned_message(record: Any) -> HookMessage:
+    """A message a 0.5.0 hook returns: minted, and a content that is one JSON string decoded to
+    that string. The 0.5.0 host parses returned content as JSON, so murmur's default hooks
+    JSON-encode a plain text (murmur-hook-compact's summary); the model reads the text."""
+    message = minted_message(record)
+    content = message.content
+    if content.startswith('"') and content.endswith('"'):
+        try:
+            decoded = json.loads(content)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, str):
+            return dataclasses.replace(message, content=decoded)
+    return message
+
+
+def handler_result_from_wasm(raw: Any, handler: str | None = None) -> HookOutput | str:
+    """A 0.5.0 handler's `result<hook-output, string>`. The 0.5.0 variant has no `seed-context`:
+    a `replace-context` from `on-task-start` (how murmur's default memory hook seeds a task) is
+    the seed's `seed-context`, measured against the seed budget like any other."""
     if isinstance(raw, str):
         return raw
     if not isinstance(raw, Variant) or raw.tag not in ARMS:
         raise TypeError(f"unexpected hook@0.5.0 handler result {raw!r}")
     if raw.tag == "replace-context":
-        return HookOutput("replace-context", [minted_message(m) for m in raw.payload])
+        arm = "seed-context" if handler == "on-task-start" else "replace-context"
+        return HookOutput(arm, [returned_message(m) for m in raw.payload])
     return hook_output_from_wasm(raw)
 
 
