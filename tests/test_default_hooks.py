@@ -21,6 +21,7 @@ from murmurd.staging.bundled import find_bundled
 from murmurd.staging.registry import FileRegistry
 from murmurd.staging.stage import stage_capsule
 from standins import chat_standin, chat_stream
+from otlpkit import JsonCollector
 
 pytestmark = pytest.mark.anyio
 
@@ -287,42 +288,13 @@ def test_regression_verifier_reads_each_runners_output_and_judges_as_published()
 GRAFANA = "murmur-hook-grafana"
 
 
-class Tempo:
-    """A loopback OTLP/HTTP receiver: keeps each JSON export (murmurd's own protobuf spans, sent to
-    the same endpoint, are answered and set aside)."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.exports: list[tuple[str, dict[str, Any]]] = []
-        self.arrived = threading.Event()
-        tempo = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Type") == "application/json":
-                    tempo.exports.append((self.path, json.loads(body)))
-                    tempo.arrived.set()
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
 @pytest.fixture
 def tempo():
-    receiver = Tempo()
+    receiver = JsonCollector()
     yield receiver
-    receiver.server.shutdown()
-    receiver.server.server_close()
+    receiver.close()
 
 
 def _fnv(data: bytes) -> int:
@@ -344,7 +316,7 @@ def _grafana_capsule(tmp_path: Path, endpoint: str, allow: list[str]) -> Path:
                           observability={"otel_endpoint": endpoint})
 
 
-async def test_grafana_spans_reach_an_otlp_receiver(tmp_path: Path, host, tempo: Tempo) -> None:
+async def test_grafana_spans_reach_an_otlp_receiver(tmp_path: Path, host, tempo: JsonCollector) -> None:
     from google.protobuf import json_format
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -388,7 +360,7 @@ async def test_grafana_spans_reach_an_otlp_receiver(tmp_path: Path, host, tempo:
     assert [e for e in trace_events(staged) if e["event_type"] in ("hook_dispatch_error", "egress_denied")] == []
 
 
-async def test_grafana_without_its_own_grant_exports_nothing_and_says_why(tmp_path: Path, host, tempo: Tempo) -> None:
+async def test_grafana_without_its_own_grant_exports_nothing_and_says_why(tmp_path: Path, host, tempo: JsonCollector) -> None:
     staged = stage(_grafana_capsule(tmp_path, tempo.url, []), host, tmp_path)
     (outcome,) = await run_session(staged, host, "go")
     assert outcome.ok, outcome.error

@@ -20,6 +20,7 @@ from conftest import EXAMPLES, FIXTURES, ROOT
 from hookkit import end_turn, tool_call
 from loopkit import capsule_dir, local
 from tracekit import golden, murmurd, place
+from otlpkit import JsonCollector
 
 EVALS = FIXTURES / "evals"
 HOOK = "murmur-hook-eval"
@@ -366,34 +367,6 @@ async def test_the_published_eval_hook_resolves_async_and_without_a_config_warns
     assert "[murmur-hook-eval] MURMUR_EVAL_CONFIG is not set \u2014 no eval scores will be written" in log
 
 
-class _Collector:
-    """A loopback OTLP/HTTP receiver keeping each JSON export (murmurd's own protobuf spans, sent
-    to the same endpoint, are answered and set aside)."""
-
-    def __init__(self) -> None:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        self.exports: list[tuple[str, dict[str, Any]]] = []
-        self.arrived = threading.Event()
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                if self.headers.get("Content-Type") == "application/json":
-                    collector.exports.append((self.path, json.loads(body)))
-                    collector.arrived.set()
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: object) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
 @pytest.mark.anyio
@@ -401,7 +374,7 @@ async def test_the_eval_hook_exports_its_scores_as_otlp_logs(tmp_path: Path, hos
     from hookkit import run_session
     from loopkit import stage
 
-    collector = _Collector()
+    collector = JsonCollector()
     try:
         capsule = _capsule(tmp_path)
         manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
@@ -413,8 +386,7 @@ async def test_the_eval_hook_exports_its_scores_as_otlp_logs(tmp_path: Path, hos
         assert outcome.ok, outcome.error
         assert collector.arrived.wait(120), "no OTLP export arrived"
     finally:
-        collector.server.shutdown()
-        collector.server.server_close()
+        collector.close()
     (path, payload), = [e for e in collector.exports if e[0] == "/v1/logs"]
     (resource,) = payload["resourceLogs"]
     assert resource["resource"]["attributes"] == [{"key": "service.name", "value": {"stringValue": HOOK}}]
@@ -446,7 +418,7 @@ async def test_an_eval_export_refused_for_want_of_a_grant_is_a_warning(tmp_path:
     from hookkit import run_session
     from loopkit import stage
 
-    collector = _Collector()
+    collector = JsonCollector()
     try:
         capsule = _capsule(tmp_path)
         manifest = yaml.safe_load((capsule / "murmur.yaml").read_text())
@@ -455,8 +427,7 @@ async def test_an_eval_export_refused_for_want_of_a_grant_is_a_warning(tmp_path:
         staged = stage(capsule, host, tmp_path)
         (outcome,) = await run_session(staged, host, "go")
     finally:
-        collector.server.shutdown()
-        collector.server.server_close()
+        collector.close()
     assert outcome.ok, outcome.error
     assert not [e for e in collector.exports if e[0] == "/v1/logs"]
     assert [r["record_type"] for r in _records(staged.workdir.root)][-1] == "dataset_run"
