@@ -4,6 +4,7 @@ capsule naming the tool by name (no source, no `shell.allow`), one call per inpu
 from __future__ import annotations
 
 import json
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,3 +43,18 @@ def as_json(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return json.loads(text.split("\n", 1)[1])
+
+
+def git_repo(workdir: Path) -> Path:
+    """`workdir/proj`: a real git repository with one commit of `calc.py` and that file edited since."""
+    repo = workdir / "proj"
+    repo.mkdir()
+    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "main")
+    run("config", "user.name", "Ada Test")
+    run("config", "user.email", "ada@example.test")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    run("add", "calc.py")
+    run("commit", "-q", "-m", "calc: add")
+    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    return repo

@@ -10,24 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from nativetoolkit import as_json, native_calls
+from nativetoolkit import as_json, git_repo, native_calls
 
 pytestmark = pytest.mark.anyio
 GIT = "murmur-tool-git"
 
 
 def make_repo(workdir: Path) -> None:
-    repo = workdir / "proj"
-    repo.mkdir()
-    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)  # noqa: E731
-    run("init", "-q", "-b", "main")
-    run("config", "user.name", "Ada Test")
-    run("config", "user.email", "ada@example.test")
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    run("add", "calc.py")
-    run("commit", "-q", "-m", "calc: add")
-    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (repo / "notes.txt").write_text("todo\n")
+    """The shared repository (nativetoolkit.git_repo), and a file git does not track yet."""
+    (git_repo(workdir) / "notes.txt").write_text("todo\n")
 
 
 async def test_the_git_tool_reads_stages_commits_and_diffs_a_real_repository(tmp_path: Path, host) -> None:

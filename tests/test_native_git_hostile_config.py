@@ -11,24 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from nativetoolkit import native_calls
+from nativetoolkit import git_repo, native_calls
 
 pytestmark = pytest.mark.anyio
 GIT = "murmur-tool-git"
-
-
-def make_repo(workdir: Path) -> Path:
-    repo = workdir / "proj"
-    repo.mkdir()
-    run = lambda *args: subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)  # noqa: E731
-    run("init", "-q", "-b", "main")
-    run("config", "user.name", "Ada Test")
-    run("config", "user.email", "ada@example.test")
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    run("add", "calc.py")
-    run("commit", "-q", "-m", "calc: add")
-    (repo / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    return repo
 
 
 def marker_command(workdir: Path, name: str) -> str:
@@ -36,27 +22,27 @@ def marker_command(workdir: Path, name: str) -> str:
 
 
 def fsmonitor(workdir: Path) -> None:
-    repo = make_repo(workdir)
+    repo = git_repo(workdir)
     with open(repo / ".git" / "config", "a") as handle:
         handle.write(f'[core]\n\tfsmonitor = "{marker_command(workdir, "marker")}"\n')
 
 
 def filter_driver(workdir: Path) -> None:
-    repo = make_repo(workdir)
+    repo = git_repo(workdir)
     (repo / ".gitattributes").write_text("*.py filter=evil\n")
     with open(repo / ".git" / "config", "a") as handle:
         handle.write(f'[filter "evil"]\n\tclean = "{marker_command(workdir, "marker")}"\n')
 
 
 def home_config(workdir: Path) -> None:
-    make_repo(workdir)
+    git_repo(workdir)
     home = workdir / ".capsule-home"
     home.mkdir(exist_ok=True)
     (home / ".gitconfig").write_text(f'[core]\n\tfsmonitor = "{marker_command(workdir, "marker")}"\n')
 
 
 def upload_pack(workdir: Path) -> None:
-    repo = make_repo(workdir)
+    repo = git_repo(workdir)
     with open(repo / ".git" / "config", "a") as handle:
         handle.write(f'[remote "origin"]\n\turl = {repo}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n'
                      f'\tuploadpack = "{marker_command(workdir, "marker")}"\n')
@@ -81,7 +67,7 @@ async def test_commands_named_by_guest_written_git_config_never_run(tmp_path: Pa
 
 async def test_an_ext_url_never_runs_even_when_the_guest_allows_the_protocol(tmp_path: Path, host) -> None:
     def prepare(workdir: Path) -> None:
-        make_repo(workdir)
+        git_repo(workdir)
         home = workdir / ".capsule-home"
         home.mkdir(exist_ok=True)
         (home / ".gitconfig").write_text("[protocol]\n\tallow = always\n")
@@ -99,7 +85,7 @@ async def test_an_ext_url_never_runs_even_when_the_guest_allows_the_protocol(tmp
 def submodule_filter(workdir: Path) -> None:
     """A submodule whose own config (`.git/modules/sub/config`) names a filter driver: the
     superproject's status runs a status in the submodule, which would clean files through it."""
-    repo = make_repo(workdir)
+    repo = git_repo(workdir)
     lib = workdir / "lib"
     lib.mkdir()
     run = lambda where, *args: subprocess.run(["git", "-C", str(where), "-c", "protocol.file.allow=always", *args],  # noqa: E731
@@ -126,7 +112,7 @@ async def test_a_submodules_own_config_is_checked_too(tmp_path: Path, host) -> N
 def push_target(workdir: Path) -> None:
     """A local repository pushed to whose own config runs a smudge filter when the push updates
     its checked-out branch (`receive.denyCurrentBranch=updateInstead`)."""
-    repo = make_repo(workdir)
+    repo = git_repo(workdir)
     run = lambda where, *args: subprocess.run(["git", "-C", str(where), *args], check=True, capture_output=True)  # noqa: E731
     run(workdir, "clone", "-q", str(repo), "target")
     target = workdir / "target"
