@@ -168,15 +168,11 @@ async def test_a_cancel_before_the_run_takes_its_first_step_cancels_the_task(
 
 
 async def test_a_cancel_while_the_task_is_saved_working_cancels_it(tmp_path: Path, host: ComponentHost) -> None:
-    """Another SQLite writer holds the lock, so saving WORKING waits: the cancel lands there.
-    (A task that starts at once is created WORKING and has no such save: this one is taken as
-    one that waited, the path every queued task takes.)"""
+    """Another SQLite writer holds the lock, so saving WORKING waits: the cancel lands there."""
     daemon = await _daemon(tmp_path, host)
     other = sqlite3.connect(tmp_path / "state" / "tasks.sqlite3", isolation_level=None)
     try:
-        daemon.starts_at_once = lambda _record: False  # type: ignore[method-assign]
         record = await daemon.submit(Submission(_message("hello")))
-        del daemon.starts_at_once
         other.execute("BEGIN IMMEDIATE")  # before the worker gets to run: its WORKING save waits
         await asyncio.sleep(0.1)
         assert record.id in daemon._running and record.state is TaskState.WORKING

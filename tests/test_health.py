@@ -115,18 +115,18 @@ def test_probes_and_metrics_follow_real_tasks(tmp_path: Path) -> None:
         assert ("murmurd_store_operation_seconds_count", frozenset({("operation", "put")})) not in before
 
         done = served.send("hello")
+        failed = served.send("mode:failed")
         served.wait_state(done["id"], "completed")
-        failed = served.send("mode:failed")  # after the first ended: it too starts at once
         served.wait_state(failed["id"], "failed")
         after = _wait_metric(served, "murmurd_tasks_finished_total", 1, state="failed")
         assert sample(after, "murmurd_tasks_finished_total", state="completed") == 1
         assert sample(after, "murmurd_task_duration_seconds_count", state="completed") == 1
         assert sample(after, "murmurd_task_duration_seconds_count", state="failed") == 1
         assert 0 < sample(after, "murmurd_task_duration_seconds_sum", state="completed") < 60
-        # each task created working (it starts at once: one atomic insert), then its terminal state put
+        # each task created (submitted, one atomic insert), then its working and terminal states put
         assert sample(after, "murmurd_store_operation_seconds_count", operation="create") == 2
-        assert sample(after, "murmurd_store_operation_seconds_count", operation="put") == 2
-        assert sample(after, "murmurd_store_operation_seconds_bucket", operation="put", le="+Inf") == 2
+        assert sample(after, "murmurd_store_operation_seconds_count", operation="put") == 4
+        assert sample(after, "murmurd_store_operation_seconds_bucket", operation="put", le="+Inf") == 4
         assert sample(after, "murmurd_store_operation_seconds_count", operation="get") >= 1  # tasks/get of a finished task
         assert sample(after, "murmurd_tasks_running") == 0 and sample(after, "murmurd_tasks_queued") == 0
         assert sample(after, "murmurd_tasks", state="working") == 0

@@ -32,10 +32,6 @@ class CoordinationHost(Protocol):
     def room(self) -> int:
         """Tasks of new contexts this daemon can take now."""
 
-    def starts_at_once(self, record: TaskRecord) -> bool:
-        """Would `record`, taken now, start at once (the bound and its context allow it, nothing
-        waits before it)? Then it may be stored WORKING in its one insert."""
-
     def take(self, records: list[TaskRecord], *, first: bool = False) -> None:
         """Queue tasks placed here (arrival order; `first`: at the head of the queue); one already
         queued or running here is skipped."""
@@ -144,10 +140,6 @@ class LocalCoordination:
     async def place(self, record: TaskRecord, traceparent: str | None,
                     store: Callable[[], Awaitable[None]]) -> None:
         assert self._host is not None
-        if self._host.starts_at_once(record):
-            # Stored working in its one insert (issue 29): `take` below starts it in the same
-            # step, and no one else claims a task here, so no reader sees it wait.
-            record.state = TaskState.WORKING
         await store()
         # recorded, then live and queued in one step: `cancel` never finds it in between
         self._host.hold(record, traceparent)

@@ -118,7 +118,6 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._ending: set[str] = set()  # taken from `_unfinished`, their end being recorded
-        self._inserted_working: set[str] = set()  # created WORKING (started at once), run not begun yet
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
         self.crashed: BaseException | None = None  # set if a background task died: serve exits non-zero
         self.stop_reason: str | None = None  # why the lifecycle stopped the daemon (serve logs it)

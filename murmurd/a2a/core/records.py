@@ -32,7 +32,6 @@ class Records:
     async def _finish(self, record: TaskRecord, state: TaskState, message: str | None) -> None:
         record.state = state
         record.status_message = message
-        self._inserted_working.discard(record.id)  # ended before its run began
         await self._save(record, final=True)
         self._records.pop(record.id, None)
 
@@ -49,11 +48,6 @@ class Records:
                 raise TaskIdTaken(record.id)
             if refusal == CONTEXT_FOREIGN:
                 raise ContextRefused(CONTEXT_REFUSED.format(record.context_id))
-            if record.state is TaskState.WORKING:
-                # created working (it starts at once: `LocalCoordination.place`): its run saves
-                # no WORKING state again, and a stream still sees `submitted` first
-                self._inserted_working.add(record.id)
-                self.log.publish("status", record.id, submitted_frame(record), final=False)
         elif await self.store.put(record) is False:
             return False
         await self._announce(record, final=final)
@@ -88,7 +82,6 @@ class Records:
         """Store the terminal state without history, artifacts or result (what the store refused
         is one of those); publish it and wake waiters whatever happens."""
         brief = record.brief()
-        self._inserted_working.discard(record.id)
         try:
             await self.store.put(brief)
         except Exception:
@@ -144,12 +137,6 @@ class Records:
             return f"cannot record the conversation: {exc}"
         return None
 
-
-
-def submitted_frame(record: TaskRecord) -> dict[str, Any]:
-    """The `status` payload of `record` as it was when it arrived (no message, not final)."""
-    return {"id": record.id, "context_id": record.context_id, "status": {"state": TaskState.SUBMITTED.value},
-            "final": False}
 
 
 def stored_history(outcome: TaskOutcome) -> list[dict[str, Any]]:

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 
-from murmurd.a2a.core.admission import runnable
 from murmurd.a2a.core.intake import TaskNotCancelable
 from murmurd.a2a.core.runs import CANCEL_WAIT_SECS
 from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState
@@ -50,14 +49,6 @@ class Routing:
         if not self.accepting:
             return 0
         return max(0, self.policy.bound - len(self._running) - len(self._queue))
-
-    def starts_at_once(self, record: TaskRecord) -> bool:
-        if not self.accepting or self._unfinished:
-            return False
-        busy = {run.record.context_id for run in self._running.values()} | {
-            r.context_id for r in self.coordination.deferred()}
-        chosen = runnable([*self._queue, record], busy, len(self._running), self.policy.bound)
-        return any(r is record for r in chosen)
 
     def take(self, records: list[TaskRecord], *, first: bool = False) -> None:
         """Queue tasks placed here, in order (`first`: at the head, in front of what waits)."""

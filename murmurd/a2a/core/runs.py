@@ -140,11 +140,6 @@ class Runner:
         assert services.loop is not None
         slot.trust = record.trust
         caller_traceparent = self._traceparents.pop(record.id, None)
-        if record.id in self._inserted_working:  # stored WORKING at creation: nothing to save
-            self._inserted_working.discard(record.id)
-            await self.session.trace.flush()
-            await self._run_started(run, slot, caller_traceparent)
-            return
         record.state = TaskState.WORKING
         try:
             saved = await self._save(record, final=False)
@@ -164,13 +159,6 @@ class Runner:
         # The daemon's lines are in its trace before the task ends (written during the save
         # above, as a rule: then this barrier costs no hand-off).
         await self.session.trace.flush()
-        await self._run_started(run, slot, caller_traceparent)
-
-    async def _run_started(self, run: Run, slot: Slot, caller_traceparent: str | None) -> None:
-        """The task is stored WORKING: run it in `slot`'s session and record its end."""
-        record = run.record
-        services = slot.session.services
-        assert services.loop is not None
         try:
             history = await self._history(record.context_id)
         except HistoryUnreadable as exc:

@@ -148,8 +148,6 @@ def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record:
     async def frames() -> AsyncIterator[bytes]:
         if retry:
             yield RETRY_FRAME
-        shown = log.last_id  # the snapshot shows every state published up to here
-        past_submitted = record.state is not TaskState.SUBMITTED
         snapshot = renderer.render("task", record)
         if snapshot is not None:
             yield encode([data(snapshot)])
@@ -160,9 +158,6 @@ def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record:
             out: list[dict[str, str]] = []
             final = False
             for event in batch:
-                if (past_submitted and event.type == "status" and event.id is not None and event.id <= shown
-                        and event.data.get("status", {}).get("state") == TaskState.SUBMITTED.value):
-                    continue  # the snapshot is past it (a task created working): no step back
                 view = current = record_at(current, event)
                 out += [data(rendered) for rendered in renderer.render_frames(event.type, view, renderer_payload(event))]
                 if event.type == "status" and wire.is_final_state(view.state):
