@@ -29,10 +29,6 @@ class FakeHost:
         self.held: dict[str, TaskRecord] = {}
         self.queue: list[TaskRecord] = []
         self.taken: list[tuple[list[str], bool]] = []
-        self.at_once = False  # what admission would say: the task starts the moment it is queued
-
-    def starts_at_once(self, record: TaskRecord) -> bool:
-        return self.at_once
 
     def hold(self, record: TaskRecord, traceparent: str | None) -> None:
         self.held[record.id] = record
@@ -74,25 +70,6 @@ def test_a_daemon_alone_runs_everything_here() -> None:
         assert await local.route_cancel(record) is record
         local.end_unrecorded(record)  # nothing kept: nothing else will ever store it
         local.wake()
-        await local.stop()
-
-    asyncio.run(main())
-
-
-def test_a_task_that_starts_at_once_is_stored_working_in_its_one_insert() -> None:
-    async def main() -> None:
-        host = FakeHost()
-        host.at_once = True
-        local = LocalCoordination()
-        await local.start(host)  # type: ignore[arg-type]
-        record = _record("t1")
-        states: list[TaskState] = []
-
-        async def store() -> None:
-            states.append(record.state)
-
-        await local.place(record, None, store)
-        assert states == [TaskState.WORKING] and host.taken == [(["t1"], False)]
         await local.stop()
 
     asyncio.run(main())
