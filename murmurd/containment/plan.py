@@ -141,10 +141,11 @@ def shell_warnings(
     containment as shell children; none when it has neither."""
     if not shell_allow and native_tools is None:
         return []
-    found = [(code, native_tools if native_tools is not None and not shell_allow and path == "capabilities.shell.allow"
-              else path, text)
-             for code, path, text in _subprocess_warnings(plan, support, shell_allow, network_allow, declares_workdir_exec)]
-    return found
+    found = _subprocess_warnings(plan, support, shell_allow, network_allow, declares_workdir_exec)
+    if shell_allow or native_tools is None:
+        return found
+    # no shell.allow to blame: the warnings name the native tools instead
+    return [(code, native_tools if path == "capabilities.shell.allow" else path, text) for code, path, text in found]
 
 
 def _subprocess_warnings(plan: ContainmentPlan, support: HostSupport, shell_allow: list[str],
