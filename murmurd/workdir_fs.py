@@ -283,6 +283,12 @@ def open_append_text(root: Path, rel: RelPath) -> TextIO:
     return os.fdopen(_append_fd(root, rel), "a", encoding="utf-8")
 
 
+def text_appender(fd: int) -> TextIO:
+    """The file open on `fd` (one this module opened for appending, e.g. `lay_down`'s `append`) as
+    UTF-8 text; the buffer's size is given, so nothing is asked of the file (no isatty probe)."""
+    return os.fdopen(fd, "a", buffering=64 * 1024, encoding="utf-8")
+
+
 def append_bytes(root: Path, rel: RelPath, data: bytes) -> None:
     with open_append(root, rel) as sink:
         sink.write(data)
@@ -369,12 +375,17 @@ def fd_path(fd: int) -> str:
 
 
 
-def lay_down(parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple[str, bytes]]) -> None:
+def lay_down(
+    parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple[str, bytes]], *, append: str | None = None,
+) -> tuple[int, int | None]:
     """Create the directory `name` in `parent` (`FileExistsError` if anything is there) and, in one
     pass beneath it, `dirs` (each named after its parent) and `files` (root-relative names, their
     bytes). The tree is new, made here: every directory is created and opened beneath its parent's
-    descriptor, every file created exclusively (`O_EXCL | O_NOFOLLOW`), so nothing planted is
-    followed or written through, and no temporary name is needed (no reader has the tree yet)."""
+    descriptor, every file created exclusively (`O_EXCL | O_NOFOLLOW`) and written with plain
+    `write`s, so nothing planted is followed or written through, and no temporary name is needed
+    (no reader has the tree yet). With `append`, that file is created empty as well and kept open
+    for appending. Returns descriptors of the new directory and of `append` (None without it),
+    which the caller closes."""
     leaf = split_relative(name)
     if len(leaf) != 1:
         raise UnsafePathError(name, "is not a plain directory name", errno.EINVAL)
@@ -384,8 +395,10 @@ def lay_down(parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple
         raise type(exc)(exc.errno, f"{str(parent)!r} cannot be opened: {exc.strerror}", str(parent)) from None
     made = [split_relative(rel) for rel in dirs]
     written = [(split_relative(rel), data) for rel, data in files]
-    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts, _ in written}
+    kept = split_relative(append) if append is not None else None
+    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts, _ in written} | ({kept[:-1]} if kept else set())
     opened: dict[tuple[str, ...], int] = {}
+    appending: int | None = None
     try:
         os.mkdir(name, 0o755, dir_fd=top)
         opened[()] = os.open(name, _DIR, dir_fd=top)
@@ -396,9 +409,25 @@ def lay_down(parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple
                 opened[parts] = os.open(parts[-1], _DIR, dir_fd=at)
         for parts, data in written:
             fd = _open_leaf(opened[parts[:-1]], parts[-1], _NEW, "/".join(parts))
-            with os.fdopen(fd, "wb") as sink:
-                sink.write(data)
+            try:
+                _write_all(fd, data)
+            finally:
+                os.close(fd)
+        if kept is not None:
+            appending = _open_leaf(opened[kept[:-1]], kept[-1], _NEW | os.O_APPEND, "/".join(kept))
+        root = opened.pop(())
+    except BaseException:
+        if appending is not None:
+            os.close(appending)
+        raise
     finally:
         for fd in opened.values():
             os.close(fd)
         os.close(top)
+    return root, appending
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -48,6 +48,7 @@ from murmurd.session.workdir_guard import walk_periodically
 from murmurd.staging.grants import effective_grants
 from murmurd.staging.session_hold import SessionHold
 from murmurd.staging.stage import StagedCapsule
+from murmurd.staging.template import FreshWorkdir
 from murmurd.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
@@ -146,6 +147,14 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
     return SessionSpans.exporting(endpoint, manifest.name, manifest.version, log)
 
 
+def _fresh(staged: StagedCapsule) -> FreshWorkdir | None:
+    """What laying down `staged`'s workdir left open, when it is this very workdir's."""
+    fresh = staged.fresh
+    if isinstance(fresh, FreshWorkdir) and fresh.root == staged.workdir.root and not staged.workdir.runtime_rel:
+        return fresh
+    return None
+
+
 class Session:
     def __init__(
         self,
@@ -159,12 +168,15 @@ class Session:
     ) -> None:
         self.staged = staged
         self.host = host
-        self._hold = SessionHold(staged.workdir.runtime)  # `murmurd gc` leaves a live session alone
+        fresh = _fresh(staged)  # a workdir just laid down: its hold taken, its trace open
+        # `murmurd gc` leaves a live session alone
+        self._hold = (fresh.take_hold() if fresh else None) or SessionHold(staged.workdir.runtime)
+        trace_fd = fresh.take_trace() if fresh else None
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
         self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
-                                 mirror=self.spans.mirror)
+                                 mirror=self.spans.mirror, fd=trace_fd)
         self.ended: str | None = None  # set when something ended the whole session
         self.closed = False  # close() has freed the hooks and closed the trace
         self._opened_at: float | None = None  # set once on-session-start went out; the close ends it

@@ -27,6 +27,18 @@ class SessionHold:
             fd = os.open(directory, _DIR_FLAGS)
         except OSError:
             return  # the session fails elsewhere, with its own message; no hold to keep
+        self._take(fd)
+
+    @classmethod
+    def of_descriptor(cls, fd: int) -> SessionHold:
+        """Hold the directory open on `fd`, which the hold then owns: a session workdir just laid
+        down is held at once, without opening it again."""
+        hold = cls.__new__(cls)
+        hold._fd = None
+        hold._take(fd)
+        return hold
+
+    def _take(self, fd: int) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except OSError:

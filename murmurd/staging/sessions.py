@@ -26,11 +26,12 @@ def session_workdir(staged: StagedCapsule, session_id: str) -> Workdir:
 def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     """A copy of `staged` with a new session id and a fresh workdir laid out for it from the
     capsule's session template (rendered once, `murmurd.staging.template`; blocking I/O: call it
-    off the event loop). Raises OSError when the workdir cannot be created."""
+    off the event loop). The copy's `fresh` holds the new workdir's hold and open trace for the
+    `Session` made over it. Raises OSError when the workdir cannot be created."""
     template = template_for(staged)
     session_id = new_session_id()
     layout = session_workdir(staged, session_id)
-    template.lay_down(layout.root.parent, session_id)
+    fresh = template.lay_down(layout.root.parent, session_id)
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
     return replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
-                   history_home=staged.history_workdir)
+                   history_home=staged.history_workdir, fresh=fresh)

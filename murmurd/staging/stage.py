@@ -95,6 +95,9 @@ class StagedCapsule:
     capsule_url: str | None = None
     # What every new session lays down, rendered once (murmurd.staging.template).
     session_template: Any = field(default=None, repr=False, compare=False)
+    # A workdir just laid down for this copy: its hold and open trace, which the `Session` over it
+    # takes (murmurd.staging.template.FreshWorkdir); None for a workdir staged the slow way.
+    fresh: Any = field(default=None, repr=False, compare=False)
 
     @property
     def identity(self) -> dict[str, str]:

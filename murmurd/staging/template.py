@@ -13,6 +13,7 @@ its port is bound).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Mapping
@@ -21,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from murmurd import workdir_fs
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
-from murmurd.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, component, tool_file
+from murmurd.staging.session_hold import SessionHold
+from murmurd.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, TRACE, component, tool_file
 
 if TYPE_CHECKING:
     from murmurd.manifest.capsule import CapsuleManifest
@@ -107,6 +109,38 @@ def _read_payload(path: Path) -> bytes:
     return data
 
 
+class FreshWorkdir:
+    """What laying down a session workdir leaves open for the `Session` that runs in it: the shared
+    hold on its root (taken at once: `murmurd gc` never sees the new directory unheld) and its
+    `trace.jsonl`, created empty and open for appending. So `Session(...)` neither opens the
+    directory again for its flock nor walks to its trace. Each is taken once; whatever nobody
+    took is released when this is closed or dropped."""
+
+    def __init__(self, root: Path, hold: SessionHold, trace_fd: int) -> None:
+        self.root = root
+        self._hold: SessionHold | None = hold
+        self._trace_fd: int | None = trace_fd
+
+    def take_hold(self) -> SessionHold | None:
+        hold, self._hold = self._hold, None
+        return hold
+
+    def take_trace(self) -> int | None:
+        """The trace's descriptor (the caller owns it), or None once taken."""
+        fd, self._trace_fd = self._trace_fd, None
+        return fd
+
+    def close(self) -> None:
+        hold, fd = self.take_hold(), self.take_trace()
+        if hold is not None:
+            hold.release()
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
 @dataclass(frozen=True)
 class SessionTemplate:
     """The directories (each after its parent) and files (root-relative names, bytes) of a fresh
@@ -117,11 +151,15 @@ class SessionTemplate:
     files: tuple[tuple[str, bytes], ...]
     inventory: tuple[bytes, bytes]
 
-    def lay_down(self, parent: Path, session_id: str) -> None:
-        """Create `parent/<session_id>` (which must not exist) and everything in it."""
+    def lay_down(self, parent: Path, session_id: str) -> FreshWorkdir:
+        """Create `parent/<session_id>` (which must not exist), everything in it and its empty
+        `trace.jsonl`; the root comes back held, the trace open."""
         head, tail = self.inventory
         inventory = (INVENTORY, head + session_id.encode() + tail)
-        workdir_fs.lay_down(parent, component(session_id), self.dirs, (*self.files, inventory))
+        name = component(session_id)
+        root_fd, trace_fd = workdir_fs.lay_down(parent, name, self.dirs, (*self.files, inventory), append=TRACE)
+        assert trace_fd is not None
+        return FreshWorkdir(parent / name, SessionHold.of_descriptor(root_fd), trace_fd)
 
 
 def _key(staged: StagedView) -> tuple[Any, ...]:

@@ -124,9 +124,11 @@ DEFAULT_DRAIN = TraceDrain()  # the process's trace threads (stateless between u
 class TraceWriter:
     def __init__(
         self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None,
-        *, drain: TraceDrain | None = None,
+        *, drain: TraceDrain | None = None, fd: int | None = None,
     ) -> None:
-        """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed."""
+        """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed.
+        With `fd`, the trace is that descriptor (the writer owns it): a file the runtime just
+        created exclusively at `rel` and opened for appending, so nothing is walked again."""
         self.path = root / rel
         self.session_id = session_id
         self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
@@ -136,8 +138,11 @@ class TraceWriter:
         self._scheduled = False  # queued on the drain or being written by one of its threads
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
+        if fd is not None:
+            self._file: TextIO | None = workdir_fs.text_appender(fd)
+            return
         try:
-            self._file: TextIO | None = workdir_fs.open_append_text(root, rel)
+            self._file = workdir_fs.open_append_text(root, rel)
         except OSError as exc:
             raise TraceWriteError(f"cannot open trace {self.path}: {exc.strerror}") from exc
 
@@ -178,13 +183,19 @@ class TraceWriter:
         self._raise_if_failed()
 
     async def aclose(self) -> None:
-        """Write what is queued, then close the file. Never raises for a failed write."""
+        """Write what is queued, then close the file. Never raises for a failed write. With
+        nothing queued or being written, the file (its lines all flushed) is closed here, with no
+        hand-off to a drain thread."""
+        if self._close_idle():
+            return
         done = self._close()
         if done is not None:
             await asyncio.wrap_future(done)
 
     def close(self, timeout: float | None = None) -> None:
         """`aclose` for a caller that is not on an event loop."""
+        if self._close_idle():
+            return
         done = self._close()
         if done is not None:
             done.result(timeout)
@@ -216,6 +227,18 @@ class TraceWriter:
                 return None  # everything queued is written
             self._append(barrier)
         return barrier
+
+    def _close_idle(self) -> bool:
+        """Close now if no drain thread has or will have this writer (True: closed, or was)."""
+        with self._cond:
+            if self._closed:
+                return True
+            if self._scheduled or self._pending:
+                return False
+            self._closed = True
+            file, self._file = self._file, None
+        _close_file(file, self.path)
+        return True
 
     def _close(self) -> concurrent.futures.Future[None] | None:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -261,11 +284,7 @@ class TraceWriter:
             unflushed = self._flush_file(unflushed)
             if item is _CLOSE:
                 file, self._file = self._file, None
-                if file is not None:
-                    try:
-                        file.close()
-                    except (OSError, ValueError) as exc:
-                        log.warning("trace %s did not close cleanly: %s", self.path, exc)
+                _close_file(file, self.path)
             else:
                 _release(item)
         self._flush_file(unflushed)
@@ -283,6 +302,14 @@ class TraceWriter:
         with self._cond:
             self._failure = f"{TRACE_WRITE_FAILED}: cannot write {event_type} to trace {self.path}: {exc}"
         log.error("%s", self._failure)
+
+
+def _close_file(file: TextIO | None, path: Path) -> None:
+    if file is not None:
+        try:
+            file.close()
+        except (OSError, ValueError) as exc:
+            log.warning("trace %s did not close cleanly: %s", path, exc)
 
 
 def _release(barrier: Any) -> None:
