@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,6 +27,7 @@ import yaml
 from a2akit import chaos_capsule, serving
 from murmurd.host import ComponentHost
 from murmurd.session.session import Session, TaskSpec
+from murmurd.staging.session_hold import exclusive
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import stage_capsule
 
@@ -86,6 +89,46 @@ async def test_opening_a_context_session_serializes_no_manifest(tmp_path: Path, 
     staged.capsule_url = "localhost:1"
     with pytest.raises(Serialized):
         open_session_staging(staged)
+
+
+async def test_a_fresh_workdir_is_held_from_its_laying_down_and_its_session_traces_into_it(
+        tmp_path: Path, host: ComponentHost) -> None:
+    staged = await asyncio.to_thread(stage_capsule, chaos_capsule(tmp_path), host=host)
+    opened = await asyncio.to_thread(open_session_staging, staged)
+    root = opened.workdir.root
+    with exclusive(root) as free:
+        assert not free  # held from the moment it exists: `murmurd gc` leaves it alone
+    session = Session(opened, host)  # takes the hold and the trace laying down left open
+    await session.open()
+    outcome = await session.run_task(TaskSpec("tsk_" + "2" * 32, "hello"))
+    with exclusive(root) as free:
+        assert not free
+    await session.close()
+    assert outcome.ok, outcome.error
+    events = [json.loads(line) for line in (root / "trace.jsonl").read_text().splitlines()]
+    assert [e["event_type"] for e in events][:2] == ["task_start", "session_start"]
+    assert events[-1]["event_type"] == "task_end" and {e["session_id"] for e in events} == {opened.session_id}
+    with exclusive(root) as free:
+        assert free  # closed: the hold is gone
+
+    # Nobody took what laying down left open: dropping it lets the directory go.
+    unused = await asyncio.to_thread(open_session_staging, staged)
+    with exclusive(unused.workdir.root) as free:
+        assert not free
+    unused.fresh.close()
+    with exclusive(unused.workdir.root) as free:
+        assert free
+    # A copy pointing elsewhere never takes another workdir's trace.
+    other = await asyncio.to_thread(open_session_staging, staged)
+    elsewhere = replace(other, workdir=replace(other.workdir, root=unused.workdir.root))
+    stray = Session(elsewhere, host)
+    await stray.close()
+    kept = other.fresh.take_trace()  # still there: the stray session did not take it
+    assert kept is not None
+    os.close(kept)
+    other.fresh.close()
+    assert (unused.workdir.root / "trace.jsonl").read_text() == ""
+    assert (other.workdir.root / "trace.jsonl").read_text() == ""
 
 
 def _threads(pid: int) -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from murmurd import workdir_fs
 from murmurd.trace.writer import TraceDrain, TraceWriteError, TraceWriter
 
 pytestmark = pytest.mark.anyio
@@ -73,3 +74,29 @@ async def test_a_barrier_with_nothing_queued_returns_and_a_failed_write_is_named
     assert json.loads((tmp_path / "other.jsonl").read_text())["event_type"] == "fine"
     await writer.aclose()
     await other.aclose()
+
+
+async def test_closing_an_idle_trace_needs_no_drain_thread_and_a_busy_one_writes_every_line(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2)
+    root_fd, trace_fd = workdir_fs.lay_down(tmp_path, "ses_idle", (), (), append="trace.jsonl")
+    os.close(root_fd)
+    assert trace_fd is not None
+    idle = TraceWriter(tmp_path / "ses_idle", "trace.jsonl", "ses_idle", drain=drain, fd=trace_fd)
+    await idle.aclose()  # nothing queued: closed here, no thread started for it
+    assert drain.threads == 0
+    assert _names(trace_fd) != str(tmp_path / "ses_idle" / "trace.jsonl")  # the descriptor closed with it
+    with pytest.raises(TraceWriteError, match="closed"):
+        idle.write("late")
+    busy = TraceWriter(tmp_path, "busy.jsonl", "ses_busy", drain=drain)
+    for k in range(200):
+        busy.write("line", k=k)
+    await busy.aclose()  # queued lines: the drain writes them all before the file closes
+    assert [json.loads(line)["k"] for line in (tmp_path / "busy.jsonl").read_text().splitlines()] == list(range(200))
+
+
+def _names(fd: int) -> str | None:
+    """What descriptor `fd` of this process is open on now (None: nothing)."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except FileNotFoundError:
+        return None
