@@ -12,7 +12,10 @@ thread, the trace drain's included) over `--opens` opens after a warm-up:
 - open: layout + `Session(...)` + `open()` (what a context's first task waits for);
 - open+close: the above and `close()` (a context session's whole life without a task);
 - baseline: `os.makedirs` + plain `open`/`write` of the very directories and files the layout
-  made (same names, same bytes), which no implementation that lays the tree down can beat.
+  made (same names, same bytes), which no implementation that lays the tree down can beat;
+- phases: layout, `Session(...)`, `open()` and `close()` of each open+close timed apart in the
+  same loop, so murmurd's own part (all but the layout) is read under the machine state the
+  layout saw (kernel CPU of a `mkdir` swings several-fold with the shared machine's load).
 
 Target: open <= 0.5 ms of CPU. Bounded; nothing leaves the machine.
 
@@ -134,6 +137,39 @@ async def opens(staged: StagedCapsule, host: ComponentHost, count: int, *, close
     return cpu
 
 
+class Phases:
+    """CPU (user + kernel ms, whole process) of each phase of an open, summed over `count` opens."""
+
+    NAMES = ("layout", "Session(...)", "open()", "close()")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.ms = dict.fromkeys(self.NAMES, 0.0)
+
+    def add(self, name: str, start: resource.struct_rusage, end: resource.struct_rusage) -> None:
+        self.ms[name] += (end.ru_utime - start.ru_utime + end.ru_stime - start.ru_stime) * 1000 / self.count
+
+
+async def phases(staged: StagedCapsule, host: ComponentHost, count: int) -> Phases:
+    """Each phase of open+close timed apart, in the same loop: what murmurd adds (Session, open,
+    close) against what the layout costs, under the same machine state."""
+    result = Phases(count)
+    usage = resource.getrusage
+    for _ in range(count):
+        a = usage(resource.RUSAGE_SELF)
+        opened = open_session_staging(staged)
+        b = usage(resource.RUSAGE_SELF)
+        session = Session(opened, host)
+        c = usage(resource.RUSAGE_SELF)
+        await session.open()
+        d = usage(resource.RUSAGE_SELF)
+        await session.close()
+        e = usage(resource.RUSAGE_SELF)
+        for name, start, end in zip(Phases.NAMES, (a, b, c, d), (b, c, d, e)):
+            result.add(name, start, end)
+    return result
+
+
 def clear(parent: Path, keep: Path) -> None:
     for child in parent.iterdir():
         if child != keep:
@@ -149,6 +185,7 @@ async def run(args: argparse.Namespace) -> None:
             dirs, files = tree_of(open_session_staging(staged).workdir.root)
             await opens(staged, host, 20, close=True)  # warm-up: imports, the tokenizer, first-call costs
             results: dict[str, list[Cpu]] = {"baseline": [], "layout": [], "open": [], "open+close": []}
+            split: list[Phases] = []
             for _ in range(args.runs):
                 results["baseline"].append(bare(parent, dirs, files, args.opens))
                 clear(parent, staged.workdir.root)
@@ -157,6 +194,8 @@ async def run(args: argparse.Namespace) -> None:
                 results["open"].append(await opens(staged, host, args.opens, close=False))
                 clear(parent, staged.workdir.root)
                 results["open+close"].append(await opens(staged, host, args.opens, close=True))
+                clear(parent, staged.workdir.root)
+                split.append(await phases(staged, host, args.opens))
                 clear(parent, staged.workdir.root)
         finally:
             host.close()
@@ -169,6 +208,12 @@ async def run(args: argparse.Namespace) -> None:
         median = statistics.median(ordered)
         print(f"   {name:<12} {ordered[0]:>12.3f} / {median:.3f} / {ordered[-1]:.3f} {median / base:>10.2f}x"
               f" {statistics.median(c.user for c in cpus):>9.3f} {statistics.median(c.system for c in cpus):>10.3f}")
+    print("   each phase timed apart (CPU ms/open, median of the runs; murmurd's own part is all but the layout):")
+    for name in Phases.NAMES:
+        ordered = sorted(p.ms[name] for p in split)
+        print(f"   {name:<12} {ordered[0]:>12.3f} / {statistics.median(ordered):.3f} / {ordered[-1]:.3f}")
+    own = sorted(sum(p.ms[n] for n in Phases.NAMES[1:]) for p in split)
+    print(f"   {'murmurd own':<12} {own[0]:>12.3f} / {statistics.median(own):.3f} / {own[-1]:.3f}")
 
 
 def main() -> None:

@@ -150,7 +150,7 @@ def _session_spans(staged: StagedCapsule) -> SessionSpans:
 def _fresh(staged: StagedCapsule) -> FreshWorkdir | None:
     """What laying down `staged`'s workdir left open, when it is this very workdir's."""
     fresh = staged.fresh
-    if isinstance(fresh, FreshWorkdir) and fresh.root == staged.workdir.root and not staged.workdir.runtime_rel:
+    if isinstance(fresh, FreshWorkdir) and fresh.root is staged.workdir.root and not staged.workdir.runtime_rel:
         return fresh
     return None
 
@@ -171,12 +171,11 @@ class Session:
         fresh = _fresh(staged)  # a workdir just laid down: its hold taken, its trace open
         # `murmurd gc` leaves a live session alone
         self._hold = (fresh.take_hold() if fresh else None) or SessionHold(staged.workdir.runtime)
-        trace_fd = fresh.take_trace() if fresh else None
         self.services = services or CapsuleServices(staged, host)
         self.totals = Counters()
         self.spans = _session_spans(staged)
         self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
-                                 mirror=self.spans.mirror, fd=trace_fd)
+                                 mirror=self.spans.mirror, fd=fresh.take_trace() if fresh else None)
         self.ended: str | None = None  # set when something ended the whole session
         self.closed = False  # close() has freed the hooks and closed the trace
         self._opened_at: float | None = None  # set once on-session-start went out; the close ends it

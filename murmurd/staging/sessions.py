@@ -31,7 +31,7 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     template = template_for(staged)
     session_id = new_session_id()
     layout = session_workdir(staged, session_id)
-    fresh = template.lay_down(layout.root.parent, session_id)
+    fresh = template.lay_down(layout.root, session_id)
     installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
     return replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
                    history_home=staged.history_workdir, fresh=fresh)

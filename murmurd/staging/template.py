@@ -117,7 +117,7 @@ class FreshWorkdir:
     took is released when this is closed or dropped."""
 
     def __init__(self, root: Path, hold: SessionHold, trace_fd: int) -> None:
-        self.root = root
+        self.root = root  # the very `Path` of the `Workdir` laid down (a `Session` checks by identity)
         self._hold: SessionHold | None = hold
         self._trace_fd: int | None = trace_fd
 
@@ -151,15 +151,17 @@ class SessionTemplate:
     files: tuple[tuple[str, bytes], ...]
     inventory: tuple[bytes, bytes]
 
-    def lay_down(self, parent: Path, session_id: str) -> FreshWorkdir:
-        """Create `parent/<session_id>` (which must not exist), everything in it and its empty
-        `trace.jsonl`; the root comes back held, the trace open."""
+    def lay_down(self, root: Path, session_id: str) -> FreshWorkdir:
+        """Create `root` (`<parent>/<session_id>`, which must not exist), everything in it and its
+        empty `trace.jsonl`; the root comes back held, the trace open."""
         head, tail = self.inventory
         inventory = (INVENTORY, head + session_id.encode() + tail)
-        name = component(session_id)
-        root_fd, trace_fd = workdir_fs.lay_down(parent, name, self.dirs, (*self.files, inventory), append=TRACE)
-        assert trace_fd is not None
-        return FreshWorkdir(parent / name, SessionHold.of_descriptor(root_fd), trace_fd)
+        if root.name != component(session_id):
+            raise ValueError(f"{root} is not the workdir of {session_id}")
+        root_fd, trace_fd = workdir_fs.lay_down(root.parent, root.name, self.dirs, (*self.files, inventory),
+                                                append=TRACE)
+        assert trace_fd is not None  # asked for with append
+        return FreshWorkdir(root, SessionHold.of_descriptor(root_fd), trace_fd)
 
 
 def _key(staged: StagedView) -> tuple[Any, ...]:

@@ -129,7 +129,7 @@ class TraceWriter:
         """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed.
         With `fd`, the trace is that descriptor (the writer owns it): a file the runtime just
         created exclusively at `rel` and opened for appending, so nothing is walked again."""
-        self.path = root / rel
+        self._root, self._rel = root, rel
         self.session_id = session_id
         self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
         self._drain = drain or DEFAULT_DRAIN
@@ -145,6 +145,11 @@ class TraceWriter:
             self._file = workdir_fs.open_append_text(root, rel)
         except OSError as exc:
             raise TraceWriteError(f"cannot open trace {self.path}: {exc.strerror}") from exc
+
+    @property
+    def path(self) -> Path:
+        """The trace file's path (for messages; the file itself is never reopened by name)."""
+        return self._root / self._rel
 
     # -- the caller's side (any thread, the event loop included: nothing here blocks) ---------
 
