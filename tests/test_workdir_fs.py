@@ -201,3 +201,42 @@ def test_the_layout_turns_names_and_ids_into_safe_relative_paths(tmp_path: Path)
     assert layout.path(".") == layout.path("./") == tmp_path and layout.path("out/x") == tmp_path / "out" / "x"
     with pytest.raises(UnsafePathError, match="climbs out"):
         layout.path("data/../../x")
+
+
+def _open_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appender(tmp_path: Path) -> None:
+    before = _open_fds()
+    skill = b"x" * 300_000  # more than one write(2) may take at once
+    root_fd, trace_fd = workdir_fs.lay_down(
+        tmp_path, "ses_a", ("out", "tools", "tools/ask"),
+        (("tools/ask/murmur.yaml", b"name: ask\n"), ("tools/ask/skill.md", skill), ("MURMUR.md", b"# hi\n")),
+        append="trace.jsonl")
+    try:
+        root = tmp_path / "ses_a"
+        assert os.fstat(root_fd).st_ino == root.stat().st_ino
+        assert (root / "out").is_dir() and (root / "tools/ask/murmur.yaml").read_bytes() == b"name: ask\n"
+        assert (root / "tools/ask/skill.md").read_bytes() == skill and (root / "MURMUR.md").read_bytes() == b"# hi\n"
+        assert (root / "trace.jsonl").read_bytes() == b""
+        assert trace_fd is not None
+        os.write(trace_fd, b"one\n")
+        with (root / "trace.jsonl").open("ab") as other:  # someone else appends meanwhile
+            other.write(b"two\n")
+        os.write(trace_fd, b"three\n")  # O_APPEND: never over another writer's line
+        assert (root / "trace.jsonl").read_bytes() == b"one\ntwo\nthree\n"
+    finally:
+        os.close(root_fd)
+        os.close(trace_fd)
+    assert _open_fds() == before  # every directory opened on the way is closed
+
+    # Nothing is laid over what exists, nor through a symlink planted at the name.
+    os.symlink(tmp_path / "ses_a", tmp_path / "ses_b")
+    for name in ("ses_a", "ses_b"):
+        with pytest.raises(FileExistsError):
+            workdir_fs.lay_down(tmp_path, name, ("out",), (("MURMUR.md", b"planted?\n"),), append="trace.jsonl")
+    assert (tmp_path / "ses_a/MURMUR.md").read_bytes() == b"# hi\n"
+    assert _open_fds() == before
+    with pytest.raises(UnsafePathError):
+        workdir_fs.lay_down(tmp_path, "../up", (), ())
