@@ -1,5 +1,6 @@
-"""DeepSeek chat completions: the model check, the body, and the chunk stream assembled into a
-driver response, as upstream's murmur-driver-deepseek 0.1.0 maps them.
+"""DeepSeek chat completions: the model check, the body, and the chunk stream (or a non-streamed
+`application/json` completion) assembled into a driver response, as upstream's
+murmur-driver-deepseek 0.1.0 maps them.
 
 Thinking mode (`thinking: {type: enabled}`, the default) streams `delta.reasoning_content`,
 which becomes thinking chunks and a `thinking` block in the answer. DeepSeek refuses (400) an
@@ -152,3 +153,7 @@ class Assembler(ChatStream):
 def assemble(events: Iterable[Event], emit_text: Emit, emit_thinking: Emit) -> dict[str, Any]:
     return chat.assemble(Assembler(emit_text, emit_thinking), events)
 
+
+def answer_whole(completion: dict[str, Any]) -> dict[str, Any]:
+    """The non-streamed fallback (an `application/json` answer): the same map, no chunks emitted."""
+    return chat.answer_whole(Assembler(chat.quiet, chat.quiet), completion)

@@ -4,7 +4,9 @@
 chunk, and choice 0's delta (content, reasoning, tool-call fragments merged by `index`, the
 finish reason). A driver subclasses it to name its reasoning fields and how fragments merge,
 and writes `response()`, where the dialects differ (what a tool-call turn keeps, what an
-unknown finish means). Standard library only, so tests import it under CPython.
+unknown finish means). A non-streamed completion (`choices[0].message`) is taken into the same
+state (`take_whole`), so both answers come from one `response()`. Standard library only, so
+tests import it under CPython.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from driverkit.errors import ProviderError
+from driverkit.errors import ProviderError, StreamError
 from driverkit.sse import Event
 from driverkit.stream_json import parse_arguments, parse_event
 from driverkit.usage import report
@@ -61,6 +63,27 @@ class ChatStream:
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 self._choice(choice)
+
+    def take_whole(self, completion: dict[str, Any]) -> None:
+        """A non-streamed completion, taken as if streamed; it emits nothing (no chunks on that path)."""
+        raise_error_object(completion, "response")
+        choices = completion.get("choices")
+        choice = choices[0] if isinstance(choices, list) and choices else None
+        if not isinstance(choice, dict):
+            raise StreamError("malformed answer: the response has no choices[0]")
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        reasoning = self._reasoning_of(message)
+        if reasoning is not None:
+            self.reasoning.append(reasoning)
+        content = message.get("content")
+        if isinstance(content, str) and content:
+            self.text.append(content)
+        calls = message.get("tool_calls")
+        for index, call in enumerate(calls if isinstance(calls, list) else []):
+            if isinstance(call, dict):
+                self._fragment({**call, "index": call.get("index", index)})
+        self.finish_reason = choice.get("finish_reason") or None
+        self.usage = completion.get("usage") or None
 
     def _reasoning_of(self, part: dict[str, Any]) -> str | None:
         return next((part[f] for f in self.REASONING_FIELDS if isinstance(part.get(f), str) and part[f]), None)
@@ -119,3 +142,12 @@ def assemble(stream: ChatStream, events: Iterable[Event]) -> dict[str, Any]:
             break
     return stream.response()
 
+
+def answer_whole(stream: ChatStream, completion: dict[str, Any]) -> dict[str, Any]:
+    """A non-streamed completion's answer, by the same rules as the streamed one."""
+    stream.take_whole(completion)
+    return stream.response()
+
+
+def quiet(_text: str) -> None:
+    """An emit for the non-streamed path, which emits nothing."""
