@@ -1,10 +1,13 @@
 """murmur-driver-deepseek, bundled by name, through real sessions against a loopback stand-in
-that speaks DeepSeek's chat completions SSE (`reasoning_content` deltas) and, as DeepSeek does,
-refuses an assistant tool-call turn sent back without its reasoning."""
+that speaks DeepSeek's chat completions SSE (`reasoning_content` deltas) or, ignoring `stream`,
+answers one `application/json` completion, and, as DeepSeek does, refuses an assistant
+tool-call turn sent back without its reasoning."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -254,18 +257,19 @@ def test_a_real_daemon_streams_the_reasoning_then_the_answer(tmp_path: Path) -> 
     assert final and final[-1]["status"]["state"] == "completed", frames
 
 
-def test_the_body_rules_params_strips_images_and_roles() -> None:
-    """The request mapping itself (pure Python, the module the component is built from)."""
-    import importlib
-    import sys
-
+def guest_modules(*names: str) -> list[Any]:
+    """The driver's pure modules under CPython, from the directories it is built from."""
     bundled = Path(__file__).resolve().parent.parent / "murmurd" / "bundled"
     sys.path[:0] = [str(bundled / DRIVER), str(bundled / "_driverkit")]
     try:
-        chat = importlib.import_module("deepseek_chat")
-        errors = importlib.import_module("driverkit.errors")
+        return [importlib.import_module(name) for name in names]
     finally:
         del sys.path[:2]
+
+
+def test_the_body_rules_params_strips_images_and_roles() -> None:
+    """The request mapping itself (pure Python, the module the component is built from)."""
+    chat, errors = guest_modules("deepseek_chat", "driverkit.errors")
     params = {"temperature": 0.3, "top_p": 0.9, "presence_penalty": 1, "frequency_penalty": 1, "seed": 7,
               "stream": False, "model": "ignored"}
     request = {"model": MODEL, "max_tokens": 64, "params": params, "messages": [
@@ -343,16 +347,7 @@ async def test_a_bad_application_json_answer_fails_naming_what_was_wrong(tmp_pat
 
 def test_a_whole_completion_and_its_stream_give_the_same_answer() -> None:
     """The two paths share one `response()`: the same turn, streamed or not, is the same answer."""
-    import importlib
-    import sys
-
-    bundled = Path(__file__).resolve().parent.parent / "murmurd" / "bundled"
-    sys.path[:0] = [str(bundled / DRIVER), str(bundled / "_driverkit")]
-    try:
-        chat = importlib.import_module("deepseek_chat")
-        sse = importlib.import_module("driverkit.sse")
-    finally:
-        del sys.path[:2]
+    chat, sse = guest_modules("deepseek_chat", "driverkit.sse")
     turn = {"reasoning": "Think.", "text": "Calling.", "tool_calls": [ECHO], "finish_reason": "tool_calls",
             "usage": usage(10, 5, 2)}
     seen: list[str] = []
