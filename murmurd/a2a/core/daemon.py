@@ -250,6 +250,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.pool.close_all()
+        await self.retention.settle()  # the close times just held, on disk for the next daemon
         if self.pool.shared is None:
             await self._own.close()
         if close_store:
