@@ -6,6 +6,7 @@ context's history goes with its last task. Real `murmurd serve` processes on loo
 from __future__ import annotations
 
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,7 +32,17 @@ def _sessions(served: Served) -> list[Path]:
 
 
 def _bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    """Bytes of the regular files under `path`; a sweep may remove a workdir while this walks it."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
 
 
 def _send_each(served: Served, texts: list[str]) -> list[dict]:
