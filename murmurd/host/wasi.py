@@ -25,6 +25,7 @@ from murmurd import workdir_fs
 from murmurd.host.capped_copy import copy_stretch, read_tail
 from murmurd.host.egress import EgressPolicy
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
+from murmurd.host.scratch import ScratchFiles
 
 _TAIL_BYTES = 4096
 
@@ -77,30 +78,54 @@ class CallOutput:
     `drain` after each call instead, and `collect` once the store is closed.
     """
 
-    def __init__(self, grant: CallGrant) -> None:
-        """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused."""
+    def __init__(self, grant: CallGrant, scratch: ScratchFiles | None = None) -> None:
+        """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused.
+
+        With `scratch`, the files are borrowed from it and go back at `collect`, but only after
+        `store_closed` said the store that wrote to them is gone; else they are closed."""
         self.location = grant.log_location()
+        self._scratch = scratch
+        self._device = 0
+        self._store_closed = False
+        self._stdout: int | None = None
+        self._stderr = -1
         if self.location is not None:
             root, rel = self.location
-            parent = rel.rpartition("/")[0] or "."
+            dir_fd = workdir_fs.open_directory(root, rel.rpartition("/")[0] or ".")  # refused: a symlink
+        elif scratch is None:
+            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
         else:
-            root, parent = Path(tempfile.gettempdir()), "."
-        self._stdout: int | None = None
-        dir_fd = workdir_fs.open_directory(root, parent)
+            dir_fd = None  # the temporary directory is opened only when a file must be made
         try:
-            self._stderr = workdir_fs.anonymous_file(dir_fd)
-            try:
-                if self.location is not None:
-                    self._stdout = workdir_fs.anonymous_file(dir_fd)
-            except OSError:
-                os.close(self._stderr)
-                raise
+            self._device = os.fstat(dir_fd).st_dev if dir_fd is not None else _temp_device()
+            self._stderr = self._new_file(dir_fd)
+            if self.location is not None:
+                self._stdout = self._new_file(dir_fd)
+        except OSError:
+            self._release()
+            raise
         finally:
-            os.close(dir_fd)
+            if dir_fd is not None:
+                os.close(dir_fd)
         self.stderr_tail = b""
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
         self._collected = False
+
+    def _new_file(self, dir_fd: int | None) -> int:
+        def make() -> int:
+            if dir_fd is not None:
+                return workdir_fs.anonymous_file(dir_fd)
+            temp = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
+            try:
+                return workdir_fs.anonymous_file(temp)
+            finally:
+                os.close(temp)
+        return self._scratch.take(self._device, make) if self._scratch is not None else make()
+
+    def store_closed(self) -> None:
+        """The store these files were given to is closed: none of its handles to them is left."""
+        self._store_closed = True
 
     def configure(self, config: WasiConfig) -> None:
         """Point the guest's stderr (and stdout, when logged) at the unnamed files; wasmtime
@@ -140,9 +165,22 @@ class CallOutput:
         try:
             self.drain()
         finally:
-            for fd in (self._stdout, self._stderr):
-                if fd is not None:
-                    os.close(fd)
+            self._release()
+
+    def _release(self) -> None:
+        """Back to the scratch files when no store can write to them any more, else closed."""
+        for fd in (self._stdout, self._stderr):
+            if fd is None or fd < 0:
+                continue
+            if self._scratch is not None and self._store_closed:
+                self._scratch.give_back(self._device, fd)
+            else:
+                os.close(fd)
+        self._stdout, self._stderr = None, -1
+
+
+def _temp_device() -> int:
+    return os.stat(tempfile.gettempdir()).st_dev
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
