@@ -345,7 +345,7 @@ class ComponentHost:
             prelinked = self.prelinked(loaded)
             self.prepare_http(store, loaded, grant, call)
             call.guard.install(store)
-            with self.ticker.active():
+            with self.ticker.active(call.guard):
                 instance = prelinked.instantiate(store)
                 call.stage = "call"
                 func = prelinked.func(store, instance, interface, function)
