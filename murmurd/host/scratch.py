@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
 
 
 class ScratchFiles:
@@ -28,19 +27,22 @@ class ScratchFiles:
         self._closed = False
         self.made = 0  # files created (a pool miss each): what a test and the bench read
 
-    def take(self, device: int, make: Callable[[], int]) -> int:
-        """A free scratch file on `device`, else a new one from `make` (which may raise `OSError`)."""
+    def take(self, device: int) -> int | None:
+        """A free scratch file on `device`; None when there is none (the caller makes one)."""
         with self._lock:
             free = self._free.get(device)
             if free:
                 return free.pop()
             self.made += 1
-        return make()
+            return None
 
-    def give_back(self, device: int, fd: int) -> None:
-        """Return `fd` once no store can write to it any more: emptied, then kept or closed."""
+    def give_back(self, device: int, fd: int, size: int | None = None) -> None:
+        """Return `fd` once no store can write to it any more: emptied, then kept or closed.
+        `size`: its size when the caller has just read it."""
         try:
-            if os.fstat(fd).st_size:
+            if size is None:
+                size = os.fstat(fd).st_size
+            if size:
                 os.ftruncate(fd, 0)
         except OSError:
             os.close(fd)

@@ -83,45 +83,39 @@ class CallOutput:
 
         With `scratch`, the files are borrowed from it and go back at `collect`, but only after
         `store_closed` said the store that wrote to them is gone; else they are closed."""
-        self.location = grant.log_location()
+        self.location = location = grant.log_location()
         self._scratch = scratch
-        self._device = 0
         self._store_closed = False
         self._stdout: int | None = None
         self._stderr = -1
-        if self.location is not None:
-            root, rel = self.location
+        self.stderr_tail = b""
+        self.log_refused: OSError | None = None  # why the streams could not be appended to the log
+        self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
+        self._collected = False
+        if location is None and scratch is not None:  # stderr alone, in the temporary directory
+            self._device = _TEMP_KEY
+            kept = scratch.take(_TEMP_KEY)
+            self._stderr = kept if kept is not None else _temp_file()
+            return
+        if location is not None:
+            root, rel = location
             dir_fd = workdir_fs.open_directory(root, rel.rpartition("/")[0] or ".")  # refused: a symlink
-        elif scratch is None:
-            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
         else:
-            dir_fd = None  # the temporary directory is opened only when a file must be made
+            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
         try:
-            self._device = os.fstat(dir_fd).st_dev if dir_fd is not None else _temp_device()
+            self._device = os.fstat(dir_fd).st_dev
             self._stderr = self._new_file(dir_fd)
-            if self.location is not None:
+            if location is not None:
                 self._stdout = self._new_file(dir_fd)
         except OSError:
             self._release()
             raise
         finally:
-            if dir_fd is not None:
-                os.close(dir_fd)
-        self.stderr_tail = b""
-        self.log_refused: OSError | None = None  # why the streams could not be appended to the log
-        self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
-        self._collected = False
+            os.close(dir_fd)
 
-    def _new_file(self, dir_fd: int | None) -> int:
-        def make() -> int:
-            if dir_fd is not None:
-                return workdir_fs.anonymous_file(dir_fd)
-            temp = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
-            try:
-                return workdir_fs.anonymous_file(temp)
-            finally:
-                os.close(temp)
-        return self._scratch.take(self._device, make) if self._scratch is not None else make()
+    def _new_file(self, dir_fd: int) -> int:
+        kept = self._scratch.take(self._device) if self._scratch is not None else None
+        return kept if kept is not None else workdir_fs.anonymous_file(dir_fd)
 
     def store_closed(self) -> None:
         """The store these files were given to is closed: none of its handles to them is left."""
@@ -137,12 +131,16 @@ class CallOutput:
     def drain(self) -> None:
         """Append what the guest wrote since the last drain to the log (stdout, then stderr, each
         capped), and keep the tail of that stretch of stderr. For a store that outlives one call."""
-        stretches = [(label, fd, *self._new_stretch(fd))
-                     for label, fd in (("stdout", self._stdout), ("stderr", self._stderr)) if fd is not None]
         try:
+            if self.location is None:  # stderr alone, kept for its tail
+                start, end = self._new_stretch(self._stderr)
+                self.stderr_tail = read_tail(self._stderr, start, end, _TAIL_BYTES) if end > start else b""
+                return
+            stretches = [(label, fd, *self._new_stretch(fd))
+                         for label, fd in (("stdout", self._stdout), ("stderr", self._stderr)) if fd is not None]
             _label, fd, start, end = stretches[-1]
             self.stderr_tail = read_tail(fd, start, end, _TAIL_BYTES)
-            if self.location is not None and any(end > start for _l, _f, start, end in stretches):
+            if any(end > start for _l, _f, start, end in stretches):
                 with workdir_fs.open_append(*self.location) as sink:
                     for label, fd, start, end in stretches:
                         copy_stretch(fd, start, end, sink.fileno(), label)
@@ -173,14 +171,21 @@ class CallOutput:
             if fd is None or fd < 0:
                 continue
             if self._scratch is not None and self._store_closed:
-                self._scratch.give_back(self._device, fd)
+                self._scratch.give_back(self._device, fd, self._offsets.get(fd))
             else:
                 os.close(fd)
         self._stdout, self._stderr = None, -1
 
 
-def _temp_device() -> int:
-    return os.stat(tempfile.gettempdir()).st_dev
+_TEMP_KEY = -1  # the scratch files of calls without a log, in the temporary directory (no st_dev is negative)
+
+
+def _temp_file() -> int:
+    temp = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
+    try:
+        return workdir_fs.anonymous_file(temp)
+    finally:
+        os.close(temp)
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:
