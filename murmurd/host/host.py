@@ -277,7 +277,10 @@ class ComponentHost:
 
     def prepare_http(self, store: Store, loaded: LoadedComponent, grant: CallGrant, call: CallContext) -> None:
         """Give a store that will run `loaded` its wasi:http context and egress policy."""
-        version = self.prelinked(loaded).http_version
+        self._prepare_http(store, self.prelinked(loaded), grant, call)
+
+    def _prepare_http(self, store: Store, prelinked: PreLinked, grant: CallGrant, call: CallContext) -> None:
+        version = prelinked.http_version
         if version is None:
             return
         store.set_wasi_http()
@@ -343,7 +346,7 @@ class ComponentHost:
             store.set_wasi(wasi_config(grant, call.output, loaded.name))
             wasi_given = True
             prelinked = self.prelinked(loaded)
-            self.prepare_http(store, loaded, grant, call)
+            self._prepare_http(store, prelinked, grant, call)
             call.guard.install(store)
             with self.ticker.active(call.guard):
                 instance = prelinked.instantiate(store)

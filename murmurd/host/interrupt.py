@@ -43,7 +43,7 @@ class EpochTicker:
         self.engine = engine
         self.tick = tick  # how often a call past its deadline is looked at again until it ends
         self._guards: set[CallGuard] = set()  # the calls running now
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._wake_at = _NEVER  # when the thread looks next; an earlier deadline wakes it
         self._stopped = False
         self.advances = 0  # epoch advances made for deadlines (what a test and the bench read)
@@ -64,19 +64,21 @@ class EpochTicker:
                     self._wake_at = min(self._wake_at, now + self.tick)
                 self._cond.wait(None if self._wake_at == _NEVER else self._wake_at - now)
 
-    @contextmanager
-    def active(self, guard: CallGuard) -> Iterator[None]:
-        """While `guard`'s call runs: its deadline is watched and its cancel reaches this engine."""
+    def active(self, guard: CallGuard) -> _Active:
+        """`with ticker.active(guard):` while `guard`'s call runs: its deadline is watched and
+        a cancel of it reaches this engine."""
+        return _Active(self, guard)
+
+    def _enter(self, guard: CallGuard) -> None:
         with self._cond:
             self._guards.add(guard)
             if guard.deadline_at < self._wake_at:
                 self._cond.notify()
         guard.watched_by(self)
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._guards.discard(guard)
+
+    def _leave(self, guard: CallGuard) -> None:
+        with self._cond:
+            self._guards.discard(guard)
 
     def advance(self) -> None:
         """Advance the epoch now: every running store on the engine checks its guard (a cancel)."""
@@ -87,6 +89,21 @@ class EpochTicker:
             self._stopped = True
             self._cond.notify()
         self._thread.join(timeout=1)
+
+
+class _Active:
+    """The span of one call on a ticker (a class, not a generator: it runs on every call)."""
+
+    __slots__ = ("_ticker", "_guard")
+
+    def __init__(self, ticker: EpochTicker, guard: CallGuard) -> None:
+        self._ticker, self._guard = ticker, guard
+
+    def __enter__(self) -> None:
+        self._ticker._enter(self._guard)
+
+    def __exit__(self, *_exc: object) -> None:
+        self._ticker._leave(self._guard)
 
 
 class CallGuard:
