@@ -109,7 +109,7 @@ class HookInstance:
         return self._run(handler, argument, CallGuard(self.grant.limits.deadline_seconds))
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the running call (if any) within one epoch tick; it raises `CallCancelled`.
+        """Stop the running call (if any) at its next epoch check; it raises `CallCancelled`.
         A call that has not started yet (queued behind another) is not affected."""
         guard = self._guard
         if guard is not None:

@@ -70,8 +70,9 @@ class CallOutput:
 
     wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
     I/O threads, which would otherwise be called back during interpreter shutdown). The files
-    are unnamed (`workdir_fs.anonymous_file`, on the log's file system) and reach wasmtime as
-    `/proc/self/fd/<n>`, so no guest can open, truncate or swap them by name. After the call,
+    are unnamed (`workdir_fs.anonymous_file`, on the log's file system; borrowed from the host's
+    `ScratchFiles` when it passes them) and reach wasmtime as `/proc/self/fd/<n>`, so no guest
+    can open, truncate or swap them by name. After the call,
     `collect` appends what they hold to the caller's log (stdout, then stderr), at most
     `capped_copy.LOG_BYTES_PER_STREAM` of each, and keeps the last bytes of stderr, which tell a
     failed allocation from any other trap. A store that outlives one call (a hook's) calls
