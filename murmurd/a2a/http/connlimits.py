@@ -90,11 +90,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._tls_subject: frozenset[tuple[str, str]] | None = None
         self._draining = False  # answered before its body was read: discard it, then close
         self._quiet: asyncio.TimerHandle | None = None  # while draining: the client's silence
-        self._head_bytes = 0  # of the request head being parsed, in the pieces llhttp handed over
         self._head_raw = 0  # bytes read while a head was incomplete (see data_received)
         self._heads_begun = 0
         self._head_done = False  # the current request's headers are complete
-        self._has_host = False
         self._body_pending = False  # the current request's headers are in, its body is not
 
     # -- the cap ---------------------------------------------------------------------------
@@ -151,31 +149,20 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self._head_bytes, self._has_host, self._head_done = 0, False, False
+        self._head_done = False
         self._heads_begun += 1
 
-    def on_url(self, url: bytes) -> None:
-        self._count_head(len(url))
-        super().on_url(url)
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._count_head(len(name) + len(value) + 4)  # ": " and CRLF
-        if name.lower() == b"host":
-            self._has_host = True
-        super().on_header(name, value)
-
-    def _count_head(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > MAX_HEAD_BYTES:
-            raise BadHead(f"request head over {MAX_HEAD_BYTES} bytes")
-
     def on_headers_complete(self) -> None:
-        if self.parser.get_http_version() == "1.1" and not self._has_host:
+        headers = self.headers  # as uvicorn collected them, names lower-cased
+        if len(self.url) + sum(len(name) + len(value) + 4 for name, value in headers) > MAX_HEAD_BYTES:
+            raise BadHead(f"request head over {MAX_HEAD_BYTES} bytes")  # within one read (data_received)
+        if self.parser.get_http_version() == "1.1" and not any(name == b"host" for name, _ in headers):
             raise BadHead("an HTTP/1.1 request without Host")
         self._head_done = True
+        before = self.cycle
         super().on_headers_complete()
         self._disarm()  # the header deadline
-        if self.cycle is None:
+        if self.cycle is before:
             return  # an upgrade: not served here
         if self._tls_subject is not None:  # the app runs later: its scope still takes this
             self.cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
