@@ -274,3 +274,24 @@ def test_an_http_1_1_request_without_host_is_answered_400(served: Served) -> Non
         assert answer_of(sock).startswith(b"HTTP/1.1 400")
     with sockets(1, served, b"GET /.well-known/agent-card.json HTTP/1.0\r\n\r\n") as [sock]:
         assert answer_of(sock).startswith(b"HTTP/1.1 200")  # HTTP/1.0 has no Host rule (as h11)
+
+
+def test_a_pipelined_request_whose_body_is_still_coming_is_served_not_drained(served: Served) -> None:
+    """The first request's answer completes while the second's body is still on its way: only an
+    answer to the request whose own body is unread starts draining."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": "tsk_none"}}'
+    first = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    second = REQUEST_LINE + b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+    with sockets(1, served, first + second + body[:10]) as [sock]:
+        sock.settimeout(10)
+        received = b""
+        while b'"name":"chaos"' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+        sock.sendall(body[10:])
+        while b'"id":7' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received  # a drained request ends in a close with no answer
+            received += chunk
+    assert received.count(b"HTTP/1.1 200") == 2 and b"-32001" in received

@@ -84,7 +84,6 @@ class GuardedProtocol(HttpToolsProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
-        self._seen_cycle: object = None
         self._write_deadline: asyncio.TimerHandle | None = None
         self._write_mark = 0  # write buffer size when the current write period began
         self._tls_subject: frozenset[tuple[str, str]] | None = None
@@ -206,7 +205,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._disarm_write()
 
     def on_response_complete(self) -> None:
-        early = self._body_pending
+        # the answered request's body is still coming (not a pipelined request's after it)
+        early = self._body_pending and self.cycle is not None and self.cycle.response_complete
         super().on_response_complete()
         if early and not self.transport.is_closing():
             self._draining = True  # the body deadline armed at the headers stays: the latest close
