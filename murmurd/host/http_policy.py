@@ -9,7 +9,7 @@ forwards the request to the native `handle` or drops it and answers the WASI err
 (`SessionContext.egress_denied`), which traces it.
 
 Without a grant no forwarder is ever instantiated: every request is refused at once. The
-store's egress state and the refusal record are `http_egress.py`'s (still importable from here).
+store's egress state and the refusal record are `http_egress.py`'s; import them from there.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from wasmtime.component import Linker, ResourceAny, Variant
 
 from murmurd.host.context import CallContext
 from murmurd.host.egress import request_origin
-from murmurd.host.http_egress import EGRESS_DENIED, OUTGOING_HANDLER, EgressDenial, HttpEgress
+from murmurd.host.http_egress import OUTGOING_HANDLER, EgressDenial
 from murmurd.host.imports import call_context
 
 DENIED = "HTTP-request-denied"
@@ -32,8 +32,7 @@ _SHOWN_SCHEME = 64
 # must not grow the trace without end. Every later request is still refused, untraced.
 MAX_TRACED_DENIALS = 100
 
-__all__ = ["DENIED", "EGRESS_DENIED", "MAX_TRACED_DENIALS", "OUTGOING_HANDLER", "EgressDenial", "HttpEgress",
-           "define_http_filter"]
+__all__ = ["DENIED", "MAX_TRACED_DENIALS", "define_http_filter"]
 
 
 def _drop(store: Any, *resources: Any) -> None:
