@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,14 +73,16 @@ class SessionIndex:
         except FileNotFoundError:
             pass
 
-    def entries(self) -> list[ContextSession]:
+    def entries(self, skip: Collection[str] = ()) -> list[ContextSession]:
+        """The index's sessions but those in `skip` (the live ones, whose files a sweep need not
+        read: with many contexts in flight a sweep runs per task end and reads only listdir)."""
         try:
             names = sorted(os.listdir(self.index_dir))
         except FileNotFoundError:
             return []
         found = []
         for name in names:
-            if not _SESSION_ID.fullmatch(name):
+            if name in skip or not _SESSION_ID.fullmatch(name):
                 continue
             try:
                 context_id = workdir_fs.read_text(self.index_dir, name, max_bytes=_MAX_CONTEXT_ID_BYTES)
@@ -144,7 +146,7 @@ class WorkdirRetention:
         removed = 0
         if self.index is not None:
             live = self._live_sessions()
-            entries = await asyncio.to_thread(self.index.entries)
+            entries = await asyncio.to_thread(self.index.entries, live)
             closed = [e for e in entries if e.session_id not in live and e.context_id not in busy]
             for context_id in {e.context_id for e in closed}:
                 if await self.store.count(context_id) == 0:
