@@ -25,7 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from wasmtime import Engine
-from wasmtime.component import Component, Func, Linker, ResourceAny, Variant
+from wasmtime.component import Component, Func, Linker
+
+from murmurd.host import http_raw
+from murmurd.host.http_raw import ValArray
 
 _WAT = r'''
 (component
@@ -204,16 +207,11 @@ class Forwarder:
             raise RuntimeError("the wasi:http forwarder does not export target and forward")
         return cls(target, forward)
 
-    def target(self, store: Any, request: ResourceAny) -> tuple[str | None, str | None]:
-        """The request's scheme (`http`, `https`, or the other scheme's text) and authority."""
-        scheme, authority = self._target(store, request)
-        self._target.post_return(store)
-        if isinstance(scheme, Variant):
-            scheme = {"HTTP": "http", "HTTPS": "https"}.get(scheme.tag, scheme.payload if scheme.tag == "other" else None)
-        return scheme, authority
+    def target(self, context: Any, args: ValArray) -> tuple[str | None, str | None]:
+        """The scheme (`http`, `https`, or the other scheme's text) and authority of the request
+        in the C arguments `args` of the shadowed `handle`."""
+        return http_raw.target(context, self._target, args)
 
-    def forward(self, store: Any, request: ResourceAny, options: ResourceAny | None) -> Any:
-        """Send the request through wasmtime's native client; the guest gets what it answers."""
-        result = self._forward(store, request, options)
-        self._forward.post_return(store)
-        return result
+    def forward(self, context: Any, args: ValArray, results: ValArray) -> None:
+        """Send the request through wasmtime's native client; its answer goes to the guest as is."""
+        http_raw.forward(context, self._forward, args, results)
