@@ -16,7 +16,7 @@ echo tool and for a driver that answers at once (tests/fixtures/chaos-driver), a
 second call on a kept instance (what reusing a driver instance across turns would save) and
 the memory a kept instance holds resident.
 
-    .venv/bin/python bench/host_call.py [--calls 200] [--rounds 5]
+    .venv/bin/python bench/host_call.py [--calls 200] [--rounds 5] [--no-phases]
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=200, help="calls per side per round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-phases", action="store_true", help="part 1 only")
     args = parser.parse_args()
     echo_wasm = build_artifact(ROOT / "examples" / "echo").output
     driver_wasm = build_artifact(ROOT / "tests" / "fixtures" / "chaos-driver").output
@@ -147,6 +148,11 @@ def main() -> None:
     stats = host.link_stats
     print(f"  linkers built {stats.linkers}, components pre-linked {stats.prelinked} "
           f"(for {1 + 2 * (10 + 2 * args.rounds * args.calls)} murmurd calls)")
+
+    print(f"  scratch files made {host.scratch.made} (lent to one call at a time)")
+    if args.no_phases:
+        host.close()
+        return
 
     print("\nPart 2: phases of one bare call, CPU ms (min / median / max of per-round medians)")
     driver = host.load(driver_wasm)

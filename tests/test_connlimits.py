@@ -228,3 +228,70 @@ def test_a_hostile_content_length_is_refused_without_a_500(served: Served, lengt
     assert status in (400, 413), answer
     ordinary_request_works(served)
     no_tracebacks(served)
+
+
+def answer_of(sock: socket.socket) -> bytes:
+    """What the server sends before it closes `sock` (a closed connection with no answer: b"")."""
+    sock.settimeout(10)
+    chunks = []
+    while True:
+        try:
+            data = sock.recv(65536)
+        except (ConnectionResetError, BrokenPipeError):
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def test_a_request_head_past_16_kib_is_answered_400_and_closed(served: Served) -> None:
+    with sockets(1, served, REQUEST_LINE + b"X-Big: " + b"a" * (20 * 1024) + b"\r\n\r\n") as [sock]:
+        assert answer_of(sock).startswith(b"HTTP/1.1 400")
+    ordinary_request_works(served)
+
+
+def test_a_header_sent_piece_by_piece_past_the_limit_is_refused_before_it_ends(served: Served) -> None:
+    """The parser buffers a header whose end it has not seen: the bytes are counted as they come."""
+    with sockets(1, served, REQUEST_LINE + b"X-Endless: ") as [sock]:
+        try:
+            for _ in range(512):  # 2 MiB, never ending the header, unless the server answers first
+                sock.sendall(b"a" * 4096)
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        assert answer_of(sock).startswith(b"HTTP/1.1 400")  # the header deadline would close with no answer
+
+
+def test_a_request_head_of_8_kib_is_served(served: Served) -> None:
+    request = (b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"a" * (8 * 1024)
+               + b"\r\nConnection: close\r\n\r\n")
+    with sockets(1, served, request) as [sock]:
+        assert answer_of(sock).startswith(b"HTTP/1.1 200")
+
+
+def test_an_http_1_1_request_without_host_is_answered_400(served: Served) -> None:
+    with sockets(1, served, b"GET /.well-known/agent-card.json HTTP/1.1\r\n\r\n") as [sock]:
+        assert answer_of(sock).startswith(b"HTTP/1.1 400")
+    with sockets(1, served, b"GET /.well-known/agent-card.json HTTP/1.0\r\n\r\n") as [sock]:
+        assert answer_of(sock).startswith(b"HTTP/1.1 200")  # HTTP/1.0 has no Host rule (as h11)
+
+
+def test_a_pipelined_request_whose_body_is_still_coming_is_served_not_drained(served: Served) -> None:
+    """The first request's answer completes while the second's body is still on its way: only an
+    answer to the request whose own body is unread starts draining."""
+    body = b'{"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"id": "tsk_none"}}'
+    first = b"GET /.well-known/agent-card.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    second = REQUEST_LINE + b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+    with sockets(1, served, first + second + body[:10]) as [sock]:
+        sock.settimeout(10)
+        received = b""
+        while b'"name":"chaos"' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received
+            received += chunk
+        sock.sendall(body[10:])
+        while b'"id":7' not in received:
+            chunk = sock.recv(65536)
+            assert chunk, received  # a drained request ends in a close with no answer
+            received += chunk
+    assert received.count(b"HTTP/1.1 200") == 2 and b"-32001" in received

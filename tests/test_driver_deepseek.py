@@ -1,10 +1,13 @@
 """murmur-driver-deepseek, bundled by name, through real sessions against a loopback stand-in
-that speaks DeepSeek's chat completions SSE (`reasoning_content` deltas) and, as DeepSeek does,
-refuses an assistant tool-call turn sent back without its reasoning."""
+that speaks DeepSeek's chat completions SSE (`reasoning_content` deltas) or, ignoring `stream`,
+answers one `application/json` completion, and, as DeepSeek does, refuses an assistant
+tool-call turn sent back without its reasoning."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,7 +19,7 @@ from loopkit import capsule_dir, local
 from conftest import EXAMPLES
 from murmurd.session.events import TaskEvents
 from murmurd.session.session import Session, TaskSpec
-from standins import Stream, serving
+from standins import Status, Stream, serving
 
 pytestmark = pytest.mark.anyio
 
@@ -93,6 +96,23 @@ def ds_stream(*, reasoning: str = "", text: str = "", tool_calls: list[dict[str,
         wire.append(json.dumps({"id": "ds-1", "object": "chat.completion.chunk", "choices": [], "usage": usage}))
     wire.append("[DONE]")
     return Stream([(None, data) for data in wire])
+
+
+def ds_completion(*, reasoning: str = "", text: str | None = None, tool_calls: list[dict[str, Any]] = (),
+                  finish_reason: str | None = "stop", usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """DeepSeek's non-streamed answer (`chat.completion`), as it comes when `stream` is ignored."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    if tool_calls:
+        message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                  "function": {"name": c["name"], "arguments": json.dumps(c["input"])}}
+                                 for c in tool_calls]
+    completion: dict[str, Any] = {"id": "ds-2", "object": "chat.completion", "created": 1, "model": MODEL,
+                                  "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}]}
+    if usage is not None:
+        completion["usage"] = usage
+    return completion
 
 
 def usage(prompt: int, completion: int, hit: int) -> dict[str, int]:
@@ -237,18 +257,19 @@ def test_a_real_daemon_streams_the_reasoning_then_the_answer(tmp_path: Path) -> 
     assert final and final[-1]["status"]["state"] == "completed", frames
 
 
-def test_the_body_rules_params_strips_images_and_roles() -> None:
-    """The request mapping itself (pure Python, the module the component is built from)."""
-    import importlib
-    import sys
-
+def guest_modules(*names: str) -> list[Any]:
+    """The driver's pure modules under CPython, from the directories it is built from."""
     bundled = Path(__file__).resolve().parent.parent / "murmurd" / "bundled"
     sys.path[:0] = [str(bundled / DRIVER), str(bundled / "_driverkit")]
     try:
-        chat = importlib.import_module("deepseek_chat")
-        errors = importlib.import_module("driverkit.errors")
+        return [importlib.import_module(name) for name in names]
     finally:
         del sys.path[:2]
+
+
+def test_the_body_rules_params_strips_images_and_roles() -> None:
+    """The request mapping itself (pure Python, the module the component is built from)."""
+    chat, errors = guest_modules("deepseek_chat", "driverkit.errors")
     params = {"temperature": 0.3, "top_p": 0.9, "presence_penalty": 1, "frequency_penalty": 1, "seed": 7,
               "stream": False, "model": "ignored"}
     request = {"model": MODEL, "max_tokens": 64, "params": params, "messages": [
@@ -269,3 +290,71 @@ def test_the_body_rules_params_strips_images_and_roles() -> None:
         chat.build_body({"messages": [{"role": "tool", "content": []}]}, MODEL, {}, {})
     with pytest.raises(errors.ConfigError, match="unknown message role 'system'"):
         chat.build_body({"messages": [{"role": "system", "content": []}]}, MODEL, {}, {})
+
+
+async def test_an_application_json_answer_is_read_whole_and_its_reasoning_goes_back(tmp_path: Path, host) -> None:
+    """The non-streamed fallback: a stand-in that ignores `stream: true` and answers one
+    `application/json` completion per turn. No chunk is emitted on that path (as upstream); the
+    answer is the streamed one's: thinking first, the tool call, the reasoning sent back."""
+    with serving("/chat/completions", deepseek_validate) as api:
+        api.replies = [
+            Status(200, ds_completion(reasoning="The user wants an echo.", text="Calling echo.", tool_calls=[ECHO],
+                                      finish_reason="tool_calls", usage=usage(120, 30, 0))),
+            Status(200, ds_completion(reasoning="Echo answered ping.", text="All done: ping.",
+                                      usage=usage(180, 9, 128))),
+        ]
+        staged = stage(deepseek_capsule(tmp_path, api.url, {}), host, tmp_path)
+        outcome, events = await run(staged, host, "echo ping please")
+
+    assert outcome.exit_status == "ok", outcome.error
+    assert api.problems == []  # the second request carried the reasoning back, or the stand-in refused it
+    assert outcome.result_text == "All done: ping."
+    assert "text" not in events.kinds() and "thinking" not in events.kinds(), events.seen
+    assistant = second_request_assistant(api)
+    assert assistant["reasoning_content"] == "The user wants an echo."
+    assert assistant["tool_calls"][0]["function"] == {"name": "echo", "arguments": '{"text": "ping"}'}
+    kept = [m for m in outcome.messages if m.role == "assistant"]
+    assert [b["type"] for b in kept[0].content] == ["thinking", "tool_call"]  # text dropped, as streamed
+    assert kept[1].content == [{"type": "thinking", "text": "Echo answered ping."},
+                               {"type": "text", "text": "All done: ping."}]
+    assert usage_rows(staged) == [{"input_tokens": 120, "output_tokens": 30, "cached_tokens": 0},
+                                  {"input_tokens": 180, "output_tokens": 9, "cached_tokens": 128}]
+
+
+def second_request_assistant(api: Any) -> dict[str, Any]:
+    _first, second = api.requests
+    return second.body["messages"][2]
+
+
+@pytest.mark.parametrize(("reply", "message"), [
+    ({"id": "ds-3", "object": "chat.completion", "choices": []}, "deepseek: malformed answer: the response has no choices[0]"),
+    ({"error": {"type": "invalid_request_error", "message": "model overloaded"}},
+     "deepseek: response error invalid_request_error: model overloaded"),
+    (ds_completion(text="filtered", finish_reason="content_filter"),
+     "driver error: the model stopped with finish_reason 'content_filter'"),
+    ("[1, 2]", "deepseek: malformed answer: the application/json body is not an object"),
+    ('{"choices": [', "deepseek: malformed answer: the application/json body is not JSON"),
+])
+async def test_a_bad_application_json_answer_fails_naming_what_was_wrong(tmp_path: Path, host, reply: Any,
+                                                                         message: str) -> None:
+    with serving("/chat/completions", deepseek_validate) as api:
+        api.replies = [Status(200, reply)]
+        staged = stage(deepseek_capsule(tmp_path, api.url, {}), host, tmp_path)
+        outcome, _ = await run(staged, host, "hello")
+    assert len(api.requests) == 1  # a 2xx is never retried
+    assert outcome.exit_status == "failed" and message in (outcome.error or ""), outcome.error
+
+
+def test_a_whole_completion_and_its_stream_give_the_same_answer() -> None:
+    """The two paths share one `response()`: the same turn, streamed or not, is the same answer."""
+    chat, sse = guest_modules("deepseek_chat", "driverkit.sse")
+    turn = {"reasoning": "Think.", "text": "Calling.", "tool_calls": [ECHO], "finish_reason": "tool_calls",
+            "usage": usage(10, 5, 2)}
+    seen: list[str] = []
+    streamed = chat.assemble([sse.Event("message", data) for _name, data in ds_stream(**turn).events],
+                             seen.append, seen.append)
+    whole = chat.answer_whole(ds_completion(**turn))
+    assert whole == streamed and seen  # the stream emitted its deltas; the whole answer emits none
+    assert whole["content"][0] == {"type": "thinking", "text": "Think."}
+    assert whole["content"][1] == {"type": "tool_call", "id": "call_0", "name": "echo", "input": {"text": "ping"}}
+    assert whole["usage"] == {"input_tokens": 10, "output_tokens": 5, "cached_tokens": 2}

@@ -20,7 +20,8 @@ import pytest
 from wasmtime import wat2wasm
 
 from murmurd.host import CallGrant, ComponentHost, SessionContext, ToolInput, ToolStatus
-from murmurd.host.http_policy import DENIED, MAX_TRACED_DENIALS, EgressDenial
+from murmurd.host.http_egress import EgressDenial
+from murmurd.host.http_policy import DENIED, MAX_TRACED_DENIALS
 
 
 @dataclass

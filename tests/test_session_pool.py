@@ -44,7 +44,7 @@ def _trace(slot: Slot) -> list[str]:
 async def _pool(tmp_path: Path, host: ComponentHost, capacity: int, clock: Clock) -> tuple[StagedCapsule, SessionPool]:
     staged = await asyncio.to_thread(stage_capsule, chaos_capsule(tmp_path), host=host)
 
-    async def open_slot() -> Slot:
+    async def open_slot(context_id: str) -> Slot:
         session = Session(open_session_staging(staged), host)
         await session.open()
         return Slot(session, PeerClient(session.trace))

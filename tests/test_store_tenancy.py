@@ -71,6 +71,22 @@ async def test_members_outlive_pruning_until_the_context_is_forgotten(task_store
     assert await task_store.forget_context("busy") is False and await task_store.context_members("busy") == {"ops"}
 
 
+async def test_contexts_with_tasks_names_those_that_hold_one_in_one_call(task_store: TaskStore) -> None:
+    assert await task_store.contexts_with_tasks([]) == set()
+    await task_store.create(record("p1", "pruned", "ops", state=TaskState.COMPLETED))  # the oldest finished
+    await asyncio.sleep(0.002)
+    await task_store.create(record("k1", "kept", "ops", state=TaskState.COMPLETED))
+    await task_store.create(record("k2", "kept", "ops"))
+    for i in range(600):  # more ids than one SQLite `IN (...)` takes
+        await task_store.create(record(f"many-{i}", f"ctx-{i}", "peer-a"))
+    await task_store.create(record("newer", "newer", "ops", state=TaskState.COMPLETED))
+    assert await task_store.prune(Retention(max_age_secs=None, max_count=2)) >= 1  # "pruned" lost its task
+    asked = ["kept", "pruned", "never-used", "newer", *(f"ctx-{i}" for i in range(0, 600, 7)), "ctx-599"]
+    held = await task_store.contexts_with_tasks(asked)
+    assert held == {"kept", "newer", *(f"ctx-{i}" for i in range(0, 600, 7)), "ctx-599"}
+    assert "pruned" in await task_store.orphaned_contexts(1000)
+
+
 async def test_open_contexts_count_unfinished_tasks_per_credential(task_store: TaskStore) -> None:
     await task_store.create(record("a1", "c1", "peer-a"))
     await task_store.create(record("a2", "c1", "peer-a"))

@@ -6,6 +6,7 @@ context's history goes with its last task. Real `murmurd serve` processes on loo
 from __future__ import annotations
 
 import os
+import stat
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -31,7 +32,17 @@ def _sessions(served: Served) -> list[Path]:
 
 
 def _bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    """Bytes of the regular files under `path`; a sweep may remove a workdir while this walks it."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                info = os.lstat(os.path.join(root, name))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
 
 
 def _send_each(served: Served, texts: list[str]) -> list[dict]:
@@ -106,3 +117,28 @@ def test_a_restarted_daemon_removes_what_the_one_before_left(tmp_path: Path) -> 
         wait_for(lambda: not any(s.exists() for s in left), 120, "the earlier daemon's context workdirs to go")
         assert (second.capsule / "workdir" / second.session_id).is_dir()
         assert (first.capsule / "workdir" / first.session_id).is_dir()  # a daemon's own workdir is not a context's
+
+
+def test_the_index_holds_close_times_until_settled_and_a_new_reader_sees_them(tmp_path: Path) -> None:
+    """The index answers from memory once read; a close time reaches the disk (what a restarted
+    daemon orders the keep bound by) with `settle`, which also removes what it is given."""
+    from murmurd.a2a.core.context_sessions import SessionIndex
+
+    workdirs = tmp_path / "workdir"
+    kept, going = "ses_" + "a" * 32, "ses_" + "b" * 32
+    for name in (kept, going):
+        (workdirs / name / "out").mkdir(parents=True)
+    index = SessionIndex(tmp_path / "state" / "context-sessions", workdirs)
+    index.record(kept, "ctx-kept")
+    index.record(going, "ctx-going")
+    assert [(e.session_id, e.context_id) for e in index.entries()] == [(kept, "ctx-kept"), (going, "ctx-going")]
+    os.utime(index.index_dir / kept, (1_000_000, 1_000_000))  # as if recorded long ago
+    index.closed(kept)
+    assert index.unsettled and (index.index_dir / kept).stat().st_mtime == 1_000_000  # not yet on disk
+    assert next(e for e in index.entries() if e.session_id == kept).closed_at > 1_000_000  # known at once
+    assert index.settle([going]) == 1
+    assert not (workdirs / going).exists() and not (index.index_dir / going).exists()
+    assert not index.unsettled and (index.index_dir / kept).stat().st_mtime > 1_000_000
+    fresh = SessionIndex(index.index_dir, workdirs).entries()  # what a restarted daemon reads
+    assert [(e.session_id, e.context_id) for e in fresh] == [(kept, "ctx-kept")]
+    assert fresh[0].closed_at > 1_000_000

@@ -109,7 +109,7 @@ class HookInstance:
         return self._run(handler, argument, CallGuard(self.grant.limits.deadline_seconds))
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Stop the running call (if any) within one epoch tick; it raises `CallCancelled`.
+        """Stop the running call (if any) at its next epoch check; it raises `CallCancelled`.
         A call that has not started yet (queued behind another) is not affected."""
         guard = self._guard
         if guard is not None:
@@ -162,7 +162,7 @@ class HookInstance:
             call.guard, call.import_failure, call.stage = guard, None, "call"
             guard.install(live.store)
             func = live.funcs[handler]
-            with self.host.ticker.active():
+            with self.host.ticker.active(guard):
                 raw = func(live.store, value)
                 func.post_return(live.store)
         except WasmtimeError as exc:
@@ -203,7 +203,7 @@ class HookInstance:
             prelinked = self.host.prelinked(loaded)
             self.host.prepare_http(store, loaded, grant, call)
             guard.install(store)
-            with self.host.ticker.active():
+            with self.host.ticker.active(guard):
                 instance = prelinked.instantiate(store)
         except OSError as exc:  # the preopen was refused (a symlink on its way)
             self._drop()

@@ -36,6 +36,7 @@ from murmurd.host.murmur_imports import interfaces_for, legacy_hook_interfaces
 from murmurd.host.loaded import LoadedComponent
 from murmurd.host.prelinked import LinkStats, PreLinked
 from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers
+from murmurd.host.scratch import ScratchFiles
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
 from murmurd.paths import cache_dir as default_cache_dir
@@ -82,6 +83,7 @@ class ComponentHost:
         # Each loaded component's pre-linked form, alive as long as the LoadedComponent is.
         self._prelinked: weakref.WeakKeyDictionary[LoadedComponent, PreLinked] = weakref.WeakKeyDictionary()
         self.link_stats = LinkStats()
+        self.scratch = ScratchFiles()  # the guests' stdout/stderr files, lent to one call at a time
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -221,6 +223,7 @@ class ComponentHost:
     def close(self) -> None:
         self.ticker.stop()
         self.pool.shutdown()
+        self.scratch.close()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -274,7 +277,10 @@ class ComponentHost:
 
     def prepare_http(self, store: Store, loaded: LoadedComponent, grant: CallGrant, call: CallContext) -> None:
         """Give a store that will run `loaded` its wasi:http context and egress policy."""
-        version = self.prelinked(loaded).http_version
+        self._prepare_http(store, self.prelinked(loaded), grant, call)
+
+    def _prepare_http(self, store: Store, prelinked: PreLinked, grant: CallGrant, call: CallContext) -> None:
+        version = prelinked.http_version
         if version is None:
             return
         store.set_wasi_http()
@@ -295,7 +301,7 @@ class ComponentHost:
         enclosing: CallGuard | None = getattr(_current, "guard", None)
         guard = guard or CallGuard(grant.limits.deadline_seconds, parent=enclosing)
         try:
-            output = CallOutput(grant)
+            output = CallOutput(grant, self.scratch)
         except OSError as exc:
             raise InstantiationError(loaded.name, f"its log is refused: {exc}") from None
         call = CallContext(loaded.name, session or SessionContext(), guard, output, on_chunk, on_thinking)
@@ -329,6 +335,7 @@ class ComponentHost:
         the store) reachable until the garbage collector breaks the cycle, which under load
         meant several dead guests' memory held at a time."""
         store = Store(self.engine, data=call)
+        wasi_given = False
         try:
             limits = grant.limits
             store.set_limits(
@@ -337,10 +344,11 @@ class ComponentHost:
                 instances=limits.instances,
             )
             store.set_wasi(wasi_config(grant, call.output, loaded.name))
+            wasi_given = True
             prelinked = self.prelinked(loaded)
-            self.prepare_http(store, loaded, grant, call)
+            self._prepare_http(store, prelinked, grant, call)
             call.guard.install(store)
-            with self.ticker.active():
+            with self.ticker.active(call.guard):
                 instance = prelinked.instantiate(store)
                 call.stage = "call"
                 func = prelinked.func(store, instance, interface, function)
@@ -349,3 +357,5 @@ class ComponentHost:
                 return result
         finally:
             store.close()
+            if wasi_given:  # wasmtime's handles to the output files went with the store
+                call.output.store_closed()

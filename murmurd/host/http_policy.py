@@ -9,7 +9,7 @@ forwards the request to the native `handle` or drops it and answers the WASI err
 (`SessionContext.egress_denied`), which traces it.
 
 Without a grant no forwarder is ever instantiated: every request is refused at once. The
-store's egress state and the refusal record are `http_egress.py`'s (still importable from here).
+store's egress state and the refusal record are `http_egress.py`'s; import them from there.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from wasmtime.component._enter import catch_exceptions
 
 from murmurd.host.context import CallContext
 from murmurd.host.egress import request_origin
-from murmurd.host.http_egress import EGRESS_DENIED, OUTGOING_HANDLER, EgressDenial, HttpEgress
+from murmurd.host.http_egress import OUTGOING_HANDLER, EgressDenial
 from murmurd.host.http_raw import ValArray, answer_error, drop_request
 from murmurd.host.imports import call_context
 
@@ -37,8 +37,7 @@ _SHOWN_SCHEME = 64
 MAX_TRACED_DENIALS = 100
 _NO_FINALIZER = ctypes.cast(None, ctypes.CFUNCTYPE(None, ctypes.c_void_p))  # `_guarded_handle` lives as long as the module
 
-__all__ = ["DENIED", "EGRESS_DENIED", "MAX_TRACED_DENIALS", "OUTGOING_HANDLER", "EgressDenial", "HttpEgress",
-           "define_http_filter"]
+__all__ = ["DENIED", "MAX_TRACED_DENIALS", "define_http_filter"]
 
 
 def _refuse(context: Any, call: CallContext, args: ValArray, results: ValArray, denial: EgressDenial) -> None:

@@ -1,10 +1,15 @@
 """Deadlines and cancellation for running WASM, through epoch interruption.
 
-One `EpochTicker` thread per engine bumps the epoch every `tick` seconds while any call is
-running. Each call's store gets an epoch-deadline callback (a `CallGuard`) that runs on the
-worker thread at every tick: it lets the guest continue for one more tick, or traps it when the
-call's deadline has passed or someone cancelled it. The cause is kept on the guard so the host
-can raise a typed error instead of wasmtime's generic "interrupt".
+Each call's store gets an epoch-deadline callback (a `CallGuard`) that runs on the worker
+thread when the engine's epoch moves past the store's deadline: it lets the guest go on, or
+traps it when the call's deadline has passed or someone cancelled it. The cause is kept on the
+guard so the host can raise a typed error instead of wasmtime's generic "interrupt".
+
+The epoch moves only when a running call must be looked at, not on a clock: `cancel` advances
+it at once (the guest stops at its next epoch check), and one `EpochTicker` thread per engine
+sleeps until the earliest deadline of the calls running and advances it then, and again every
+`tick` while a call past its deadline has not ended (one blocked in a host import). A call that
+ends in time costs no tick, no thread switch and no Python callback.
 """
 
 from __future__ import annotations
@@ -28,40 +33,56 @@ _CALLBACK_TYPE = ctypes.CFUNCTYPE(
     ctypes.POINTER(ffi.wasmtime_update_deadline_kind_t),
 )
 _NO_FINALIZER = ctypes.cast(None, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
+_NEVER = float("inf")
 
 
 class EpochTicker:
-    """Advances an engine's epoch every `tick` seconds while at least one call is active."""
+    """Advances an engine's epoch when a running call's deadline comes (see the module's doc)."""
 
     def __init__(self, engine: Engine, tick: float = 0.01) -> None:
         self.engine = engine
-        self.tick = tick
-        self._active = 0
-        self._cond = threading.Condition()
+        self.tick = tick  # how often a call past its deadline is looked at again until it ends
+        self._guards: set[CallGuard] = set()  # the calls running now
+        self._cond = threading.Condition(threading.Lock())
+        self._wake_at = _NEVER  # when the thread looks next; an earlier deadline wakes it
         self._stopped = False
+        self.advances = 0  # epoch advances made for deadlines (what a test and the bench read)
         self._thread = threading.Thread(target=self._run, name="murmurd-epoch", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._active == 0 and not self._stopped:
-                    self._cond.wait()
-                if self._stopped:
-                    return
-            time.sleep(self.tick)
-            self.engine.increment_epoch()
-
-    @contextmanager
-    def active(self) -> Iterator[None]:
         with self._cond:
-            self._active += 1
-            self._cond.notify()
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._active -= 1
+            while not self._stopped:
+                now = time.monotonic()
+                due = [guard for guard in self._guards if guard.deadline_at <= now]
+                if due:
+                    self.engine.increment_epoch()
+                    self.advances += 1
+                later = (guard.deadline_at for guard in self._guards if guard.deadline_at > now)
+                self._wake_at = min(later, default=_NEVER)
+                if due:
+                    self._wake_at = min(self._wake_at, now + self.tick)
+                self._cond.wait(None if self._wake_at == _NEVER else self._wake_at - now)
+
+    def active(self, guard: CallGuard) -> _Active:
+        """`with ticker.active(guard):` while `guard`'s call runs: its deadline is watched and
+        a cancel of it reaches this engine."""
+        return _Active(self, guard)
+
+    def _enter(self, guard: CallGuard) -> None:
+        with self._cond:
+            self._guards.add(guard)
+            if guard.deadline_at < self._wake_at:
+                self._cond.notify()
+        guard.watched_by(self)
+
+    def _leave(self, guard: CallGuard) -> None:
+        with self._cond:
+            self._guards.discard(guard)
+
+    def advance(self) -> None:
+        """Advance the epoch now: every running store on the engine checks its guard (a cancel)."""
+        self.engine.increment_epoch()
 
     def stop(self) -> None:
         with self._cond:
@@ -70,24 +91,53 @@ class EpochTicker:
         self._thread.join(timeout=1)
 
 
+class _Active:
+    """The span of one call on a ticker (a class, not a generator: it runs on every call)."""
+
+    __slots__ = ("_ticker", "_guard")
+
+    def __init__(self, ticker: EpochTicker, guard: CallGuard) -> None:
+        self._ticker, self._guard = ticker, guard
+
+    def __enter__(self) -> None:
+        self._ticker._enter(self._guard)
+
+    def __exit__(self, *_exc: object) -> None:
+        self._ticker._leave(self._guard)
+
+
 class CallGuard:
-    """Per-call deadline and cancel flag, checked at every epoch tick of the call's store.
+    """Per-call deadline and cancel flag, checked by the call's store at each epoch advance.
 
     A guard made for a call nested in another (a tool a capsule invokes) has the outer guard as
     `parent`: cancelling the outer call cancels it too. Host imports that block outside WASM
-    (the shell) poll `is_set`, since no epoch tick reaches them."""
+    (the shell) poll `is_set`, since no epoch check reaches them."""
 
     def __init__(self, deadline_seconds: float, parent: CallGuard | None = None) -> None:
         self.deadline_seconds = deadline_seconds
         self.parent = parent
-        self._deadline_at = float("inf")  # the clock starts when the call starts (install)
+        self.deadline_at = _NEVER  # monotonic; the clock starts when the call starts (install)
         self._cancel_reason: str | None = None
         self.cause: str | None = None  # "deadline" or "cancelled" once the guard has trapped
         self._callback = _CALLBACK_TYPE(self._on_epoch)
+        self._tickers: set[EpochTicker] = set()  # the engines this guard's calls (and nested ones) run on
 
     def cancel(self, reason: str = "cancelled") -> None:
-        """Ask the running guest to stop at its next epoch check (within one tick)."""
+        """Ask the running guest to stop at its next epoch check: the epoch of every engine a
+        call under this guard (or nested in its call) runs on is advanced now."""
         self._cancel_reason = reason
+        for ticker in tuple(self._tickers):
+            ticker.advance()
+
+    def watched_by(self, ticker: EpochTicker) -> None:
+        """A call under this guard runs on `ticker`'s engine: a cancel of it, or of a call it is
+        nested in, advances that epoch. A cancel that came first is acted on now."""
+        guard: CallGuard | None = self
+        while guard is not None:
+            guard._tickers.add(ticker)
+            guard = guard.parent
+        if self.cancel_reason is not None:
+            ticker.advance()
 
     @property
     def cancel_reason(self) -> str | None:
@@ -98,8 +148,8 @@ class CallGuard:
 
     def is_set(self) -> bool:
         """Whether the call must stop: cancelled, or past its deadline (or its caller's). The
-        shell runner polls this as its cancel flag; the next epoch tick then names the cause."""
-        if self.cancel_reason is not None or time.monotonic() >= self._deadline_at:
+        shell runner polls this as its cancel flag; the next epoch check then names the cause."""
+        if self.cancel_reason is not None or time.monotonic() >= self.deadline_at:
             return True
         return self.parent is not None and self.parent.is_set()
 
@@ -110,11 +160,12 @@ class CallGuard:
         try:
             yield
         finally:
-            self._deadline_at += time.monotonic() - started
+            self.deadline_at += time.monotonic() - started
 
     def install(self, store: Store) -> None:
-        """Arm the guard on a fresh store; the deadline counts from here."""
-        self._deadline_at = time.monotonic() + self.deadline_seconds
+        """Arm the guard on a fresh store; the deadline counts from here. The store checks
+        the guard at the engine's next epoch advance."""
+        self.deadline_at = time.monotonic() + self.deadline_seconds
         store.set_epoch_deadline(1)
         ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), self._callback, None, _NO_FINALIZER)
 
@@ -123,7 +174,7 @@ class CallGuard:
         if reason is not None:
             self.cause = "cancelled"
             return _trap(reason)
-        if time.monotonic() >= self._deadline_at:
+        if time.monotonic() >= self.deadline_at:
             self.cause = "deadline"
             return _trap(f"deadline exceeded after {self.deadline_seconds:g} s")
         next_delta[0] = 1

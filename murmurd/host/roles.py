@@ -14,8 +14,7 @@ from murmurd.host import hook_legacy
 from murmurd.host.hook_values import HANDLERS, REQUIRED_HANDLERS
 from murmurd.host.interface_names import InterfaceName, parse_interface
 
-__all__ = ["ContractViolation", "InterfaceName", "check_contract", "check_hook_handlers", "detect_role",
-           "parse_interface"]
+__all__ = ["ContractViolation", "check_contract", "check_hook_handlers", "detect_role"]
 _WASI_VERSION = re.compile(r"^0\.2\.\d+$")
 
 

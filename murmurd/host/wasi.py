@@ -25,6 +25,7 @@ from murmurd import workdir_fs
 from murmurd.host.capped_copy import copy_stretch, read_tail
 from murmurd.host.egress import EgressPolicy
 from murmurd.host.limits import DEFAULT_LIMITS, Limits
+from murmurd.host.scratch import ScratchFiles
 
 _TAIL_BYTES = 4096
 
@@ -69,38 +70,57 @@ class CallOutput:
 
     wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
     I/O threads, which would otherwise be called back during interpreter shutdown). The files
-    are unnamed (`workdir_fs.anonymous_file`, on the log's file system) and reach wasmtime as
-    `/proc/self/fd/<n>`, so no guest can open, truncate or swap them by name. After the call,
+    are unnamed (`workdir_fs.anonymous_file`, on the log's file system; borrowed from the host's
+    `ScratchFiles` when it passes them) and reach wasmtime as `/proc/self/fd/<n>`, so no guest
+    can open, truncate or swap them by name. After the call,
     `collect` appends what they hold to the caller's log (stdout, then stderr), at most
     `capped_copy.LOG_BYTES_PER_STREAM` of each, and keeps the last bytes of stderr, which tell a
     failed allocation from any other trap. A store that outlives one call (a hook's) calls
     `drain` after each call instead, and `collect` once the store is closed.
     """
 
-    def __init__(self, grant: CallGrant) -> None:
-        """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused."""
-        self.location = grant.log_location()
-        if self.location is not None:
-            root, rel = self.location
-            parent = rel.rpartition("/")[0] or "."
-        else:
-            root, parent = Path(tempfile.gettempdir()), "."
+    def __init__(self, grant: CallGrant, scratch: ScratchFiles | None = None) -> None:
+        """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused.
+
+        With `scratch`, the files are borrowed from it and go back at `collect`, but only after
+        `store_closed` said the store that wrote to them is gone; else they are closed."""
+        self.location = location = grant.log_location()
+        self._scratch = scratch
+        self._store_closed = False
         self._stdout: int | None = None
-        dir_fd = workdir_fs.open_directory(root, parent)
-        try:
-            self._stderr = workdir_fs.anonymous_file(dir_fd)
-            try:
-                if self.location is not None:
-                    self._stdout = workdir_fs.anonymous_file(dir_fd)
-            except OSError:
-                os.close(self._stderr)
-                raise
-        finally:
-            os.close(dir_fd)
+        self._stderr = -1
         self.stderr_tail = b""
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
         self._collected = False
+        if location is None and scratch is not None:  # stderr alone, in the temporary directory
+            self._device = _TEMP_KEY
+            kept = scratch.take(_TEMP_KEY)
+            self._stderr = kept if kept is not None else _temp_file()
+            return
+        if location is not None:
+            root, rel = location
+            dir_fd = workdir_fs.open_directory(root, rel.rpartition("/")[0] or ".")  # refused: a symlink
+        else:
+            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
+        try:
+            self._device = os.fstat(dir_fd).st_dev
+            self._stderr = self._new_file(dir_fd)
+            if location is not None:
+                self._stdout = self._new_file(dir_fd)
+        except OSError:
+            self._release()
+            raise
+        finally:
+            os.close(dir_fd)
+
+    def _new_file(self, dir_fd: int) -> int:
+        kept = self._scratch.take(self._device) if self._scratch is not None else None
+        return kept if kept is not None else workdir_fs.anonymous_file(dir_fd)
+
+    def store_closed(self) -> None:
+        """The store these files were given to is closed: none of its handles to them is left."""
+        self._store_closed = True
 
     def configure(self, config: WasiConfig) -> None:
         """Point the guest's stderr (and stdout, when logged) at the unnamed files; wasmtime
@@ -112,12 +132,16 @@ class CallOutput:
     def drain(self) -> None:
         """Append what the guest wrote since the last drain to the log (stdout, then stderr, each
         capped), and keep the tail of that stretch of stderr. For a store that outlives one call."""
-        stretches = [(label, fd, *self._new_stretch(fd))
-                     for label, fd in (("stdout", self._stdout), ("stderr", self._stderr)) if fd is not None]
         try:
+            if self.location is None:  # stderr alone, kept for its tail
+                start, end = self._new_stretch(self._stderr)
+                self.stderr_tail = read_tail(self._stderr, start, end, _TAIL_BYTES) if end > start else b""
+                return
+            stretches = [(label, fd, *self._new_stretch(fd))
+                         for label, fd in (("stdout", self._stdout), ("stderr", self._stderr)) if fd is not None]
             _label, fd, start, end = stretches[-1]
             self.stderr_tail = read_tail(fd, start, end, _TAIL_BYTES)
-            if self.location is not None and any(end > start for _l, _f, start, end in stretches):
+            if any(end > start for _l, _f, start, end in stretches):
                 with workdir_fs.open_append(*self.location) as sink:
                     for label, fd, start, end in stretches:
                         copy_stretch(fd, start, end, sink.fileno(), label)
@@ -140,9 +164,29 @@ class CallOutput:
         try:
             self.drain()
         finally:
-            for fd in (self._stdout, self._stderr):
-                if fd is not None:
-                    os.close(fd)
+            self._release()
+
+    def _release(self) -> None:
+        """Back to the scratch files when no store can write to them any more, else closed."""
+        for fd in (self._stdout, self._stderr):
+            if fd is None or fd < 0:
+                continue
+            if self._scratch is not None and self._store_closed:
+                self._scratch.give_back(self._device, fd, self._offsets.get(fd))
+            else:
+                os.close(fd)
+        self._stdout, self._stderr = None, -1
+
+
+_TEMP_KEY = -1  # the scratch files of calls without a log, in the temporary directory (no st_dev is negative)
+
+
+def _temp_file() -> int:
+    temp = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
+    try:
+        return workdir_fs.anonymous_file(temp)
+    finally:
+        os.close(temp)
 
 
 def wasi_config(grant: CallGrant, output: CallOutput, program: str) -> WasiConfig:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from murmurd.host import ComponentHost, HostError, ImportFailed, SessionContext, ToolInput, ToolStatus
 from murmurd.host.hook_values import HookMessage, InferenceRequest, InferenceResponse
-from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
+from murmurd.host.http_egress import EGRESS_DENIED, EgressDenial
 from murmurd.session.cache_key import prompt_cache_key
 from murmurd.session.counters import Counters
 from murmurd.session.driver_protocol import DriverProtocolError, build_request, decision_of, parse_response

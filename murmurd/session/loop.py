@@ -200,7 +200,7 @@ class AgentLoop:
         try:
             input_tokens, result, output_tokens = await self.host.pool.run(turn)
         except asyncio.CancelledError:
-            guard.cancel("cancelled")  # the guest stops at its next epoch tick
+            guard.cancel("cancelled")  # the cancel advances the epoch: the guest stops at its next epoch check
             raise
         except HostError as exc:
             raise_if_aborted(exc)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from murmurd.host import ComponentHost, ImportFailed, SessionContext, ToolInput, ToolResult, ToolStatus
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import NO_ACTIVE_TASK, ArtifactInfo, ArtifactSummary, PeerTask, RuntimeState, ShellResult
-from murmurd.host.http_policy import EgressDenial
+from murmurd.host.http_egress import EgressDenial
 from murmurd.host.interrupt import CallGuard
 from murmurd.session.native import NativeToolError, call_native
 from murmurd.session.shell import run_shell

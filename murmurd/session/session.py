@@ -29,7 +29,7 @@ from murmurd.hooks.faults import HookLog
 from murmurd.hooks.loading import load_hooks
 from murmurd.host import ComponentHost, HostError
 from murmurd.host.hook_values import SessionContextRecord
-from murmurd.host.http_policy import EGRESS_DENIED, EgressDenial
+from murmurd.host.http_egress import EGRESS_DENIED, EgressDenial
 from murmurd.session import seeding
 from murmurd.session.compaction import settings_for as compaction_settings
 from murmurd.session.continuation import ContinuationState

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from murmurd.containment.egress_relay import EgressGrant, Refusal
 from murmurd.host.egress import EgressPolicy
-from murmurd.host.http_policy import EgressDenial
+from murmurd.host.http_egress import EgressDenial
 
 SHELL_EGRESS_INTERFACE = "shell/egress"
 

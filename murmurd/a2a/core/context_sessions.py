@@ -20,7 +20,9 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import Awaitable, Callable, Collection
+import threading
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,9 @@ logger = logging.getLogger("murmurd.a2a")
 DEFAULT_KEEP = 256  # closed context session workdirs kept at most (`serve --keep-context-sessions`)
 INDEX_DIR = "context-sessions"
 SWEEP_INTERVAL_SECS = 60.0  # a sweep at least this often (and whenever a task ends or a session closes)
+# ... and at most this often: the wakes of a busy daemon (a task end, a session close each) wait
+# for the next sweep together instead of sweeping back to back (issue 29: per-task CPU).
+MIN_SWEEP_GAP_SECS = 0.5
 ORPHANS_PER_SWEEP = 500
 _SESSION_ID = re.compile(r"ses_[0-9a-f]{32}")
 _MAX_CONTEXT_ID_BYTES = 16 * 1024 * 1024  # an id is bounded by the request body, never by this
@@ -56,33 +61,84 @@ def doomed(closed: list[ContextSession], gone: set[str], keep: int | None) -> li
 
 
 class SessionIndex:
-    """Which context each session workdir beside the daemon's belongs to (blocking file I/O)."""
+    """Which context each session workdir beside the daemon's belongs to (blocking file I/O).
+
+    The directory is read once (what an earlier daemon left); from then on this daemon's own
+    `record` / `closed` / `remove` keep a copy in memory, so a sweep reads no file (`entries`
+    answers from it without blocking once `loaded`)."""
 
     def __init__(self, index_dir: Path, workdirs: Path) -> None:
         self.index_dir = Path(index_dir)
         self.workdirs = Path(workdirs)  # where the `ses_…` directories are
+        self._known: dict[str, ContextSession] = {}  # recorded here, and (once loaded) what the directory held
+        self._loaded = False
+        self._lock = threading.Lock()  # record and settle run on worker threads, closed and a sweep on the loop
+        self._made = False
+        self._untouched: set[str] = set()  # closed since the last `settle`: their mtime not yet written
+
+    @property
+    def loaded(self) -> bool:
+        """`entries` answers from memory (no file read, safe on the loop)."""
+        return self._loaded
 
     def record(self, session_id: str, context_id: str) -> None:
-        self.index_dir.mkdir(parents=True, exist_ok=True)
+        if not self._made:
+            self.index_dir.mkdir(parents=True, exist_ok=True)
+            self._made = True
         workdir_fs.write_text(self.index_dir, session_id, context_id)
+        self._remember(ContextSession(session_id, context_id, time.time()))
 
-    def touch(self, session_id: str) -> None:
-        """The session closed now (the keep bound removes the least recently closed first)."""
-        try:
-            os.utime(self.index_dir / session_id, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
+    def closed(self, session_id: str) -> None:
+        """The session closed now (the keep bound removes the least recently closed first): in
+        memory at once, on disk (its entry's mtime) with the next `settle` (no I/O here)."""
+        with self._lock:
+            known = self._known.get(session_id)
+            self._untouched.add(session_id)
+        if known is not None:
+            self._remember(ContextSession(session_id, known.context_id, time.time()))
 
-    def entries(self, skip: Collection[str] = ()) -> list[ContextSession]:
-        """The index's sessions but those in `skip` (the live ones, whose files a sweep need not
-        read: with many contexts in flight a sweep runs per task end and reads only listdir)."""
+    def settle(self, session_ids: list[str]) -> int:
+        """Blocking: the close times held since the last call, written (what a restarted daemon
+        orders the keep bound by), then each of `session_ids` removed; how many went."""
+        with self._lock:
+            untouched, self._untouched = self._untouched, set()
+        for session_id in sorted(untouched - set(session_ids)):
+            try:
+                os.utime(self.index_dir / session_id, follow_symlinks=False)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                logger.warning("the close time of context session %s could not be recorded: %s", session_id, exc)
+        return _remove_all(self, session_ids)
+
+    @property
+    def unsettled(self) -> bool:
+        """Close times are held that `settle` has not written yet."""
+        return bool(self._untouched)
+
+    def _remember(self, entry: ContextSession) -> None:
+        with self._lock:
+            self._known[entry.session_id] = entry
+
+    def entries(self) -> list[ContextSession]:
+        if not self._loaded:
+            found = self._read()
+            with self._lock:
+                if not self._loaded:
+                    for entry in found:  # what this daemon recorded meanwhile is newer
+                        self._known.setdefault(entry.session_id, entry)
+                    self._loaded = True
+        with self._lock:
+            return sorted(self._known.values(), key=lambda e: e.session_id)
+
+    def _read(self) -> list[ContextSession]:
         try:
             names = sorted(os.listdir(self.index_dir))
         except FileNotFoundError:
             return []
         found = []
         for name in names:
-            if name in skip or not _SESSION_ID.fullmatch(name):
+            if not _SESSION_ID.fullmatch(name):
                 continue
             try:
                 context_id = workdir_fs.read_text(self.index_dir, name, max_bytes=_MAX_CONTEXT_ID_BYTES)
@@ -98,6 +154,8 @@ class SessionIndex:
             raise ValueError(f"not a session id: {session_id!r}")
         workdir_fs.remove_tree(self.workdirs, session_id)
         workdir_fs.unlink(self.index_dir, session_id)
+        with self._lock:
+            self._known.pop(session_id, None)
 
 
 class WorkdirRetention:
@@ -106,7 +164,8 @@ class WorkdirRetention:
 
     def __init__(self, store: Any, index: SessionIndex | None, *, keep: int | None,
                  live_sessions: Callable[[], set[str]], busy_contexts: Callable[[], set[str]],
-                 forget_history_file: Callable[[str], None], interval: float = SWEEP_INTERVAL_SECS) -> None:
+                 forget_history_file: Callable[[str], None], interval: float = SWEEP_INTERVAL_SECS,
+                 min_gap: float = MIN_SWEEP_GAP_SECS) -> None:
         self.store = store
         self.index = index
         self.keep = keep
@@ -114,6 +173,7 @@ class WorkdirRetention:
         self._busy_contexts = busy_contexts
         self._forget_history_file = forget_history_file
         self.interval = interval
+        self.min_gap = min_gap
         self._wanted = asyncio.Event()
         self.sweeps = 0
 
@@ -121,8 +181,8 @@ class WorkdirRetention:
         self._wanted.set()
 
     async def run(self) -> None:
-        """Sweep at once (what an earlier daemon left), then whenever woken (coalesced) and
-        every `interval` seconds, until cancelled."""
+        """Sweep at once (what an earlier daemon left), then whenever woken (coalesced, at most
+        once per `min_gap`) and every `interval` seconds, until cancelled."""
         self._wanted.set()
         while True:
             try:
@@ -137,6 +197,12 @@ class WorkdirRetention:
                 raise
             except Exception:  # a failed sweep is tried again on the next one; it never stops serving
                 logger.exception("removing the workdirs of finished contexts failed")
+            await asyncio.sleep(self.min_gap)  # what wakes it meanwhile waits for the next sweep
+
+    async def settle(self) -> None:
+        """The close times held in memory, written now (the daemon stops: no sweep follows)."""
+        if self.index is not None and self.index.unsettled:
+            await asyncio.to_thread(self.index.settle, [])
 
     async def sweep(self) -> int:
         """One pass; how many session workdirs went."""
@@ -146,17 +212,14 @@ class WorkdirRetention:
         removed = 0
         if self.index is not None:
             live = self._live_sessions()
-            entries = await asyncio.to_thread(self.index.entries, live)
+            index = self.index
+            entries = index.entries() if index.loaded else await asyncio.to_thread(index.entries)
             closed = [e for e in entries if e.session_id not in live and e.context_id not in busy]
-            for context_id in {e.context_id for e in closed}:
-                if await self.store.count(context_id) == 0:
-                    gone.add(context_id)
-            for session_id in doomed(closed, gone, self.keep):
-                try:
-                    await asyncio.to_thread(self.index.remove, session_id)
-                    removed += 1
-                except OSError as exc:
-                    logger.warning("session workdir %s could not be removed: %s", session_id, exc)
+            contexts = {e.context_id for e in closed}
+            gone = contexts - await self.store.contexts_with_tasks(contexts)  # one store call
+            going = doomed(closed, gone, self.keep)
+            if going or index.unsettled:  # the close times and every removal in one hand-off
+                removed = await asyncio.to_thread(index.settle, going)
         orphans = set(await self.store.orphaned_contexts(ORPHANS_PER_SWEEP)) | gone
         for context_id in orphans - busy:
             try:
@@ -168,16 +231,35 @@ class WorkdirRetention:
         return removed
 
 
-def recorder(index: SessionIndex | None) -> tuple[Callable[[str, str], Awaitable[None]],
-                                                   Callable[[str], Awaitable[None]]]:
-    """The pool's callbacks: a context session opened (recorded), one closed (its close time)."""
+def _remove_all(index: SessionIndex, session_ids: list[str]) -> int:
+    """Remove each session's workdir and entry (blocking); how many went. A failure is logged
+    and leaves that one for the next sweep."""
+    removed = 0
+    for session_id in session_ids:
+        try:
+            index.remove(session_id)
+            removed += 1
+        except OSError as exc:
+            logger.warning("session workdir %s could not be removed: %s", session_id, exc)
+    return removed
 
-    async def opened(session_id: str, context_id: str) -> None:
-        if index is not None:
-            await asyncio.to_thread(index.record, session_id, context_id)
+
+def recorder(index: SessionIndex | None) -> tuple[Callable[[str, str], None],
+                                                   Callable[[str], Awaitable[None]]]:
+    """The daemon's callbacks: a context session opened (recorded, blocking: called on the thread
+    that opens the session, so the open and its record are one hand-off), one closed (its close
+    time, in memory until the next sweep). A failed record is logged, never the task's."""
+
+    def opened(session_id: str, context_id: str) -> None:
+        if index is None:
+            return
+        try:
+            index.record(session_id, context_id)
+        except OSError:
+            logger.exception("recording context session %s failed", session_id)
 
     async def closed(session_id: str) -> None:
         if index is not None:
-            await asyncio.to_thread(index.touch, session_id)
+            index.closed(session_id)  # in memory: the next sweep writes it, in its own hand-off
 
     return opened, closed

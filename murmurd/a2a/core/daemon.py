@@ -89,7 +89,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._own = Slot(self.session, self.peers)
         index = (SessionIndex(session_index, staged.workdir.root.parent)
                  if session_index is not None and not shared else None)
-        opened, closed = recorder(index)
+        self._record_opened, closed = recorder(index)
 
         async def session_closed(session_id: str) -> None:
             await closed(session_id)
@@ -97,7 +97,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
 
         self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
                                 idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot,
-                                on_open=opened, on_close=session_closed)
+                                on_close=session_closed)
         self.retention = WorkdirRetention(
             self.store, index, keep=keep_context_sessions, live_sessions=self.pool.live_sessions,
             busy_contexts=lambda: self.busy_contexts() | {r.context_id for r in self._records.values()},
@@ -180,9 +180,16 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         bridge = LoopBridge(asyncio.get_running_loop())
         slot.session.services.connect(LoopServices(bridge, send_to_peer=send))
 
-    async def _open_context_slot(self) -> Slot:
-        """A new session for one context: workdir and Session built off the loop (file I/O)."""
-        session = await asyncio.to_thread(lambda: Session(open_session_staging(self.staged), self.host))
+    async def _open_context_slot(self, context_id: str) -> Slot:
+        """A new session for one context: workdir, Session and its index record built off the
+        loop (file I/O), in one hand-off."""
+
+        def build() -> Session:
+            session = Session(open_session_staging(self.staged), self.host)
+            self._record_opened(session.staged.session_id, context_id)
+            return session
+
+        session = await asyncio.to_thread(build)
         slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens))
         try:
             await session.open()
@@ -243,6 +250,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
         await self.pool.close_all()
+        await self.retention.settle()  # the close times just held, on disk for the next daemon
         if self.pool.shared is None:
             await self._own.close()
         if close_store:

@@ -43,7 +43,7 @@ class Slot:
             await self.peers.close()
 
 
-OpenSlot = Callable[[], Awaitable[Slot]]
+OpenSlot = Callable[[str], Awaitable[Slot]]  # (context id)
 SessionOpened = Callable[[str, str], Awaitable[None]]  # (session id, context id)
 SessionClosed = Callable[[str], Awaitable[None]]  # (session id)
 
@@ -86,7 +86,7 @@ class SessionPool:
         victim = self._idle_victim() if len(self._slots) >= self.capacity else None
         if victim is not None:
             await self._close(victim)
-        slot = await self._open_slot()
+        slot = await self._open_slot(context_id)
         slot.busy += 1  # held before anything awaits: an idle sweep never closes it under its task
         self._slots[context_id] = slot
         await self._heard(self._on_open, slot.session.staged.session_id, context_id)

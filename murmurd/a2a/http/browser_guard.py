@@ -19,6 +19,7 @@ Both answer 403 with a JSON-RPC error, before authentication and before any rout
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
@@ -59,6 +60,7 @@ def origin_refusal(origin: str | None, host: str | None, allowed: frozenset[str]
             "list its origin with --cors-origin")
 
 
+@lru_cache(maxsize=256)  # a client names the same Host on every request: parse it once
 def host_refusal(host: str | None, public: str | None) -> str | None:
     """Why a request to a loopback bind naming `host` is refused, or None (pure)."""
     if host is None:

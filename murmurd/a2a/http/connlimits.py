@@ -2,7 +2,7 @@
 
 uvicorn bounds idle keep-alive connections (`timeout_keep_alive`) but nothing else: a client that
 sends its headers a byte at a time (slowloris), or declares a body and never sends it, holds a
-connection and its buffers forever, and any number of connections may be open. This h11 protocol
+connection and its buffers forever, and any number of connections may be open. This protocol
 subclass adds, per connection:
 
 - a header deadline: from the connection's first byte (or from its opening) until a request's
@@ -26,6 +26,12 @@ subclass adds, per connection:
 
 A deadline that passes closes the connection (there is no one to answer: the client is not
 sending); the app sees a disconnect, which the router treats as the normal event it is.
+
+The parser is httptools (llhttp, in C), through uvicorn's protocol: h11, in pure Python, cost
+about as much CPU per request as everything else the edge does (docs/decisions.md, "Issue 29:
+the HTTP edge"). Two rules h11 kept and llhttp does not are kept here: a request's head (request
+line and headers) is at most `MAX_HEAD_BYTES`, and an HTTP/1.1 request names its `Host`; either
+broken is answered 400 and the connection closed, as h11 did.
 """
 
 from __future__ import annotations
@@ -35,8 +41,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+import httptools
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from murmurd.a2a.http.auth.edge import TLS_SUBJECT_KEY
 from murmurd.a2a.http.auth.tls import peer_subject
@@ -45,6 +51,12 @@ logger = logging.getLogger("murmurd.connections")
 
 MIN_WRITE_PROGRESS = 64 * 1024
 """Bytes a client must take off a stuck write buffer per write period to be given another."""
+MAX_HEAD_BYTES = 16 * 1024
+"""A request line and headers past this are refused (h11's default limit, which murmurd had)."""
+
+
+class BadHead(httptools.HttpParserError):
+    """A request head murmurd refuses though llhttp parses it; uvicorn answers it 400 and closes."""
 
 
 @dataclass(frozen=True)
@@ -62,22 +74,25 @@ class ConnectionLimits:
             raise ValueError("max_connections must be at least 1")
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with read deadlines and the connection cap (see the module doc).
-    Use `protocol_class(limits)`: each server gets its own subclass, limits and registry."""
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with read deadlines and the connection cap (see the module
+    doc). Use `protocol_class(limits)`: each server gets its own subclass, limits and registry."""
 
     limits: ClassVar[ConnectionLimits] = ConnectionLimits()
-    registry: ClassVar[dict[GuardedH11Protocol, None]] = {}  # open connections, oldest first
+    registry: ClassVar[dict[GuardedProtocol, None]] = {}  # open connections, oldest first
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._deadline: asyncio.TimerHandle | None = None
-        self._seen_cycle: object = None
         self._write_deadline: asyncio.TimerHandle | None = None
         self._write_mark = 0  # write buffer size when the current write period began
         self._tls_subject: frozenset[tuple[str, str]] | None = None
         self._draining = False  # answered before its body was read: discard it, then close
         self._quiet: asyncio.TimerHandle | None = None  # while draining: the client's silence
+        self._head_raw = 0  # bytes read while a head was incomplete (see data_received)
+        self._heads_begun = 0
+        self._head_done = False  # the current request's headers are complete
+        self._body_pending = False  # the current request's headers are in, its body is not
 
     # -- the cap ---------------------------------------------------------------------------
 
@@ -114,26 +129,49 @@ class GuardedH11Protocol(H11Protocol):
     # -- the deadlines ---------------------------------------------------------------------
 
     def data_received(self, data: bytes) -> None:
+        began, in_head = self._heads_begun, not self._head_done
         super().data_received(data)
+        if not self._head_done and not self.transport.is_closing():
+            # llhttp buffers a header it has not seen the end of: count what arrives meanwhile. A
+            # head that began inside this read is counted from the next read on (its share of
+            # this one is unknown), so the buffer holds at most one read past the limit.
+            self._head_raw = self._head_raw + len(data) if began == self._heads_begun and in_head else 0
+            if self._head_raw > MAX_HEAD_BYTES:
+                self.send_400_response("Invalid HTTP request received.")  # as uvicorn answers h11's
+                return
         if self._draining:
             self._drained_more()
         elif self._between_requests() and self._deadline is None and not self.transport.is_closing():
             self._arm(self.limits.header_timeout_secs)  # the next request on a keep-alive connection
 
-    def handle_events(self) -> None:
-        super().handle_events()
-        cycle = self.cycle
-        if cycle is None:
-            return
-        if cycle is not self._seen_cycle:  # a request's headers are complete
-            self._seen_cycle = cycle
-            if self._tls_subject is not None:  # the app runs later: its scope still takes this
-                cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
-            self._disarm()
-            if cycle.more_body:
-                self._arm(self.limits.body_timeout_secs)
-        elif not cycle.more_body:  # its body is complete
-            self._disarm()
+    # -- the parser's callbacks -------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._head_done = False
+        self._heads_begun += 1
+
+    def on_headers_complete(self) -> None:
+        headers = self.headers  # as uvicorn collected them, names lower-cased
+        if len(self.url) + sum(len(name) + len(value) + 4 for name, value in headers) > MAX_HEAD_BYTES:
+            raise BadHead(f"request head over {MAX_HEAD_BYTES} bytes")  # within one read (data_received)
+        if self.parser.get_http_version() == "1.1" and not any(name == b"host" for name, _ in headers):
+            raise BadHead("an HTTP/1.1 request without Host")
+        self._head_done = True
+        before = self.cycle
+        super().on_headers_complete()
+        self._disarm()  # the header deadline
+        if self.cycle is before:
+            return  # an upgrade: not served here
+        if self._tls_subject is not None:  # the app runs later: its scope still takes this
+            self.cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
+        self._body_pending = True
+        self._arm(self.limits.body_timeout_secs)  # until on_message_complete, at once for no body
+
+    def on_message_complete(self) -> None:
+        self._body_pending = False
+        self._disarm()
+        super().on_message_complete()
 
     def _arm(self, seconds: float) -> None:
         self._disarm()
@@ -167,8 +205,8 @@ class GuardedH11Protocol(H11Protocol):
         self._disarm_write()
 
     def on_response_complete(self) -> None:
-        cycle = self.cycle
-        early = cycle is not None and cycle.more_body and self.conn.their_state is h11.SEND_BODY
+        # the answered request's body is still coming (not a pipelined request's after it)
+        early = self._body_pending and self.cycle is not None and self.cycle.response_complete
         super().on_response_complete()
         if early and not self.transport.is_closing():
             self._draining = True  # the body deadline armed at the headers stays: the latest close
@@ -181,7 +219,7 @@ class GuardedH11Protocol(H11Protocol):
         """While draining: close once the body is complete, else give the client another quiet period."""
         if self.transport.is_closing():
             return
-        if self.conn.their_state is not h11.SEND_BODY:  # the body is complete (or the client gave up)
+        if not self._body_pending:  # the body is complete
             self._close()
             return
         self._disarm_quiet()
@@ -223,6 +261,6 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.abort()  # close() would wait for the buffer to drain
 
 
-def protocol_class(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+def protocol_class(limits: ConnectionLimits) -> type[GuardedProtocol]:
     """A protocol class for one server (uvicorn's `Config(http=...)`), bound to `limits`."""
-    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"limits": limits, "registry": {}})
+    return type("GuardedProtocol", (GuardedProtocol,), {"limits": limits, "registry": {}})

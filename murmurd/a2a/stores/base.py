@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -109,6 +110,10 @@ class TaskStore(Protocol):
 
     async def orphaned_contexts(self, limit: int = 100) -> Ids:
         """Contexts with members recorded but no task retained (their last task was pruned)."""
+
+    async def contexts_with_tasks(self, context_ids: Collection[str]) -> set[str]:
+        """Which of `context_ids` hold a retained task, in one round trip (the workdir sweep
+        asks it of every closed context session at once, not one count each)."""
 
     async def forget_context(self, context_id: str) -> bool:
         """Delete the context's members and stored history, when it holds no task (in one step:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 
 from murmurd.a2a.stores.base import (
     CONTEXT_FOREIGN,
@@ -66,6 +67,10 @@ class MemoryTaskStore:
     async def orphaned_contexts(self, limit: int = 100) -> Ids:
         held = {r.context_id for r in self._all()}
         return [c for c in self._members if c not in held][:limit]
+
+    async def contexts_with_tasks(self, context_ids: Collection[str]) -> set[str]:
+        wanted = set(context_ids)
+        return {r.context_id for r in self._all() if r.context_id in wanted}
 
     async def forget_context(self, context_id: str) -> bool:
         if any(r.context_id == context_id for r in self._all()):

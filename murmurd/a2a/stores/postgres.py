@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import asyncpg
@@ -213,6 +214,13 @@ class PostgresTaskStore:
             "SELECT DISTINCT m.context_id FROM context_members m WHERE NOT EXISTS"
             " (SELECT 1 FROM tasks t WHERE t.context_id = m.context_id) LIMIT $1", limit)
         return [r["context_id"] for r in rows]
+
+    async def contexts_with_tasks(self, context_ids: Collection[str]) -> set[str]:
+        if not context_ids:
+            return set()
+        rows = await self.pool.fetch("SELECT DISTINCT context_id FROM tasks WHERE context_id = ANY($1::text[])",
+                                     list(context_ids))
+        return {r["context_id"] for r in rows}
 
     async def forget_context(self, context_id: str) -> bool:
         """The history and the members go together, under the context's lock, and only while

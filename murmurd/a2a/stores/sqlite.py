@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -35,6 +35,7 @@ from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.text import json_text
 
 DEFAULT_FILENAME = "tasks.sqlite3"
+_IDS_PER_QUERY = 500  # bound parameters per `IN (...)`: far below SQLite's limit
 
 _T = TypeVar("_T")
 
@@ -124,6 +125,7 @@ class SqliteTaskStore:
         self._db: sqlite3.Connection | None = None
         self._closed = False
         self._terminal_puts = 0  # touched on the store thread only
+        self._synchronous: str | None = None  # the connection's `PRAGMA synchronous` (store thread)
 
     @classmethod
     async def open(cls, path: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
@@ -150,6 +152,7 @@ class SqliteTaskStore:
                     "to start with an empty store"
                 ) from None
             self._db = db
+            self._synchronous = "FULL"  # what `_prepare` set
         return self._db
 
     async def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -168,12 +171,18 @@ class SqliteTaskStore:
         terminal = record.state.terminal
 
         def upsert(db: sqlite3.Connection) -> None:
-            db.execute(f"PRAGMA synchronous={level}")
+            self._sync(db, level)
             db.execute(_UPSERT, row)
             self._count_terminal(db, terminal)
 
         await self._call(upsert)
         return True
+
+    def _sync(self, db: sqlite3.Connection, level: str) -> None:
+        """On the store thread: `PRAGMA synchronous`, set only when it changes."""
+        if self._synchronous != level:
+            db.execute(f"PRAGMA synchronous={level}")
+            self._synchronous = level
 
     def _count_terminal(self, db: sqlite3.Connection, terminal: bool) -> None:
         """On the store thread: one more terminal write; past the slack, a count prune."""
@@ -188,7 +197,7 @@ class SqliteTaskStore:
         terminal = record.state.terminal
 
         def insert(db: sqlite3.Connection) -> CreateRefusal | None:
-            db.execute(f"PRAGMA synchronous={'FULL' if terminal else 'NORMAL'}")
+            self._sync(db, "FULL" if terminal else "NORMAL")
             db.execute("BEGIN IMMEDIATE")  # the one writer: the checks and the insert are one step
             try:
                 refusal: CreateRefusal | None = None
@@ -235,6 +244,20 @@ class SqliteTaskStore:
             "SELECT DISTINCT m.context_id FROM context_members m WHERE NOT EXISTS "
             "(SELECT 1 FROM tasks t WHERE t.context_id = m.context_id) LIMIT ?", (limit,)).fetchall())
         return [r[0] for r in rows]
+
+    async def contexts_with_tasks(self, context_ids: Collection[str]) -> set[str]:
+        ids = list(context_ids)
+
+        def held(db: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for at in range(0, len(ids), _IDS_PER_QUERY):
+                chunk = ids[at:at + _IDS_PER_QUERY]
+                found.update(r[0] for r in db.execute(
+                    f"SELECT DISTINCT context_id FROM tasks WHERE context_id IN ({','.join('?' * len(chunk))})",
+                    chunk))
+            return found
+
+        return await self._call(held) if ids else set()
 
     async def forget_context(self, context_id: str) -> bool:
         return bool(await self._call(lambda db: db.execute(

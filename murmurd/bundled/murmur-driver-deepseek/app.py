@@ -27,7 +27,8 @@ def call(request: dict[str, Any], settings: Settings) -> Answer:
     url = f"{settings.endpoint}/chat/completions"
     return Answer(stream_call(url, headers, body, settings.retry, timeout,
                               lambda events: deepseek_chat.assemble(events, chunks.emit_chunk,
-                                                                    chunks.emit_thinking_chunk)))
+                                                                    chunks.emit_thinking_chunk),
+                              whole=deepseek_chat.answer_whole))
 
 
 class Run(exports.Run):

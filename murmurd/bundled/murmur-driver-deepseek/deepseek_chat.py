@@ -1,5 +1,6 @@
-"""DeepSeek chat completions: the model check, the body, and the chunk stream assembled into a
-driver response, as upstream's murmur-driver-deepseek 0.1.0 maps them.
+"""DeepSeek chat completions: the model check, the body, and the chunk stream (or a non-streamed
+`application/json` completion) assembled into a driver response, as upstream's
+murmur-driver-deepseek 0.1.0 maps them.
 
 Thinking mode (`thinking: {type: enabled}`, the default) streams `delta.reasoning_content`,
 which becomes thinking chunks and a `thinking` block in the answer. DeepSeek refuses (400) an
@@ -10,23 +11,19 @@ with tool calls is sent with `reasoning_content` from its first non-empty thinki
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from driverkit.errors import ConfigError, ProviderError
+from driverkit import chat
+from driverkit.chat import ChatStream, Emit
+from driverkit.errors import ConfigError
 from driverkit.sse import Event
-from driverkit.stream_json import parse_arguments, parse_event
-from driverkit.usage import report
 
 MODELS = ("deepseek-v4-flash", "deepseek-v4-pro")
 DEPRECATED = ("deepseek-chat", "deepseek-reasoner")
 FINISH_REASONS = {"stop": "end_turn", "tool_calls": "tool_call", "length": "max_tokens"}
 # thinking mode ignores or refuses these sampling parameters
 THINKING_STRIPS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
-USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
-         "cached_tokens": "prompt_cache_hit_tokens"}
-
-Emit = Callable[[str], None]
 
 
 def checked_model(model: str) -> str:
@@ -130,51 +127,11 @@ def convert(message: dict[str, Any]) -> dict[str, Any]:
     raise ConfigError(f"unknown message role {role!r}")
 
 
-class Assembler:
-    def __init__(self, emit_text: Emit, emit_thinking: Emit) -> None:
-        self.emit_text, self.emit_thinking = emit_text, emit_thinking
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.done = False
+class Assembler(ChatStream):
+    """DeepSeek's chunks: `reasoning_content` is kept as the answer's thinking; the first id and name of a call win."""
 
-    def feed(self, event: Event) -> None:
-        if event.data.strip() == "[DONE]":
-            self.done = True
-            return
-        chunk = parse_event(event.data, "chunk")
-        if "error" in chunk:
-            error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
-            raise ProviderError(None, f"stream error {error.get('type') or error.get('code') or 'error'}: "
-                                      f"{error.get('message')}")
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if choices and isinstance(choices[0], dict):
-            self._choice(choices[0])
-
-    def _choice(self, choice: dict[str, Any]) -> None:
-        delta = choice.get("delta") or {}
-        reasoning = delta.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
-            self.reasoning.append(reasoning)
-            self.emit_thinking(reasoning)
-        content = delta.get("content")
-        if isinstance(content, str) and content:
-            self.text.append(content)
-            self.emit_text(content)
-        for call in delta.get("tool_calls") or []:
-            if not isinstance(call, dict):
-                continue
-            slot = self.calls.setdefault(call.get("index", len(self.calls)), {"id": None, "name": None, "arguments": []})
-            function = call.get("function") or {}
-            slot["id"] = slot["id"] or call.get("id")  # the first id and name win
-            slot["name"] = slot["name"] or function.get("name")
-            slot["arguments"].append(function.get("arguments") or "")
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+    USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
+             "cached_tokens": "prompt_cache_hit_tokens"}
 
     def response(self) -> dict[str, Any]:
         stop = FINISH_REASONS.get(self.finish_reason or "stop")
@@ -187,23 +144,16 @@ class Assembler:
         if self.reasoning:
             content.append({"type": "thinking", "text": "".join(self.reasoning)})
         if self.calls:  # text is dropped on a tool-call turn, as upstream
-            for index, call in sorted(self.calls.items()):
-                name = call["name"] or ""
-                content.append({"type": "tool_call", "id": call["id"] or f"call_{index}", "name": name,
-                                "input": parse_arguments(name, "".join(call["arguments"]))})
+            content += self.tool_call_blocks()
         elif self.text:
             content.append({"type": "text", "text": "".join(self.text)})
-        answer: dict[str, Any] = {"stop_reason": stop, "content": content}
-        usage = report(self.usage, USAGE)
-        if usage:
-            answer["usage"] = usage
-        return answer
+        return self.with_usage({"stop_reason": stop, "content": content})
 
 
 def assemble(events: Iterable[Event], emit_text: Emit, emit_thinking: Emit) -> dict[str, Any]:
-    assembler = Assembler(emit_text, emit_thinking)
-    for event in events:
-        assembler.feed(event)
-        if assembler.done:
-            break
-    return assembler.response()
+    return chat.assemble(Assembler(emit_text, emit_thinking), events)
+
+
+def answer_whole(completion: dict[str, Any]) -> dict[str, Any]:
+    """The non-streamed fallback (an `application/json` answer): the same map, no chunks emitted."""
+    return chat.answer_whole(Assembler(chat.quiet, chat.quiet), completion)

@@ -7,21 +7,17 @@ thinking chunks; the API takes no reasoning back, so it is not kept in the answe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai_common as shared
-from driverkit.errors import ProviderError, StreamError
+from driverkit import chat
+from driverkit.chat import ChatStream, Emit
+from driverkit.errors import StreamError
 from driverkit.sse import Event
-from driverkit.stream_json import parse_arguments, parse_event
-from driverkit.usage import report
 
 FINISH_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_call", "function_call": "tool_call"}
-USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
-         "cached_tokens": "prompt_tokens_details.cached_tokens"}
-
-Emit = Callable[[str], None]
 
 
 def max_tokens_field(endpoint: str, config: dict[str, Any]) -> str:
@@ -79,47 +75,14 @@ def convert(message: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": shared.text_of(message)}]
 
 
-class Assembler:
-    def __init__(self, emit_text: Emit, emit_thinking: Emit) -> None:
-        self.emit_text, self.emit_thinking = emit_text, emit_thinking
-        self.text: list[str] = []
-        self.calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.done = False
+class Assembler(ChatStream):
+    """OpenAI-compatible chunks: `reasoning_content` or `reasoning` is streamed as thinking, not kept;
+    a call's last id wins and its name fragments are joined."""
 
-    def feed(self, event: Event) -> None:
-        if event.data.strip() == "[DONE]":
-            self.done = True
-            return
-        chunk = parse_event(event.data, "chunk")
-        if "error" in chunk:  # servers report a failure mid-stream as an error object
-            error = chunk["error"] if isinstance(chunk["error"], dict) else {"message": chunk["error"]}
-            kind = error.get("type") or error.get("code") or "error"
-            raise ProviderError(None, f"stream error {kind}: {error.get('message')}")
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                self._choice(choice)
-
-    def _choice(self, choice: dict[str, Any]) -> None:
-        delta = choice.get("delta") or {}
-        thinking = delta.get("reasoning_content") or delta.get("reasoning")
-        if isinstance(thinking, str) and thinking:
-            self.emit_thinking(thinking)
-        if isinstance(delta.get("content"), str) and delta["content"]:
-            self.text.append(delta["content"])
-            self.emit_text(delta["content"])
-        for call in delta.get("tool_calls") or []:
-            index = call.get("index", len(self.calls))
-            slot = self.calls.setdefault(index, {"id": None, "name": "", "arguments": []})
-            slot["id"] = call.get("id") or slot["id"]
-            function = call.get("function") or {}
-            slot["name"] += function.get("name") or ""
-            slot["arguments"].append(function.get("arguments") or "")
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
+    REASONING_FIELDS = ("reasoning_content", "reasoning")
+    FIRST_NAME_WINS = False
+    USAGE = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens",
+             "cached_tokens": "prompt_tokens_details.cached_tokens"}
 
     def response(self) -> dict[str, Any]:
         if self.finish_reason is None:
@@ -127,24 +90,14 @@ class Assembler:
         content: list[dict[str, Any]] = []
         if self.text:
             content.append({"type": "text", "text": "".join(self.text)})
-        for index, call in sorted(self.calls.items()):
-            content.append({"type": "tool_call", "id": call["id"] or f"call_{index}", "name": call["name"],
-                            "input": parse_arguments(call["name"], "".join(call["arguments"]))})
+        content += self.tool_call_blocks()
         # some compatible servers finish a tool-calling turn with "stop"
         stop = "tool_call" if self.calls else FINISH_REASONS.get(self.finish_reason)
         answer: dict[str, Any] = {"stop_reason": stop or "error", "content": content}
         if stop is None:
             answer["error"] = f"the model stopped with finish_reason {self.finish_reason!r}"
-        usage = report(self.usage, USAGE)
-        if usage:
-            answer["usage"] = usage
-        return answer
+        return self.with_usage(answer)
 
 
 def assemble(events: Iterable[Event], emit_text: Emit, emit_thinking: Emit) -> dict[str, Any]:
-    assembler = Assembler(emit_text, emit_thinking)
-    for event in events:
-        assembler.feed(event)
-        if assembler.done:
-            break
-    return assembler.response()
+    return chat.assemble(Assembler(emit_text, emit_thinking), events)

@@ -24,10 +24,9 @@ import json
 from typing import Any
 
 from componentize_py_types import Err
-from wit_world import exports
+from hookkit import Silent
 from wit_world.imports import inference, lifecycle
 
-NONE = lifecycle.HookOutput_None_()
 SOURCE_ID = "murmur-hook-compact:summary"
 TOOL_MARKER = "__murmur_tool_msg__"
 SUMMARY_INSTRUCTION = "The conversation above is the session to compact. Write the summary now."
@@ -108,15 +107,7 @@ def compact(event: lifecycle.CompactionEvent) -> str:
                       f"the capsule's primary model ({fallback.value})") from None
 
 
-def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
-    return NONE
-
-
-class Lifecycle(exports.Lifecycle):
+class Lifecycle(Silent):
     def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
         summary = compact(event)
         return lifecycle.HookOutput_ReplaceContext([lifecycle.Message("user", summary, "", SOURCE_ID)])
-
-    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
-    on_stage = on_session_start = on_inference = on_tool_call = _silent
-    on_shell = on_task_start = on_task_end = on_session_end = _silent

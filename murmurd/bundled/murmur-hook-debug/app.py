@@ -24,11 +24,10 @@ import json
 from typing import Any
 
 from componentize_py_types import Err
-from wit_world import exports
+from hookkit import NONE, Silent
 from wit_world.imports import lifecycle
 
 LOG_FILE = "hook-debug.jsonl"
-NONE = lifecycle.HookOutput_None_()
 
 
 def line_of(event: str, fields: dict[str, Any]) -> str:
@@ -49,7 +48,7 @@ def _write(event: str, fields: dict[str, Any]) -> lifecycle.HookOutput:
     return NONE
 
 
-class Lifecycle(exports.Lifecycle):
+class Lifecycle(Silent):
     def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
         return _write("stage", {"shell_allow": list(event.shell_allow)})
 
@@ -57,9 +56,6 @@ class Lifecycle(exports.Lifecycle):
         return _write("session-start", {
             "capsule_name": ctx.capsule_name, "capsule_version": ctx.capsule_version,
             "session_id": ctx.session_id, "model": ctx.model, "capabilities": list(ctx.capabilities)})
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
-        return NONE
 
     def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
         return _write("inference", {
@@ -87,9 +83,6 @@ class Lifecycle(exports.Lifecycle):
         return _write("compaction", {
             "message_count": len(event.messages), "session_tokens": event.session_tokens,
             "threshold": event.threshold})
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
-        return NONE
 
     def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
         return _write("session-end", {

@@ -26,10 +26,8 @@ import json
 
 from diffs import MAX_FILE_BYTES, file_entry
 from editor_writes import write_paths
-from wit_world import exports
+from hookkit import NONE, Silent
 from wit_world.imports import lifecycle
-
-NONE = lifecycle.HookOutput_None_()
 
 
 class _Session:
@@ -58,16 +56,10 @@ def summary(state: _Session | None) -> str:
     return json.dumps({"session_id": state.session_id, "files": files}, ensure_ascii=False)
 
 
-class Lifecycle(exports.Lifecycle):
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
+class Lifecycle(Silent):
     def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
         global _state
         _state = _Session(ctx.session_id)
-        return NONE
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
         return NONE
 
     def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
@@ -77,18 +69,6 @@ class Lifecycle(exports.Lifecycle):
             for path in write_paths(event.output, event.tools, event.tool_name):
                 if path and path not in _state.snapshots:
                     _state.snapshots[path] = _read(path)
-        return NONE
-
-    def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_shell(self, event: lifecycle.ShellEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
         return NONE
 
     def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:

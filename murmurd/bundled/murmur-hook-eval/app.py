@@ -23,12 +23,11 @@ import time
 from componentize_py_types import Err
 from driverkit.errors import DriverFailure
 from driverkit.wasi_http import post
+from hookkit import NONE, Silent
 from otlp import logs_request, logs_url, trace_id_of
 from scoring import PREFIX, Scorer, Session, line, parse_scorers, records
-from wit_world import exports
 from wit_world.imports import lifecycle
 
-NONE = lifecycle.HookOutput_None_()
 EVAL_FILE = "./eval.jsonl"
 WARNING_LOG = "./logs/hook-murmur-hook-eval.log"
 EXPORT_TIMEOUT_SECONDS = 30.0
@@ -85,11 +84,7 @@ def export(endpoint: str, payload: dict[str, object]) -> None:
         raise ExportFailed(f"OTLP endpoint {url} returned HTTP {response.status}: {detail[:200]}")
 
 
-def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
-    return NONE
-
-
-class Lifecycle(exports.Lifecycle):
+class Lifecycle(Silent):
     def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
         global _state
         _state = None
@@ -130,6 +125,3 @@ class Lifecycle(exports.Lifecycle):
             except ExportFailed as exc:
                 print(f"{PREFIX} OTLP log export failed: {exc}", file=sys.stderr)
         return NONE
-
-    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
-    on_stage = on_task_start = on_inference = on_shell = on_compaction = on_task_end = _silent

@@ -24,11 +24,10 @@ from typing import Any
 from componentize_py_types import Err
 from driverkit.errors import DriverFailure
 from driverkit.wasi_http import post
+from hookkit import NONE, Silent
 from spans import Trace, otlp_request, traces_url
-from wit_world import exports
 from wit_world.imports import lifecycle
 
-NONE = lifecycle.HookOutput_None_()
 EXPORT_TIMEOUT_SECONDS = 10.0
 _trace: Trace | None = None
 
@@ -57,10 +56,7 @@ def export(trace: Trace, body: bytes) -> None:
         raise Err(f"[murmur-hook-grafana] OTLP endpoint {url} returned HTTP {status}: {detail[:200]}")
 
 
-class Lifecycle(exports.Lifecycle):
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
+class Lifecycle(Silent):
     def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
         global _trace
         endpoint = (os.environ.get("MURMUR_OTEL_ENDPOINT") or "").strip()
@@ -70,9 +66,6 @@ class Lifecycle(exports.Lifecycle):
                   "no spans will be exported for this session", file=sys.stderr)
             return NONE
         _trace = Trace(endpoint, ctx.capsule_name, ctx.capsule_version, ctx.session_id, ctx.model, _now())
-        return NONE
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
         return NONE
 
     def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
@@ -109,9 +102,6 @@ class Lifecycle(exports.Lifecycle):
         return _add("capsule.compaction", 1, [
             ("session_tokens", str(event.session_tokens)), ("threshold", event.threshold),
             ("message_count", len(event.messages))], True)
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
-        return NONE
 
     def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
         global _trace

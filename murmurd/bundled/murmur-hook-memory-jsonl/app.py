@@ -27,10 +27,9 @@ import os
 from typing import Any
 
 from componentize_py_types import Err
-from wit_world import exports
+from hookkit import NONE, Silent
 from wit_world.imports import lifecycle
 
-NONE = lifecycle.HookOutput_None_()
 DEFAULT_LOG_PATH = "memory-log.jsonl"
 LOG_PATH_ENV = "MURMUR_MEMORY_LOG_PATH"
 SOURCE_ID = "murmur-hook-memory-jsonl"
@@ -113,11 +112,7 @@ def reload_context(path: str) -> list[lifecycle.Message]:
     return [lifecycle.Message("user", text, "", SOURCE_ID)]
 
 
-def _silent(_self: object, _event: object) -> lifecycle.HookOutput:
-    return NONE
-
-
-class Lifecycle(exports.Lifecycle):
+class Lifecycle(Silent):
     def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
         path = log_path()
         seed = reload_context(path)
@@ -138,6 +133,3 @@ class Lifecycle(exports.Lifecycle):
     def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
         append(log_path(), {"kind": "task_close", "task_id": event.task_id, "exit_status": event.exit_status})
         return NONE
-
-    # Every other handler is silent: the WIT requires each export, this hook has nothing to say there.
-    on_stage = on_session_start = on_tool_call = on_shell = on_compaction = on_session_end = _silent

@@ -23,12 +23,11 @@ from __future__ import annotations
 import json
 import sys
 
+from hookkit import NONE, Silent
 from verdict import Observations, reason, record
-from wit_world import exports
 from wit_world.imports import lifecycle
 
 LOG_FILE = "regression-verifier.jsonl"
-NONE = lifecycle.HookOutput_None_()
 _seen = Observations()
 
 
@@ -40,19 +39,13 @@ def _append(line: dict) -> None:
         print(f"[murmur-hook-regression-verifier] could not write {LOG_FILE}: {exc}", file=sys.stderr)
 
 
-class Lifecycle(exports.Lifecycle):
-    def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
-        return NONE
-
+class Lifecycle(Silent):
     def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
         _seen.reset()
         return NONE
 
     def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
         _seen.reset()
-        return NONE
-
-    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
         return NONE
 
     def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
@@ -66,13 +59,7 @@ class Lifecycle(exports.Lifecycle):
             _seen.shell(command, event.outcome.stdout, event.outcome.stderr)
         return NONE
 
-    def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
-        return NONE
-
     def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
         verdict = _seen.verdict()
         _append(record(verdict, event.task_id, event.exit_status))
         return lifecycle.HookOutput_ReopenTask(reason(verdict)) if verdict.reopen else NONE
-
-    def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
-        return NONE

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 
-from wit_world import exports
+from hookkit import Silent
 from wit_world.imports import lifecycle
 
-NONE = lifecycle.HookOutput_None_()
 
 # The notes each profile gives: what the model most often needs to call the binary well.
 PROFILES: dict[str, str] = {
@@ -80,33 +79,9 @@ def manifest_for(binary: str, notes: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Lifecycle(exports.Lifecycle):
+class Lifecycle(Silent):
     def on_stage(self, event: lifecycle.StageEvent) -> lifecycle.HookOutput:
         return lifecycle.HookOutput_WriteManifests([
             lifecycle.ToolManifest(binary, manifest_for(binary, PROFILES[binary]))
             for binary in event.shell_allow if binary in PROFILES
         ])
-
-    def on_session_start(self, ctx: lifecycle.SessionContext) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_start(self, event: lifecycle.TaskStartEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_inference(self, event: lifecycle.InferenceEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_tool_call(self, event: lifecycle.ToolEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_shell(self, event: lifecycle.ShellEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_compaction(self, event: lifecycle.CompactionEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_task_end(self, event: lifecycle.TaskEndEvent) -> lifecycle.HookOutput:
-        return NONE
-
-    def on_session_end(self, event: lifecycle.SessionEndEvent) -> lifecycle.HookOutput:
-        return NONE

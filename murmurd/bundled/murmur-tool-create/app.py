@@ -1,5 +1,9 @@
 """murmur-tool-create: scaffold `tools/<name>/` (manifest, a stub that answers, README).
 
+A tool (`runtime` native or wasm) or, as upstream accepts, a hook (`runtime: hook`): a Python
+guest of world `hook` whose nine lifecycle handlers all answer `none`, every one the WIT
+requires (upstream's Rust stub leaves out two, so it does not load).
+
 Every path is relative to `.`, the filesystem scope the host preopens (the workdir). The name is
 checked before anything is written (upstream leaves it unchecked and relies on the preopen), as
 is the runtime (upstream writes the directory and manifest before refusing an unknown one).
@@ -18,7 +22,13 @@ from wit_world import exports
 from wit_world.exports import run
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
-RUNTIMES = ("native", "wasm")
+RUNTIMES = ("native", "wasm", "hook")
+# murmur:hook/lifecycle's handlers in WIT order, with the parameter and the event record each takes
+HOOK_HANDLERS = (("on_stage", "event", "StageEvent"), ("on_session_start", "ctx", "SessionContext"),
+                 ("on_task_start", "event", "TaskStartEvent"), ("on_inference", "event", "InferenceEvent"),
+                 ("on_tool_call", "event", "ToolEvent"), ("on_shell", "event", "ShellEvent"),
+                 ("on_compaction", "event", "CompactionEvent"), ("on_task_end", "event", "TaskEndEvent"),
+                 ("on_session_end", "event", "SessionEndEvent"))
 
 
 class Refused(Exception):
@@ -53,12 +63,24 @@ def checked(request: dict[str, Any]) -> tuple[str, str]:
         raise Refused(f"name {name!r} must be lowercase letters, digits and - (at most 64, no / or ..)")
     runtime = request.get("runtime", "native")
     if runtime not in RUNTIMES:
-        raise Refused(f"unknown runtime {runtime!r} (native or wasm)")
+        raise Refused(f"unknown runtime {runtime!r} (native, wasm or hook)")
     return name, runtime
 
 
 def manifest(name: str, runtime: str) -> str:
     payload = "bin/run" if runtime == "native" else f"{name}.wasm"  # what `murmurd build` packs
+    if runtime == "hook":
+        return (
+            f"name: {name}\n"
+            "version: 0.1.0\n"
+            "runtime: hook\n"
+            f"description: TODO one sentence saying what {name} does at which lifecycle events\n"
+            "# no binding: every event is dispatched; bind one handler (binding: on-task-end, say) and\n"
+            "# name the arm it returns (commit_policy: reopen-task, ...) once it does more than observe\n"
+            "execution_mode: blocking\n"
+            "commit_policy: none\n"
+            f"requires_files: [{payload}]\n"
+        )
     return (
         f"name: {name}\n"
         "version: 0.1.0\n"
@@ -99,19 +121,44 @@ class Run(exports.Run):
                               json.dumps({{"input": request}}), None, False, [])
 '''
 
+HOOK_STUB_HEAD = '''"""{name}: a murmur hook (compiled by `murmurd build` with componentize-py, world `hook`)."""
+
+from __future__ import annotations
+
+from wit_world import exports
+from wit_world.imports import lifecycle
+
+NONE = lifecycle.HookOutput_None_()
+
+
+class Lifecycle(exports.Lifecycle):
+    # The WIT requires every handler. Each answers `none` (nothing to commit) until it does the
+    # work; murmur.yaml's `binding` and `commit_policy` say which event and which arm count.
+'''
+
+
+def hook_stub(name: str) -> str:
+    handlers = (f"\n    def {handler}(self, {param}: lifecycle.{record}) -> lifecycle.HookOutput:\n        return NONE\n"
+                for handler, param, record in HOOK_HANDLERS)
+    return HOOK_STUB_HEAD.format(name=name) + "".join(handlers)
+
+
 README = """# {name}
 
-A murmur tool scaffolded by murmur-tool-create ({runtime}).
+A murmur {kind} scaffolded by murmur-tool-create ({runtime}).
 
-1. Say what it does in `murmur.yaml` (`description`) and describe its input in `input_schema`
-   (a JSON Schema object: the model fills it in).
+1. Say what it does in `murmur.yaml` (`description`){describe}.
 2. Implement it in `{payload}`.
 {steps}
-4. Build it: `murmurd build tools/{name}`; name it in a capsule's `artifacts:`.
+4. Build it: `murmurd build tools/{name}`; name it in a capsule's `artifacts:`{entry}.
 
-The result: `status` (`passed`, `failed` or `error`), a short `summary`, and `data` (text or
-JSON) for the model.
+{result}
 """
+TOOL_RESULT = """The result: `status` (`passed`, `failed` or `error`), a short `summary`, and `data` (text or
+JSON) for the model."""
+HOOK_RESULT = """Each handler returns a `HookOutput`: `none` says nothing; another arm (`seed-context`,
+`reopen-task`, `artifact`, ...) is committed only at the handler `binding` names and only when
+`commit_policy` names that arm. A hook holds no grant unless the capsule gives it one."""
 
 NATIVE_STEPS = """   The process reads one JSON object on stdin, `{"data": "<the input as JSON text>",
    "log_path": "logs/tool-<name>.log"}`, and must print exactly one JSON object on stdout,
@@ -121,6 +168,10 @@ NATIVE_STEPS = """   The process reads one JSON object on stdin, `{"data": "<the
 
 WASM_STEPS = """   `Run.run` receives the input as JSON text in `input.data` and returns a `ToolResult`.
    Files are opened relative to the workdir.
+3. Keep it to the Python standard library (componentize-py bundles what it imports)."""
+
+HOOK_STEPS = """   `Lifecycle` has one method per lifecycle event; change the ones the hook acts on and
+   leave the others answering `NONE`, since the WIT requires all of them.
 3. Keep it to the Python standard library (componentize-py bundles what it imports)."""
 
 
@@ -133,10 +184,17 @@ def scaffold(name: str, runtime: str) -> str:
     if runtime == "native":
         files["bin/run"] = NATIVE_STUB.format(name=name)
         payload, steps = "bin/run", NATIVE_STEPS
+    elif runtime == "hook":
+        files["app.py"] = hook_stub(name)
+        payload, steps = "app.py", HOOK_STEPS
     else:
         files["app.py"] = WASM_STUB.format(name=name)
         payload, steps = "app.py", WASM_STEPS
-    files["README.md"] = README.format(name=name, runtime=runtime, payload=payload, steps=steps)
+    hook = runtime == "hook"
+    files["README.md"] = README.format(
+        name=name, runtime=runtime, payload=payload, steps=steps, kind="hook" if hook else "tool",
+        describe="" if hook else " and describe its input in `input_schema`\n   (a JSON Schema object: the model fills it in)",
+        entry=" with `runtime: hook`" if hook else "", result=HOOK_RESULT if hook else TOOL_RESULT)
     for relative, text in files.items():
         path = f"{root}/{relative}"
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,0 +1,67 @@
+"""Epoch advances only when a running call must be looked at: its deadline, or a cancel."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from hostile import SPIN, tool_component
+from murmurd.host import CallCancelled, CallGrant, CallGuard, ComponentHost, DeadlineExceeded, Limits, ToolInput
+
+
+@pytest.fixture
+def own_host() -> Iterator[ComponentHost]:
+    host = ComponentHost()
+    yield host
+    host.close()
+
+
+def test_calls_that_end_in_time_advance_no_epoch(own_host: ComponentHost, artifacts) -> None:
+    echo = own_host.load(artifacts.example("echo"))
+    for n in range(20):
+        assert own_host.call_tool_sync(echo, ToolInput(data=f'{{"n": {n}}}')).data == f'{{"n": {n}}}'
+    assert own_host.ticker.advances == 0
+
+
+def test_a_deadline_advances_the_epoch_and_stops_the_guest(own_host: ComponentHost) -> None:
+    spin = own_host.load_bytes(tool_component(SPIN), name="spin")
+    with pytest.raises(DeadlineExceeded, match="spin: deadline exceeded after 0.3 s"):
+        own_host.call_tool_sync(spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=0.3)))
+    assert own_host.ticker.advances >= 1
+
+
+def test_a_guard_cancelled_before_its_call_starts_stops_it_at_once(own_host: ComponentHost) -> None:
+    spin = own_host.load_bytes(tool_component(SPIN), name="spin")
+    guard = CallGuard(600)  # a deadline the test would never wait for
+    guard.cancel("stopped before it began")
+    with pytest.raises(CallCancelled, match="stopped before it began"):
+        own_host.call_tool_sync(spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=600)), guard=guard)
+
+
+def test_cancelling_the_outer_call_stops_a_nested_call_running_now(own_host: ComponentHost) -> None:
+    """A tool a capsule invoked runs under a guard whose parent is the capsule's: cancelling the
+    capsule's guard, which no epoch was armed for, reaches the nested call's engine."""
+    spin = own_host.load_bytes(tool_component(SPIN), name="spin")
+    outer = CallGuard(600)
+    inner = CallGuard(600, parent=outer)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            own_host.call_tool_sync(spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=600)), guard=inner)
+        except BaseException as exc:  # noqa: BLE001 - the test reads what it was
+            raised.append(exc)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    waited = time.monotonic()
+    while not outer._tickers and time.monotonic() - waited < 120:  # the nested call is running
+        time.sleep(0.01)
+    outer.cancel("capsule cancelled")
+    worker.join(timeout=120)
+    assert not worker.is_alive()
+    assert len(raised) == 1 and isinstance(raised[0], CallCancelled)
+    assert "capsule cancelled" in str(raised[0])

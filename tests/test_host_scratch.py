@@ -1,0 +1,118 @@
+"""The guests' stdout/stderr scratch files the host lends to one call at a time.
+
+A file goes back to the host only once the store that wrote to it is closed, and what one call
+wrote never shows in the next call's capture or log."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from wasmtime import Store, WasiConfig, wat2wasm
+
+from hostile import GROW, tool_component
+from murmurd import workdir_fs
+from murmurd.host import CallGrant, CallTrap, ComponentHost, Limits, MemoryLimitExceeded, ToolInput
+from murmurd.host.scratch import ScratchFiles
+from murmurd.host.wasi import CallOutput
+
+MIB = 1024 * 1024
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def own_host() -> Iterator[ComponentHost]:
+    """A host of this test's own, so its scratch files are this test's alone."""
+    host = ComponentHost()
+    yield host
+    host.close()
+
+
+def _descriptors_open_on(fd: int) -> int:
+    """How many descriptors of this process are open on the file `fd` is open on."""
+    target = os.fstat(fd)
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found = os.stat(f"/proc/self/fd/{name}")
+        except OSError:  # the descriptor listdir itself used, closed by now
+            continue
+        count += (found.st_dev, found.st_ino) == (target.st_dev, target.st_ino)
+    return count
+
+
+def test_a_closed_store_holds_no_handle_to_its_output_file(tmp_path: Path) -> None:
+    """What lending rests on: wasmtime's handle to a stdio file lives in the store and no longer."""
+    directory = workdir_fs.open_directory(tmp_path, ".")
+    fd = workdir_fs.anonymous_file(directory)
+    os.close(directory)
+    try:
+        config = WasiConfig()
+        config.stderr_file = workdir_fs.fd_path(fd)
+        store = Store()
+        store.set_wasi(config)
+        assert _descriptors_open_on(fd) == 2  # ours and wasmtime's: the count sees wasmtime's
+        store.close()
+        assert _descriptors_open_on(fd) == 1
+    finally:
+        os.close(fd)
+
+
+def test_files_come_back_after_the_call_with_no_other_handle_and_are_reused(own_host: ComponentHost, artifacts, tmp_path: Path) -> None:
+    probe = own_host.load(artifacts.fixture("probe"))
+    grant = CallGrant(log_path=tmp_path / "probe.log")
+    own_host.call_tool_sync(probe, ToolInput(), grant=grant)
+    assert own_host.scratch.made == 2 and own_host.scratch.free_count() == 2  # stdout and stderr
+    for fd in own_host.scratch.kept():
+        assert _descriptors_open_on(fd) == 1  # no handle of the closed store is left to write
+        assert os.fstat(fd).st_size == 0  # emptied on return
+    own_host.call_tool_sync(probe, ToolInput(), grant=grant)
+    assert own_host.scratch.made == 2  # the second call borrowed the same two files
+    assert (tmp_path / "probe.log").read_text().count("probe says hello on stderr") == 2
+
+
+def test_one_calls_stderr_never_reaches_the_next_calls_capture_or_log(own_host: ComponentHost, tmp_path: Path) -> None:
+    """A failed allocation's message on stderr makes its call a memory error; the next call,
+    which borrows the same file and traps writing nothing, is a plain trap with no stderr."""
+    rusty = own_host.load_bytes(wat2wasm((FIXTURES / "alloc-failure.wat").read_text()), name="rusty")
+    grow = own_host.load_bytes(tool_component(GROW), name="grow")
+    limits = Limits(memory_bytes=64 * MIB)
+    with pytest.raises(MemoryLimitExceeded):
+        own_host.call_tool_sync(rusty, ToolInput(), grant=CallGrant(limits=limits, log_path=tmp_path / "rusty.log"))
+    made = own_host.scratch.made
+    with pytest.raises(CallTrap) as raised:
+        own_host.call_tool_sync(grow, ToolInput(), grant=CallGrant(limits=limits, log_path=tmp_path / "grow.log"))
+    assert not isinstance(raised.value, MemoryLimitExceeded)
+    assert "stderr" not in str(raised.value)
+    assert own_host.scratch.made == made  # it did borrow rusty's files
+    assert (tmp_path / "rusty.log").read_text() == "memory allocation of 16777216 bytes failed\n"
+    assert not (tmp_path / "grow.log").exists()  # it wrote nothing, so it has no log
+
+
+def test_files_of_a_store_not_known_closed_are_closed_not_lent_again(tmp_path: Path) -> None:
+    scratch = ScratchFiles()
+    output = CallOutput(CallGrant(log_path=tmp_path / "x.log"), scratch)
+    config = WasiConfig()
+    output.configure(config)  # wasmtime holds the files now, and nobody said it let go
+    output.collect()
+    assert scratch.made == 2 and scratch.free_count() == 0
+    config.close()
+
+
+def test_calls_at_once_borrow_different_files(tmp_path: Path) -> None:
+    scratch = ScratchFiles()
+    grant = CallGrant(log_path=tmp_path / "x.log")
+    first, second = CallOutput(grant, scratch), CallOutput(grant, scratch)  # a call nested in another
+    for output in (first, second):
+        output.store_closed()
+        output.collect()
+    kept = scratch.kept()
+    assert len(set(kept)) == 4 and scratch.made == 4
+    third = CallOutput(grant, scratch)
+    assert scratch.made == 4 and scratch.free_count() == 2
+    third.store_closed()
+    third.collect()
+    scratch.close()
+    assert scratch.free_count() == 0
