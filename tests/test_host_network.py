@@ -318,3 +318,39 @@ def test_a_flood_of_refused_requests_is_refused_but_traced_only_so_far(host, htt
     _no_connection(other_host)
     assert len(session.seen) == MAX_TRACED_DENIALS + 1
     assert "no further refusals of this component are traced" in session.seen[-1].reason
+
+
+def test_a_request_with_options_reaches_the_granted_origin(host, http_get, server: Local) -> None:
+    """The options resource is passed on with the request (the host hands both to the native
+    client as wasmtime gave them, http_raw.py)."""
+    data = json.dumps({"url": server.url("/opts"), "options": True})
+    result = host.call_tool_sync(http_get, ToolInput(data=data), grant=CallGrant(network=(server.origin,)))
+    assert (result.status, result.data) == (ToolStatus.PASSED, "status 200"), result.summary
+    assert server.seen.snapshot()[1] == ["/opts"]
+
+
+def test_a_refused_request_with_options_is_refused_like_any_other(host, http_get, server: Local,
+                                                                  other_host: Local) -> None:
+    session = Denials()
+    data = json.dumps({"url": other_host.url("/opts"), "options": True})
+    result = host.call_tool_sync(http_get, ToolInput(data=data), grant=CallGrant(network=(server.origin,)),
+                                 session=session)
+    assert (result.status, result.summary) == (ToolStatus.ERROR, f"error-code {DENIED}")
+    _no_connection(other_host)
+    (denial,) = session.seen
+    assert denial.origin == other_host.origin
+
+
+def test_a_request_with_another_scheme_names_no_origin_and_is_refused(host, http_get, server: Local) -> None:
+    """`scheme::other("ftp")` to the granted host and port: no http(s) origin, refused, and the
+    trace keeps the scheme's text."""
+    session = Denials()
+    data = json.dumps({"url": server.url("/ftp"), "scheme": "ftp"})
+    result = host.call_tool_sync(http_get, ToolInput(data=data), grant=CallGrant(network=(server.origin,)),
+                                 session=session)
+    assert (result.status, result.summary) == (ToolStatus.ERROR, f"error-code {DENIED}")
+    _no_connection(server)
+    (denial,) = session.seen
+    assert (denial.scheme, denial.origin) == ("ftp", None)
+    assert denial.authority == f"127.0.0.1:{server.port}"
+    assert denial.reason == "the request names no http(s) origin that can be checked"
