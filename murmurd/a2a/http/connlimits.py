@@ -93,6 +93,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._heads_begun = 0
         self._head_done = False  # the current request's headers are complete
         self._body_pending = False  # the current request's headers are in, its body is not
+        self._framing = 0  # bytes read since the head with no body byte among them (see data_received)
+        self._body_seen = False  # a body byte arrived in the read being parsed
 
     # -- the cap ---------------------------------------------------------------------------
 
@@ -130,6 +132,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         began, in_head = self._heads_begun, not self._head_done
+        self._body_seen = False
         super().data_received(data)
         if not self._head_done and not self.transport.is_closing():
             # llhttp buffers a header it has not seen the end of: count what arrives meanwhile. A
@@ -138,6 +141,16 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_raw = self._head_raw + len(data) if began == self._heads_begun and in_head else 0
             if self._head_raw > MAX_HEAD_BYTES:
                 self.send_400_response("Invalid HTTP request received.")  # as uvicorn answers h11's
+                return
+        elif self._body_pending and not self.transport.is_closing():
+            # a chunked body's trailer is buffered (and re-copied per read) the same way, and no
+            # body byte comes after it: reads with no body byte in them are counted as a head's
+            self._framing = 0 if self._body_seen or in_head or began != self._heads_begun else (
+                self._framing + len(data))
+            if self._framing > MAX_HEAD_BYTES:
+                logger.warning("connection closed: over %d bytes of chunk framing or trailer with no body",
+                               MAX_HEAD_BYTES, extra={"limit": "max_head_bytes"})
+                self._close()  # mid-request: the app sees a disconnect, as at a deadline
                 return
         if self._draining:
             self._drained_more()
@@ -150,6 +163,14 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._head_done = False
         self._heads_begun += 1
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if not self._head_done:  # after the head: a chunked body's trailer, which is discarded
+            super().on_header(name, value)  # (as h11 did), never added to the running request's headers
+
+    def on_body(self, body: bytes) -> None:
+        self._body_seen = True
+        super().on_body(body)
 
     def on_headers_complete(self) -> None:
         headers = self.headers  # as uvicorn collected them, names lower-cased

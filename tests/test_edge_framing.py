@@ -1,0 +1,72 @@
+"""The HTTP edge's framing rules against a real `murmurd serve` with raw sockets, where llhttp
+(httptools) would let a client past what h11 refused: a chunked body's trailer that never ends,
+trailers posing as request headers, a request with two Hosts, and Upgrade requests murmurd does
+not perform (their body and every request after them were swallowed)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import pytest
+
+from a2akit import Served, chaos_capsule, serving
+
+HOST = b"Host: 127.0.0.1\r\n"
+TRAILER_SENT = 64 * 1024 * 1024  # far past any trailer murmurd should hold (16 KiB and one read)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, artifacts) -> Iterator[Served]:
+    for name in ("chaos-driver", "ask"):
+        artifacts.fixture(name)
+    artifacts.example("echo")
+    root = tmp_path_factory.mktemp("edge-framing")
+    # a body deadline far off: a connection closed here was closed by the rule under test
+    with serving(chaos_capsule(root), root / "state", "--body-timeout", "600", "--header-timeout", "600") as running:
+        yield running
+
+
+def connect(served: Served) -> socket.socket:
+    parts = urlsplit(served.url)
+    assert parts.hostname is not None and parts.port is not None
+    return socket.create_connection((parts.hostname, parts.port), timeout=60)
+
+
+def answers(sock: socket.socket) -> list[bytes]:
+    """Every response's status line until the server closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return [line for line in data.split(b"\r\n") if line.startswith(b"HTTP/1.1 ")]
+
+
+def healthy(served: Served) -> None:
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n" + HOST + b"Connection: close\r\n\r\n")
+        assert answers(sock) == [b"HTTP/1.1 200 OK"]
+
+
+def test_an_endless_trailer_closes_the_connection(served: Served) -> None:
+    """llhttp buffers a trailer field until its line ends (httptools re-copies it per read): one
+    connection grew the daemon by hundreds of MiB until the body deadline."""
+    sock = connect(served)
+    sock.sendall(b"POST / HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: ")
+    sent, block = 0, b"a" * 65536
+    with pytest.raises(OSError):  # reset by the server, long before the 64 MiB are sent
+        while sent < TRAILER_SENT:
+            sock.sendall(block)
+            sent += len(block)
+    sock.close()
+    healthy(served)
+
+
+def test_a_chunked_body_with_a_trailer_is_answered(served: Served) -> None:
+    """A short trailer is still accepted (its fields are dropped, as h11 did)."""
+    request = (b"POST / HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "t-none"}}).encode()
+    with connect(served) as sock:
+        sock.sendall(request + b"%x\r\n" % len(body) + body + b"\r\n0\r\nX-Trailer: 1\r\n\r\n")
+        assert answers(sock) == [b"HTTP/1.1 200 OK"]
