@@ -70,3 +70,38 @@ def test_a_chunked_body_with_a_trailer_is_answered(served: Served) -> None:
     with connect(served) as sock:
         sock.sendall(request + b"%x\r\n" % len(body) + body + b"\r\n0\r\nX-Trailer: 1\r\n\r\n")
         assert answers(sock) == [b"HTTP/1.1 200 OK"]
+
+
+def head_of(sock: socket.socket) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data and (chunk := sock.recv(65536)):
+        data += chunk
+    return data.split(b"\r\n\r\n")[0].lower()
+
+
+def test_two_hosts_are_refused(served: Served) -> None:
+    """h11 refused a request naming two Hosts; the browser guard reads only the first."""
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n" + HOST + b"Host: rebound.example\r\n\r\n")
+        assert answers(sock) == [b"HTTP/1.1 400 Bad Request"]
+
+
+def test_an_upgrade_with_a_body_is_refused(served: Served) -> None:
+    """curl --http2 on http:// sends Upgrade: h2c: llhttp took the body for h2c's bytes, and the
+    app answered a JSON-RPC parse error for a body it never got."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "t-none"}}).encode()
+    with connect(served) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\n" + HOST + b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                     b"HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        assert answers(sock) == [b"HTTP/1.1 400 Bad Request"]
+    healthy(served)
+
+
+def test_an_upgrade_is_answered_and_its_connection_closed(served: Served) -> None:
+    """llhttp parses nothing after an Upgrade's head: the connection ends with the answer
+    instead of holding every later request unanswered."""
+    with connect(served) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n" + HOST + b"Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+        head = head_of(sock)
+        assert head.startswith(b"http/1.1 200 ok") and b"\r\nconnection: close" in head
+        assert answers(sock) == []  # and then closed
