@@ -92,3 +92,19 @@ def test_a_nested_call_stops_at_its_callers_deadline(own_host: ComponentHost) ->
     assert not worker.is_alive(), "the nested call ran on past its caller's deadline"
     assert len(raised) == 1 and isinstance(raised[0], DeadlineExceeded)
     assert "spin: deadline exceeded after 0.3 s" in str(raised[0])  # the capsule's deadline
+
+
+def test_a_call_waiting_with_its_clock_stopped_costs_no_tick(own_host: ComponentHost) -> None:
+    """A call in a host import that stops its clock (waiting for a human, a peer, the driver) is
+    not due, however long it waits: it was, once its nominal deadline passed, and the ticker
+    advanced the epoch every 10 ms (each advance a callback in every store running on the engine)
+    for as long as the wait lasted. The first advance here is the other call's deadline's."""
+    waiting, other = CallGuard(0.05), CallGuard(3)
+    waiting.install(Store(own_host.engine))
+    other.install(Store(own_host.engine))
+    with own_host.ticker.active(waiting), waiting.suspended(), own_host.ticker.active(other):
+        started = time.monotonic()
+        while own_host.ticker.advances == 0 and time.monotonic() - started < 120:
+            time.sleep(0.01)
+        assert time.monotonic() >= other.deadline_at, "the epoch advanced for a call whose clock was stopped"
+    assert other.deadline_at < waiting.deadline_at < float("inf")  # moved on by the wait, then running again

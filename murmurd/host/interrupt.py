@@ -157,11 +157,12 @@ class CallGuard:
     @contextmanager
     def suspended(self) -> Iterator[None]:
         """Stop the deadline clock while a host import waits (for a reply, for a peer)."""
-        started = time.monotonic()
+        started, deadline_at = time.monotonic(), self.deadline_at
+        self.deadline_at = _NEVER  # meanwhile not due: the ticker would advance the epoch every tick
         try:
             yield
         finally:
-            self.deadline_at += time.monotonic() - started
+            self.deadline_at = deadline_at + (time.monotonic() - started)
 
     def install(self, store: Store) -> None:
         """Arm the guard on a fresh store; the deadline counts from here. The store checks
