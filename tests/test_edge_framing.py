@@ -105,3 +105,27 @@ def test_an_upgrade_is_answered_and_its_connection_closed(served: Served) -> Non
         head = head_of(sock)
         assert head.startswith(b"http/1.1 200 ok") and b"\r\nconnection: close" in head
         assert answers(sock) == []  # and then closed
+
+
+def _send_chunked(served: Served, header: bytes, trailer: bytes) -> dict:
+    message = {"messageId": "m-trailer", "role": "user", "parts": [{"text": "hello"}]}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": message}}).encode()
+    with connect(served) as sock:
+        sock.sendall(b"POST / HTTP/1.1\r\n" + HOST + header + b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     + b"%x\r\n" % len(body) + body + b"\r\n0\r\n" + trailer + b"\r\n")
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+def test_a_trailer_does_not_pose_as_a_request_header(served: Served) -> None:
+    """httptools hands a trailer's fields to the same callback as the head's, and uvicorn appended
+    them to the running request's headers, which the app read after the body: an `A2A-Version`
+    sent as a trailer chose the answer's dialect (a header read after authentication could be
+    any other)."""
+    as_header = _send_chunked(served, b"A2A-Version: 0.3\r\n", b"")
+    plain = _send_chunked(served, b"", b"")
+    assert as_header["result"] != plain["result"] and "kind" in json.dumps(as_header["result"])  # it tells
+    as_trailer = _send_chunked(served, b"", b"A2A-Version: 0.3\r\n")
+    assert set(as_trailer["result"]) == set(plain["result"])  # the upstream dialect: the trailer went unread

@@ -168,10 +168,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_done = False
         self._heads_begun += 1
 
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if not self._head_done:  # after the head: a chunked body's trailer, which is discarded
-            super().on_header(name, value)  # (as h11 did), never added to the running request's headers
-
     def on_body(self, body: bytes) -> None:
         self._body_seen = True
         super().on_body(body)
@@ -191,6 +187,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_done = True
         before = self.cycle
         super().on_headers_complete()
+        self.headers = []  # a chunked body's trailer lands here: dropped (as h11 did), not in the scope's
         self._disarm()  # the header deadline
         if self.cycle is before:
             return  # an upgrade: not served here
