@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from wasmtime import Store
 
 from hostile import SPIN, tool_component
 from murmurd.host import CallCancelled, CallGrant, CallGuard, ComponentHost, DeadlineExceeded, Limits, ToolInput
@@ -65,3 +66,45 @@ def test_cancelling_the_outer_call_stops_a_nested_call_running_now(own_host: Com
     assert not worker.is_alive()
     assert len(raised) == 1 and isinstance(raised[0], CallCancelled)
     assert "capsule cancelled" in str(raised[0])
+
+
+def test_a_nested_call_stops_at_its_callers_deadline(own_host: ComponentHost) -> None:
+    """A tool a capsule invoked keeps to the capsule's deadline too (the capsule's clock runs on
+    while its tool runs): the nested store's check looked at the tool's own deadline alone, so a
+    tool granted ten minutes outlived a capsule granted a fraction of a second by all of them."""
+    spin = own_host.load_bytes(tool_component(SPIN), name="spin")
+    outer = CallGuard(0.3)
+    inner = CallGuard(600, parent=outer)
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        outer.install(Store(own_host.engine))  # the capsule's call, its clock started
+        with own_host.ticker.active(outer):  # and running, in the tool it invoked
+            try:
+                own_host.call_tool_sync(spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=600)),
+                                        guard=inner)
+            except BaseException as exc:  # noqa: BLE001 - the test reads what it was
+                raised.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=120)
+    assert not worker.is_alive(), "the nested call ran on past its caller's deadline"
+    assert len(raised) == 1 and isinstance(raised[0], DeadlineExceeded)
+    assert "spin: deadline exceeded after 0.3 s" in str(raised[0])  # the capsule's deadline
+
+
+def test_a_call_waiting_with_its_clock_stopped_costs_no_tick(own_host: ComponentHost) -> None:
+    """A call in a host import that stops its clock (waiting for a human, a peer, the driver) is
+    not due, however long it waits: it was, once its nominal deadline passed, and the ticker
+    advanced the epoch every 10 ms (each advance a callback in every store running on the engine)
+    for as long as the wait lasted. The first advance here is the other call's deadline's."""
+    waiting, other = CallGuard(0.05), CallGuard(3)
+    waiting.install(Store(own_host.engine))
+    other.install(Store(own_host.engine))
+    with own_host.ticker.active(waiting), waiting.suspended(), own_host.ticker.active(other):
+        started = time.monotonic()
+        while own_host.ticker.advances == 0 and time.monotonic() - started < 120:
+            time.sleep(0.01)
+        assert time.monotonic() >= other.deadline_at, "the epoch advanced for a call whose clock was stopped"
+    assert other.deadline_at < waiting.deadline_at < float("inf")  # moved on by the wait, then running again

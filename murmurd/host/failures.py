@@ -34,7 +34,7 @@ def classify(artifact: str, exc: WasmtimeError, call: CallContext, grant: CallGr
     """Turn wasmtime's error into the typed error that says why the call ended."""
     guard = call.guard
     if guard.cause == "deadline":
-        return DeadlineExceeded(artifact, guard.deadline_seconds)
+        return DeadlineExceeded(artifact, (guard.expired or guard).deadline_seconds)
     if guard.cause == "cancelled":
         return CallCancelled(artifact, guard.cancel_reason or "cancelled")
     if call.import_failure is not None:

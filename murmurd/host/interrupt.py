@@ -119,6 +119,7 @@ class CallGuard:
         self.deadline_at = _NEVER  # monotonic; the clock starts when the call starts (install)
         self._cancel_reason: str | None = None
         self.cause: str | None = None  # "deadline" or "cancelled" once the guard has trapped
+        self.expired: CallGuard | None = None  # whose deadline it was: this guard's, or its caller's
         self._callback = _CALLBACK_TYPE(self._on_epoch)
         self._tickers: set[EpochTicker] = set()  # the engines this guard's calls (and nested ones) run on
 
@@ -156,11 +157,12 @@ class CallGuard:
     @contextmanager
     def suspended(self) -> Iterator[None]:
         """Stop the deadline clock while a host import waits (for a reply, for a peer)."""
-        started = time.monotonic()
+        started, deadline_at = time.monotonic(), self.deadline_at
+        self.deadline_at = _NEVER  # meanwhile not due: the ticker would advance the epoch every tick
         try:
             yield
         finally:
-            self.deadline_at += time.monotonic() - started
+            self.deadline_at = deadline_at + (time.monotonic() - started)
 
     def install(self, store: Store) -> None:
         """Arm the guard on a fresh store; the deadline counts from here. The store checks
@@ -174,12 +176,24 @@ class CallGuard:
         if reason is not None:
             self.cause = "cancelled"
             return _trap(reason)
-        if time.monotonic() >= self.deadline_at:
-            self.cause = "deadline"
-            return _trap(f"deadline exceeded after {self.deadline_seconds:g} s")
+        passed = self._deadline_passed(time.monotonic())
+        if passed is not None:
+            self.cause, self.expired = "deadline", passed
+            return _trap(f"deadline exceeded after {passed.deadline_seconds:g} s")
         next_delta[0] = 1
         kind[0] = _CONTINUE
         return 0
+
+
+    def _deadline_passed(self, now: float) -> CallGuard | None:
+        """This guard, or the caller's it is nested in, whose deadline has passed: a tool keeps
+        to the deadline of the capsule that invoked it, whose clock runs on meanwhile."""
+        guard: CallGuard | None = self
+        while guard is not None:
+            if now >= guard.deadline_at:
+                return guard
+            guard = guard.parent
+        return None
 
 
 def _trap(message: str) -> int:

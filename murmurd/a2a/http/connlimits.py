@@ -31,7 +31,10 @@ The parser is httptools (llhttp, in C), through uvicorn's protocol: h11, in pure
 about as much CPU per request as everything else the edge does (docs/decisions.md, "Issue 29:
 the HTTP edge"). Two rules h11 kept and llhttp does not are kept here: a request's head (request
 line and headers) is at most `MAX_HEAD_BYTES`, and an HTTP/1.1 request names its `Host`; either
-broken is answered 400 and the connection closed, as h11 did.
+broken is answered 400 and the connection closed, as h11 did, and so is a request naming two
+Hosts. A chunked body's trailer is held to the same size and dropped, as h11 did. An Upgrade
+request (llhttp parses nothing after its head) is answered as plain HTTP and its connection
+closed; one with a body is answered 400.
 """
 
 from __future__ import annotations
@@ -93,6 +96,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._heads_begun = 0
         self._head_done = False  # the current request's headers are complete
         self._body_pending = False  # the current request's headers are in, its body is not
+        self._framing = 0  # bytes read since the head with no body byte among them (see data_received)
+        self._body_seen = False  # a body byte arrived in the read being parsed
+        self._upgrade_warned = False
 
     # -- the cap ---------------------------------------------------------------------------
 
@@ -130,6 +136,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         began, in_head = self._heads_begun, not self._head_done
+        self._body_seen = False
         super().data_received(data)
         if not self._head_done and not self.transport.is_closing():
             # llhttp buffers a header it has not seen the end of: count what arrives meanwhile. A
@@ -138,6 +145,16 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_raw = self._head_raw + len(data) if began == self._heads_begun and in_head else 0
             if self._head_raw > MAX_HEAD_BYTES:
                 self.send_400_response("Invalid HTTP request received.")  # as uvicorn answers h11's
+                return
+        elif self._body_pending and not self.transport.is_closing():
+            # a chunked body's trailer is buffered (and re-copied per read) the same way, and no
+            # body byte comes after it: reads with no body byte in them are counted as a head's
+            self._framing = 0 if self._body_seen or in_head or began != self._heads_begun else (
+                self._framing + len(data))
+            if self._framing > MAX_HEAD_BYTES:
+                logger.warning("connection closed: over %d bytes of chunk framing or trailer with no body",
+                               MAX_HEAD_BYTES, extra={"limit": "max_head_bytes"})
+                self._close()  # mid-request: the app sees a disconnect, as at a deadline
                 return
         if self._draining:
             self._drained_more()
@@ -151,22 +168,40 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_done = False
         self._heads_begun += 1
 
+    def on_body(self, body: bytes) -> None:
+        self._body_seen = True
+        super().on_body(body)
+
     def on_headers_complete(self) -> None:
         headers = self.headers  # as uvicorn collected them, names lower-cased
         if len(self.url) + sum(len(name) + len(value) + 4 for name, value in headers) > MAX_HEAD_BYTES:
             raise BadHead(f"request head over {MAX_HEAD_BYTES} bytes")  # within one read (data_received)
-        if self.parser.get_http_version() == "1.1" and not any(name == b"host" for name, _ in headers):
-            raise BadHead("an HTTP/1.1 request without Host")
+        hosts = sum(name == b"host" for name, _ in headers)
+        if hosts > 1 or (hosts == 0 and self.parser.get_http_version() == "1.1"):
+            raise BadHead("an HTTP/1.1 request without Host, or a request with two")
+        upgrade = self.parser.should_upgrade()
+        if upgrade and _declares_body(headers):
+            # llhttp takes what follows an Upgrade's head for the new protocol's: its body would
+            # reach the app as empty and every request after it would be swallowed
+            raise BadHead("an Upgrade request with a body")
         self._head_done = True
         before = self.cycle
         super().on_headers_complete()
+        self.headers = []  # a chunked body's trailer lands here: dropped (as h11 did), not in the scope's
         self._disarm()  # the header deadline
         if self.cycle is before:
             return  # an upgrade: not served here
+        if upgrade:  # not performed (murmurd has no WebSocket), answered as plain HTTP: llhttp
+            self.cycle.keep_alive = False  # parses nothing after it, so the connection ends with it
         if self._tls_subject is not None:  # the app runs later: its scope still takes this
             self.cycle.scope[TLS_SUBJECT_KEY] = self._tls_subject  # type: ignore[literal-required]
         self._body_pending = True
         self._arm(self.limits.body_timeout_secs)  # until on_message_complete, at once for no body
+
+    def _unsupported_upgrade_warning(self) -> None:
+        if not self._upgrade_warned:  # uvicorn's warning, once a connection rather than once a read
+            self._upgrade_warned = True
+            super()._unsupported_upgrade_warning()
 
     def on_message_complete(self) -> None:
         self._body_pending = False
@@ -259,6 +294,11 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         self._disarm()
         self.transport.abort()  # close() would wait for the buffer to drain
+
+
+def _declares_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    return any(name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0")
+               for name, value in headers)
 
 
 def protocol_class(limits: ConnectionLimits) -> type[GuardedProtocol]:
