@@ -60,58 +60,67 @@ def test_a_closed_store_holds_no_handle_to_its_output_file(tmp_path: Path) -> No
         os.close(fd)
 
 
-def test_files_come_back_after_the_call_with_no_other_handle_and_are_reused(own_host: ComponentHost, artifacts, tmp_path: Path) -> None:
+def test_files_come_back_after_the_call_with_no_other_handle_and_are_reused(own_host: ComponentHost, artifacts) -> None:
     probe = own_host.load(artifacts.fixture("probe"))
-    grant = CallGrant(log_path=tmp_path / "probe.log")
-    own_host.call_tool_sync(probe, ToolInput(), grant=grant)
-    assert own_host.scratch.made == 2 and own_host.scratch.free_count() == 2  # stdout and stderr
+    own_host.call_tool_sync(probe, ToolInput(), grant=CallGrant())  # no log: stderr alone, kept for its tail
+    assert own_host.scratch.made == 1 and own_host.scratch.free_count() == 1
     for fd in own_host.scratch.kept():
         assert _descriptors_open_on(fd) == 1  # no handle of the closed store is left to write
         assert os.fstat(fd).st_size == 0  # emptied on return
-    own_host.call_tool_sync(probe, ToolInput(), grant=grant)
-    assert own_host.scratch.made == 2  # the second call borrowed the same two files
+    own_host.call_tool_sync(probe, ToolInput(), grant=CallGrant())
+    assert own_host.scratch.made == 1  # the second call borrowed the same file
+
+
+def test_a_logged_calls_files_are_new_and_closed_with_the_call(own_host: ComponentHost, artifacts, tmp_path: Path) -> None:
+    """Files beside a session's log are never kept: a kept one would hold a descriptor beneath
+    the session's workdir after the session closed."""
+    probe = own_host.load(artifacts.fixture("probe"))
+    grant = CallGrant(log_path=tmp_path / "probe.log")
+    for _ in range(2):
+        own_host.call_tool_sync(probe, ToolInput(), grant=grant)
+    assert own_host.scratch.made == 0 and own_host.scratch.free_count() == 0
+    beneath = [name for name in os.listdir("/proc/self/fd")
+               if os.path.exists(f"/proc/self/fd/{name}") and str(tmp_path) in os.readlink(f"/proc/self/fd/{name}")]
+    assert beneath == []
     assert (tmp_path / "probe.log").read_text().count("probe says hello on stderr") == 2
 
 
-def test_one_calls_stderr_never_reaches_the_next_calls_capture_or_log(own_host: ComponentHost, tmp_path: Path) -> None:
+def test_one_calls_stderr_never_reaches_the_next_calls_capture(own_host: ComponentHost) -> None:
     """A failed allocation's message on stderr makes its call a memory error; the next call,
     which borrows the same file and traps writing nothing, is a plain trap with no stderr."""
     rusty = own_host.load_bytes(wat2wasm((FIXTURES / "alloc-failure.wat").read_text()), name="rusty")
     grow = own_host.load_bytes(tool_component(GROW), name="grow")
     limits = Limits(memory_bytes=64 * MIB)
     with pytest.raises(MemoryLimitExceeded):
-        own_host.call_tool_sync(rusty, ToolInput(), grant=CallGrant(limits=limits, log_path=tmp_path / "rusty.log"))
+        own_host.call_tool_sync(rusty, ToolInput(), grant=CallGrant(limits=limits))
     made = own_host.scratch.made
     with pytest.raises(CallTrap) as raised:
-        own_host.call_tool_sync(grow, ToolInput(), grant=CallGrant(limits=limits, log_path=tmp_path / "grow.log"))
+        own_host.call_tool_sync(grow, ToolInput(), grant=CallGrant(limits=limits))
     assert not isinstance(raised.value, MemoryLimitExceeded)
     assert "stderr" not in str(raised.value)
-    assert own_host.scratch.made == made  # it did borrow rusty's files
-    assert (tmp_path / "rusty.log").read_text() == "memory allocation of 16777216 bytes failed\n"
-    assert not (tmp_path / "grow.log").exists()  # it wrote nothing, so it has no log
+    assert own_host.scratch.made == made  # it did borrow rusty's file
 
 
-def test_files_of_a_store_not_known_closed_are_closed_not_lent_again(tmp_path: Path) -> None:
+def test_files_of_a_store_not_known_closed_are_closed_not_lent_again() -> None:
     scratch = ScratchFiles()
-    output = CallOutput(CallGrant(log_path=tmp_path / "x.log"), scratch)
+    output = CallOutput(CallGrant(), scratch)
     config = WasiConfig()
-    output.configure(config)  # wasmtime holds the files now, and nobody said it let go
+    output.configure(config)  # wasmtime holds the file now, and nobody said it let go
     output.collect()
-    assert scratch.made == 2 and scratch.free_count() == 0
+    assert scratch.made == 1 and scratch.free_count() == 0
     config.close()
 
 
-def test_calls_at_once_borrow_different_files(tmp_path: Path) -> None:
+def test_calls_at_once_borrow_different_files() -> None:
     scratch = ScratchFiles()
-    grant = CallGrant(log_path=tmp_path / "x.log")
-    first, second = CallOutput(grant, scratch), CallOutput(grant, scratch)  # a call nested in another
+    first, second = CallOutput(CallGrant(), scratch), CallOutput(CallGrant(), scratch)  # a call nested in another
     for output in (first, second):
         output.store_closed()
         output.collect()
     kept = scratch.kept()
-    assert len(set(kept)) == 4 and scratch.made == 4
-    third = CallOutput(grant, scratch)
-    assert scratch.made == 4 and scratch.free_count() == 2
+    assert len(set(kept)) == 2 and scratch.made == 2
+    third = CallOutput(CallGrant(), scratch)
+    assert scratch.made == 2 and scratch.free_count() == 1
     third.store_closed()
     third.collect()
     scratch.close()

@@ -7,8 +7,9 @@ thread running the guest (`OutputFile::write`) and its handles to the file live 
 after `Store.close` nothing of that call can write to it any more (`tests/test_host_scratch.py`
 counts the open descriptors of a returned file to show it). A returned file is emptied at
 once, and wasmtime's own open truncates it again, so no call reads what an earlier call
-(another session's guest) wrote. Files are kept per file system, since a scratch file lives on
-the file system of the log it feeds, and at most `keep` of each; the rest are closed.
+(another session's guest) wrote. Files are kept per file system (`st_dev`), at most `keep` of
+each; the rest are closed. Only calls without a log borrow (`wasi.CallOutput`): a logged call's
+files sit beside its log, beneath a session's workdir, and a kept one would outlive the session.
 """
 
 from __future__ import annotations

@@ -82,8 +82,10 @@ class CallOutput:
     def __init__(self, grant: CallGrant, scratch: ScratchFiles | None = None) -> None:
         """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused.
 
-        With `scratch`, the files are borrowed from it and go back at `collect`, but only after
-        `store_closed` said the store that wrote to them is gone; else they are closed."""
+        With `scratch`, a call without a log borrows its stderr file from it, and the file goes
+        back at `collect`, but only after `store_closed` said the store that wrote to it is gone;
+        else it is closed. A call with a log gets new files beside its log, closed at `collect`:
+        a kept file would hold a descriptor beneath a session's workdir after the session closed."""
         self.location = location = grant.log_location()
         self._scratch = scratch
         self._store_closed = False
@@ -105,18 +107,14 @@ class CallOutput:
             dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
         try:
             self._device = os.fstat(dir_fd).st_dev
-            self._stderr = self._new_file(dir_fd)
+            self._stderr = workdir_fs.anonymous_file(dir_fd)
             if location is not None:
-                self._stdout = self._new_file(dir_fd)
+                self._stdout = workdir_fs.anonymous_file(dir_fd)
         except OSError:
             self._release()
             raise
         finally:
             os.close(dir_fd)
-
-    def _new_file(self, dir_fd: int) -> int:
-        kept = self._scratch.take(self._device) if self._scratch is not None else None
-        return kept if kept is not None else workdir_fs.anonymous_file(dir_fd)
 
     def store_closed(self) -> None:
         """The store these files were given to is closed: none of its handles to them is left."""
@@ -171,7 +169,7 @@ class CallOutput:
         for fd in (self._stdout, self._stderr):
             if fd is None or fd < 0:
                 continue
-            if self._scratch is not None and self._store_closed:
+            if self._scratch is not None and self._store_closed and self._device == _TEMP_KEY:
                 self._scratch.give_back(self._device, fd, self._offsets.get(fd))
             else:
                 os.close(fd)
