@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sqlite3
 import threading
 import time
 from pathlib import Path
@@ -137,3 +138,43 @@ def test_a_subscriber_that_stops_reading_does_not_stall_the_task(tmp_path: Path)
         assert sum(1 for _i, e, _d in healthy if e == "text") > 1000
         stuck.close()
         assert elapsed < 30
+
+
+def test_a_subscribe_snapshot_agrees_with_the_stream_after_it(tmp_path: Path) -> None:
+    """The live record is saved before its status is published: a subscriber that arrives in
+    between (held open here by a real SQLite write lock) gets the task as it is, and the status
+    event that then announces the same state is not sent again (a2a-sdk clients saw a second
+    WORKING after a WORKING snapshot on a loaded machine)."""
+    with serving(chaos_capsule(tmp_path), tmp_path / "state") as served:
+        def v10(text: str, **extra: str) -> dict:
+            return {"message": {"messageId": f"m{time.monotonic_ns()}", "role": "ROLE_USER",
+                                "parts": [{"text": text}], **extra}}
+
+        asked = served.rpc("SendMessage", v10("mode:ask"))["result"]["task"]
+        assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        lock = sqlite3.connect(tmp_path / "state" / "tasks.sqlite3", isolation_level=None, timeout=30)
+        replied: list[dict] = []
+        try:
+            lock.execute("BEGIN IMMEDIATE")  # the daemon's next save waits here
+            reply = threading.Thread(target=lambda: replied.append(
+                served.rpc("SendMessage", v10("approved", taskId=asked["id"]))))
+            reply.start()
+            served.wait_state(asked["id"], "working")  # the live record moved on; its save waits
+            frames: list = []
+            reader = threading.Thread(target=lambda: served.events("SubscribeToTask", {"id": asked["id"]}, into=frames))
+            reader.start()
+            deadline = time.monotonic() + 30
+            while not frames:
+                assert time.monotonic() < deadline, "no snapshot"
+                time.sleep(0.02)
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        reader.join(timeout=30)
+        reply.join(timeout=30)
+        assert replied and replied[0]["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", replied
+        results = [data["result"] for _id, _event, data in frames]
+        assert results[0]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+        assert [m["parts"][0]["text"] for m in results[0]["task"]["history"]] == ["mode:ask", "approved"]
+        states = [r["statusUpdate"]["status"]["state"] for r in results if "statusUpdate" in r]
+        assert states == ["TASK_STATE_COMPLETED"]  # the WORKING its save announced is not repeated

@@ -397,7 +397,7 @@ class Router:
             dialect, operation = self._resolve(entry, request)
             if operation is Operation.WATCH:
                 return self._watch(request, release)
-            after = self.daemon.log.last_id
+            after, joining = self.daemon.log.last_id, False  # before the read: nothing missed
             if operation is Operation.STREAM:
                 send = wire.parse_send_params(dialect, entry.params)
                 record = await self._submit(dialect, send, request)
@@ -407,7 +407,8 @@ class Router:
                 if record.state.terminal and dialect in SPEC_DIALECTS:
                     raise jsonrpc.JsonRpcError.unsupported_operation(
                         f"task {query.task_id} is {record.state.value}; a finished task has nothing to subscribe to")
-                after = last_event_id(request, default=after)
+                resumed = last_event_id(request, default=-1)
+                joining, after = (True, after) if resumed < 0 else (False, resumed)
         except jsonrpc.JsonRpcError as error:
             response = jsonrpc.error_response(entry.id, error)
             return _JSONResponse(response, status_code=_status_of(response))
@@ -416,7 +417,7 @@ class Router:
             return _JSONResponse(jsonrpc.error_response(entry.id, jsonrpc.JsonRpcError.internal_error()))
         if dialect is Dialect.UPSTREAM:
             return upstream_stream(self.daemon, record, after, release)
-        return a2a_stream(self.daemon, dialect, entry.id, record, after, release)
+        return a2a_stream(self.daemon, dialect, entry.id, record, after, release, joining=joining)
 
     # -- GET streams (EventSource; see murmurd.a2a.http.get_streams) -------------------------------
 

@@ -138,9 +138,17 @@ def upstream_stream(daemon: CapsuleDaemon, record: TaskRecord, after: int, relea
 
 
 def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
-               release: Callable[[], None], retry: bool = False) -> Response:
+               release: Callable[[], None], retry: bool = False, joining: bool = False) -> Response:
+    """A task's A2A stream: its snapshot, then its events after `after`.
+
+    `joining`: a subscriber arriving now (no `Last-Event-ID`), `after` taken just before
+    `record` was read. The snapshot is then the record as it is at this call, not when the
+    response starts, and a status it already shows is not sent again: the live record is saved
+    before its status is published, so the event announcing what the snapshot shows can follow it.
+    """
     renderer = wire.StreamRenderer(dialect)
     log = daemon.log
+    taken = (renderer.render("task", record), dataclasses.replace(record)) if joining else None
 
     def data(result: dict[str, Any]) -> dict[str, str]:
         return {"data": json.dumps(jsonrpc.result_response(request_id, result))}
@@ -148,16 +156,18 @@ def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record:
     async def frames() -> AsyncIterator[bytes]:
         if retry:
             yield RETRY_FRAME
-        snapshot = renderer.render("task", record)
+        snapshot, shown = taken if taken is not None else (renderer.render("task", record), record)
         if snapshot is not None:
             yield encode([data(snapshot)])
-        if wire.is_final_state(record.state):
+        if wire.is_final_state(shown.state):
             return
-        current = record  # as of the last status event: what a gap frame reports the task as
+        current = shown  # as of the last status event: what a gap frame reports the task as
         async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
             out: list[dict[str, str]] = []
             final = False
             for event in batch:
+                if joining and repeats(current, event):
+                    continue
                 view = current = record_at(current, event)
                 out += [data(rendered) for rendered in renderer.render_frames(event.type, view, renderer_payload(event))]
                 if event.type == "status" and wire.is_final_state(view.state):
@@ -194,6 +204,14 @@ def renderer_payload(event: StreamEvent) -> dict[str, Any]:
     if event.type == "gap":
         return {**event.data, "after_id": event.after_id}
     return event.data
+
+
+def repeats(record: TaskRecord, event: StreamEvent) -> bool:
+    """A non-final status event that tells nothing the client's view of the task does not."""
+    if event.type != "status" or event.final:
+        return False
+    status = event.data.get("status", {})
+    return status.get("state") == record.state.value and status.get("message") == record.status_message
 
 
 def record_at(record: TaskRecord, event: StreamEvent) -> TaskRecord:
