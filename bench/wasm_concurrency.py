@@ -12,12 +12,16 @@ ratio against it.
   is what a run gate in the host would do;
 - `pooled`: wasmtime's pooling allocator with linear memory kept resident between instances
   (configured through wasmtime-py's private `_bindings`: the public `Config` has no pooling
-  setting in wasmtime-py 50), so an instance's memory is neither mapped nor faulted in anew.
+  setting in wasmtime-py 50), so an instance's memory is neither mapped nor faulted in anew;
+- `nocow`: the public `memory_init_cow = False` (data segments copied into fresh memory rather
+  than mapped copy-on-write from the module image);
+- `smallres`: the public `memory_reservation` at 256 MiB and `memory_guard_size` at 64 KiB
+  (smaller virtual reservations to map and unmap per instance).
 
 Nothing here is used by the daemon; it measures what the next round's changes would buy.
 Bounded in calls and time; nothing leaves the machine.
 
-    .venv/bin/python bench/wasm_concurrency.py [--calls 400] [--threads 8]
+    .venv/bin/python bench/wasm_concurrency.py [--calls 400] [--threads 8] [--resident 64]
 """
 
 from __future__ import annotations
@@ -33,27 +37,34 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIANTS = ("baseline", "threads", "gated", "pooled", "pooled+threads", "pooled+gated")
+VARIANTS = ("baseline", "threads", "gated", "pooled", "pooled+threads", "pooled+gated",
+            "nocow", "nocow+threads", "smallres", "smallres+threads")
 
 
-def _engine(pooled: bool):  # type: ignore[no-untyped-def]
+def _engine(variant: str, resident_mib: int = 64):  # type: ignore[no-untyped-def]
     import wasmtime
 
     config = wasmtime.Config()
     config.epoch_interruption = True
+    pooled = variant.startswith("pooled")
+    if variant.startswith("nocow"):  # data segments copied in, not mapped copy-on-write
+        config.memory_init_cow = False
+    if variant.startswith("smallres"):  # a 256 MiB reservation and a 64 KiB guard, not 4 GiB + 32 MiB
+        config.memory_reservation = 256 << 20
+        config.memory_guard_size = 64 << 10
     if pooled:
         from wasmtime import _bindings as bindings
 
         pool = bindings.wasmtime_pooling_allocation_config_new()
         for name, value in (("total_component_instances", 64), ("total_core_instances", 256),
                             ("total_memories", 128), ("total_tables", 256), ("max_memory_size", 1 << 30),
-                            ("linear_memory_keep_resident", 64 << 20), ("table_keep_resident", 1 << 20)):
+                            ("linear_memory_keep_resident", resident_mib << 20), ("table_keep_resident", 1 << 20)):
             getattr(bindings, f"wasmtime_pooling_allocation_config_{name}_set")(pool, value)
         bindings.wasmtime_pooling_allocation_strategy_set(config.ptr(), pool)
     return wasmtime.Engine(config)
 
 
-def child(variant: str, calls: int, threads: int) -> None:
+def child(variant: str, calls: int, threads: int, resident_mib: int) -> None:
     """One variant in this process: print its per-call figures as JSON."""
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
@@ -63,14 +74,14 @@ def child(variant: str, calls: int, threads: int) -> None:
     from murmurd.host.cache import CompileCache
 
     host = ComponentHost(use_disk_cache=False)
-    host.engine = _engine(variant.startswith("pooled"))
+    host.engine = _engine(variant, resident_mib)
     host.cache = CompileCache(host.engine, None, fingerprint=variant)
     driver = host.load(build_artifact(ROOT / "tests" / "fixtures" / "chaos-driver").output)
     subject = host_call.Bare(host, driver.component)
     request = json.dumps({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
     for _ in range(10):
         subject.call(request)
-    count = 1 if variant in ("baseline", "pooled") else threads
+    count = threads if variant.endswith(("threads", "gated")) else 1
     gate = threading.Lock() if variant.endswith("gated") else None
 
     def work(n: int) -> None:
@@ -102,18 +113,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=400)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--resident", type=int, default=64,
+                        help="MiB of linear memory a pooled slot keeps resident between instances")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not (10 <= args.calls <= 20_000 and 1 <= args.threads <= 64):
-        parser.error("calls 10-20000, threads 1-64")
+    if not (10 <= args.calls <= 20_000 and 1 <= args.threads <= 64 and 0 <= args.resident <= 1024):
+        parser.error("calls 10-20000, threads 1-64, resident 0-1024 MiB")
     if args.child:
-        child(args.child, args.calls, args.threads)
+        child(args.child, args.calls, args.threads, args.resident)
         return
-    print(f"chaos-driver calls, {args.calls} per variant, {args.threads} threads where threaded, {os.cpu_count()} CPUs")
+    print(f"chaos-driver calls, {args.calls} per variant, {args.threads} threads where threaded,"
+          f" {args.resident} MiB resident per pooled slot, {os.cpu_count()} CPUs")
     results = {}
     for variant in VARIANTS:
         out = subprocess.run([sys.executable, __file__, "--child", variant, "--calls", str(args.calls),
-                              "--threads", str(args.threads)], capture_output=True, text=True, timeout=600)
+                              "--threads", str(args.threads), "--resident", str(args.resident)], capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             print(f"  {variant}: failed\n{out.stderr[-2000:]}")
             continue

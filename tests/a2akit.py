@@ -168,6 +168,9 @@ def serving(capsule: Path, state_dir: Path, *args: str, env: dict[str, str] | No
     served = start(capsule, state_dir, *args, env=env)
     try:
         yield served
+    except BaseException:  # a failing test's report shows what the daemon said (pytest captures it)
+        print("".join(["murmurd serve's stderr, last 60 lines:\n", *served.stderr[-60:]]), file=sys.stderr)
+        raise
     finally:
         if served.proc.poll() is None:
             served.proc.kill()

@@ -36,6 +36,12 @@ def test_a_gap_renders_as_a_non_final_status_update_saying_what_was_dropped(dial
     assert event["status"]["state"] in ("working", "TASK_STATE_WORKING")
 
 
+def test_one_event_lost_is_said_in_the_singular() -> None:
+    rendered = wire.render_stream_event(Dialect.V03, "gap", _working(), {"first_available_id": 12, "after_id": 10})
+    text = rendered["status"]["message"]["parts"][0]["text"]
+    assert "event 11 of this capsule's stream was dropped" in text and "events" not in text.split(";")[0]
+
+
 def test_the_a2a_sdk_reads_the_1_0_gap_frame_as_a_status_update_with_its_metadata() -> None:
     rendered = wire.render_stream_event(Dialect.V10, "gap", _working(), {"first_available_id": 9, "after_id": 3})
     parsed = json_format.ParseDict(rendered, pb.StreamResponse())

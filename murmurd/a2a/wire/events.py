@@ -104,15 +104,17 @@ def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
 
 
 def gap_text(first_available_id: int, after_id: int | None) -> str:
-    """What a gap frame's status message says was lost."""
+    """What a gap frame's status message says was lost (capsule-wide ids: which of them were
+    this task's is not known)."""
     if after_id is None:
-        lost = f"every event before id {first_available_id} (the stream resumed from an earlier daemon run's id)"
+        lost = (f"the events before id {first_available_id} (the stream resumed from an earlier daemon run's id)"
+                " were dropped")
     elif after_id + 1 >= first_available_id - 1:
-        lost = f"event {after_id + 1}"
+        lost = f"event {after_id + 1} of this capsule's stream was dropped"
     else:
-        lost = f"events {after_id + 1} to {first_available_id - 1}"
-    return (f"murmurd: this stream fell behind its replay buffer and {lost} of this capsule's stream "
-            "were dropped, some of them this task's; the task itself holds its complete result")
+        lost = f"events {after_id + 1} to {first_available_id - 1} of this capsule's stream were dropped"
+    return (f"murmurd: this stream fell behind its replay buffer and {lost}; this task's events may be among"
+            " them, and the task itself holds its complete result")
 
 
 def render_gap(dialect: Dialect, record: TaskRecord, first_available_id: int,
