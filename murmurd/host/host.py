@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +26,7 @@ from murmurd.contract import ROLE_EXPORTS, Role, versioned
 from murmurd.host.bridge import WasmPool
 from murmurd.host.cache import CompileCache
 from murmurd.host.context import CallContext, ChunkSink, SessionContext
-from murmurd.host.errors import CompileError, ContractError, InstantiationError
+from murmurd.host.errors import CallCancelled, CompileError, ContractError, DeadlineExceeded, InstantiationError
 from murmurd.host.failures import classify, first_cause
 from murmurd.host.http_forwarder import ForwarderSource
 from murmurd.host.http_egress import HttpEgress
@@ -36,6 +38,7 @@ from murmurd.host.murmur_imports import interfaces_for, legacy_hook_interfaces
 from murmurd.host.loaded import LoadedComponent
 from murmurd.host.prelinked import LinkStats, PreLinked
 from murmurd.host.roles import ContractViolation, check_contract, check_hook_handlers
+from murmurd.host.run_gate import GateWaitCancelled, RunGate
 from murmurd.host.scratch import ScratchFiles
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
@@ -69,6 +72,7 @@ class ComponentHost:
         use_disk_cache: bool = True,
         max_workers: int = 8,
         tick_seconds: float = 0.01,
+        run_places: int | None = None,
     ) -> None:
         config = Config()
         config.epoch_interruption = True
@@ -76,6 +80,7 @@ class ComponentHost:
         directory = (cache_dir or default_cache_dir()) if use_disk_cache else None
         self.cache = CompileCache(self.engine, directory, fingerprint="epoch_interruption=1")
         self.ticker = EpochTicker(self.engine, tick_seconds)
+        self.gate = RunGate(run_places if run_places is not None else max(1, (os.cpu_count() or 2) // 2))
         self.pool = WasmPool(max_workers)
         self.forwarders = ForwarderSource(self.engine)
         self._linkers: dict[tuple[Role, tuple[str, ...], bool], Linker] = {}
@@ -222,6 +227,7 @@ class ComponentHost:
 
     def close(self) -> None:
         self.ticker.stop()
+        self.gate.close()
         self.pool.shutdown()
         self.scratch.close()
 
@@ -300,6 +306,7 @@ class ComponentHost:
     ) -> Any:
         enclosing: CallGuard | None = getattr(_current, "guard", None)
         guard = guard or CallGuard(grant.limits.deadline_seconds, parent=enclosing)
+        guard.gate = self.gate
         try:
             output = CallOutput(grant, self.scratch)
         except OSError as exc:
@@ -334,6 +341,25 @@ class ComponentHost:
         Closing frees the guest's memory at once: a trap's traceback keeps this frame (and so
         the store) reachable until the garbage collector breaks the cycle, which under load
         meant several dead guests' memory held at a time."""
+        try:
+            with self.gate.call(call.guard.is_set):
+                return self._run_gated(loaded, interface, function, args, grant, call)
+        except GateWaitCancelled:
+            guard = call.guard
+            if guard.cancel_reason is not None:
+                raise CallCancelled(loaded.name, guard.cancel_reason) from None
+            expired = guard._deadline_passed(time.monotonic()) or guard
+            raise DeadlineExceeded(loaded.name, expired.deadline_seconds) from None
+
+    def _run_gated(
+        self,
+        loaded: LoadedComponent,
+        interface: str,
+        function: str,
+        args: tuple[Any, ...],
+        grant: CallGrant,
+        call: CallContext,
+    ) -> Any:
         store = Store(self.engine, data=call)
         wasi_given = False
         try:

@@ -71,6 +71,8 @@ def _handle(store: Any, request: Any, options: Any) -> Any:
         scheme = scheme[:_SHOWN_SCHEME] if scheme is not None else None
         denial = EgressDenial(call.artifact, interface, reason, str(origin) if origin else None, scheme, shown)
         return _refuse(store, call, request, options, denial)
+    if call.guard.gate is not None:
+        call.guard.gate.leave()  # the answer is awaited inside wasmtime, out of the gate's sight
     return forwarder.forward(store, request, options)
 
 

@@ -19,9 +19,13 @@ import threading
 import time
 from contextlib import contextmanager
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from wasmtime import Engine, Store
 from wasmtime import _ffi as ffi
+
+if TYPE_CHECKING:
+    from murmurd.host.run_gate import RunGate
 
 _CONTINUE = 0  # WASMTIME_UPDATE_DEADLINE_CONTINUE
 
@@ -122,6 +126,7 @@ class CallGuard:
         self.expired: CallGuard | None = None  # whose deadline it was: this guard's, or its caller's
         self._callback = _CALLBACK_TYPE(self._on_epoch)
         self._tickers: set[EpochTicker] = set()  # the engines this guard's calls (and nested ones) run on
+        self.gate: RunGate | None = None  # the host's run gate, set by the host that runs the call
 
     def cancel(self, reason: str = "cancelled") -> None:
         """Ask the running guest to stop at its next epoch check: the epoch of every engine a
@@ -163,6 +168,16 @@ class CallGuard:
             yield
         finally:
             self.deadline_at = deadline_at + (time.monotonic() - started)
+
+    @contextmanager
+    def away(self) -> Iterator[None]:
+        """The host works or waits for this call (a host import): its run-gate place serves
+        another call meanwhile (`run_gate.RunGate.away`)."""
+        if self.gate is None:
+            yield
+        else:
+            with self.gate.away():
+                yield
 
     def install(self, store: Store) -> None:
         """Arm the guard on a fresh store; the deadline counts from here. The store checks
