@@ -15,7 +15,8 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -327,6 +328,19 @@ class ComponentHost:
             raise InstantiationError(loaded.name, f"its output was not logged: {output.log_refused}")
         return result
 
+    @contextmanager
+    def _place(self, artifact: str, guard: CallGuard) -> Iterator[None]:
+        """A run-gate place for one call; a call stopped while it waits for one raises what a
+        stopped call raises."""
+        try:
+            with self.gate.call(guard.is_set):
+                yield
+        except GateWaitCancelled:
+            if guard.cancel_reason is not None:
+                raise CallCancelled(artifact, guard.cancel_reason) from None
+            expired = guard.deadline_passed(time.monotonic()) or guard
+            raise DeadlineExceeded(artifact, expired.deadline_seconds) from None
+
     def _run_in_store(
         self,
         loaded: LoadedComponent,
@@ -341,47 +355,29 @@ class ComponentHost:
         Closing frees the guest's memory at once: a trap's traceback keeps this frame (and so
         the store) reachable until the garbage collector breaks the cycle, which under load
         meant several dead guests' memory held at a time."""
-        try:
-            with self.gate.call(call.guard.is_set):
-                return self._run_gated(loaded, interface, function, args, grant, call)
-        except GateWaitCancelled:
-            guard = call.guard
-            if guard.cancel_reason is not None:
-                raise CallCancelled(loaded.name, guard.cancel_reason) from None
-            expired = guard._deadline_passed(time.monotonic()) or guard
-            raise DeadlineExceeded(loaded.name, expired.deadline_seconds) from None
-
-    def _run_gated(
-        self,
-        loaded: LoadedComponent,
-        interface: str,
-        function: str,
-        args: tuple[Any, ...],
-        grant: CallGrant,
-        call: CallContext,
-    ) -> Any:
-        store = Store(self.engine, data=call)
-        wasi_given = False
-        try:
-            limits = grant.limits
-            store.set_limits(
-                memory_size=limits.memory_bytes,
-                table_elements=limits.table_elements,
-                instances=limits.instances,
-            )
-            store.set_wasi(wasi_config(grant, call.output, loaded.name))
-            wasi_given = True
-            prelinked = self.prelinked(loaded)
-            self._prepare_http(store, prelinked, grant, call)
-            call.guard.install(store)
-            with self.ticker.active(call.guard):
-                instance = prelinked.instantiate(store)
-                call.stage = "call"
-                func = prelinked.func(store, instance, interface, function)
-                result = func(store, *args)
-                func.post_return(store)
-                return result
-        finally:
-            store.close()
-            if wasi_given:  # wasmtime's handles to the output files went with the store
-                call.output.store_closed()
+        with self._place(loaded.name, call.guard):  # run_gate.py: the store's whole life
+            store = Store(self.engine, data=call)
+            wasi_given = False
+            try:
+                limits = grant.limits
+                store.set_limits(
+                    memory_size=limits.memory_bytes,
+                    table_elements=limits.table_elements,
+                    instances=limits.instances,
+                )
+                store.set_wasi(wasi_config(grant, call.output, loaded.name))
+                wasi_given = True
+                prelinked = self.prelinked(loaded)
+                self._prepare_http(store, prelinked, grant, call)
+                call.guard.install(store)
+                with self.ticker.active(call.guard):
+                    instance = prelinked.instantiate(store)
+                    call.stage = "call"
+                    func = prelinked.func(store, instance, interface, function)
+                    result = func(store, *args)
+                    func.post_return(store)
+                    return result
+            finally:
+                store.close()
+                if wasi_given:  # wasmtime's handles to the output files went with the store
+                    call.output.store_closed()

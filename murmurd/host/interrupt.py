@@ -191,7 +191,7 @@ class CallGuard:
         if reason is not None:
             self.cause = "cancelled"
             return _trap(reason)
-        passed = self._deadline_passed(time.monotonic())
+        passed = self.deadline_passed(time.monotonic())
         if passed is not None:
             self.cause, self.expired = "deadline", passed
             return _trap(f"deadline exceeded after {passed.deadline_seconds:g} s")
@@ -200,7 +200,7 @@ class CallGuard:
         return 0
 
 
-    def _deadline_passed(self, now: float) -> CallGuard | None:
+    def deadline_passed(self, now: float) -> CallGuard | None:
         """This guard, or the caller's it is nested in, whose deadline has passed: a tool keeps
         to the deadline of the capsule that invoked it, whose clock runs on meanwhile."""
         guard: CallGuard | None = self
