@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from hostile import SPIN, tool_component
-from murmurd.host import CallCancelled, CallGrant, CallGuard, ComponentHost, Limits, ToolInput
+from murmurd.host import CallCancelled, CallGrant, CallGuard, ComponentHost, DeadlineExceeded, Limits, ToolInput
 from murmurd.host.run_gate import GateWaitCancelled, RunGate
 
 WAIT = 60  # what a test waits at most for an event that must happen (a loaded machine)
@@ -31,6 +31,20 @@ def _in_thread(target) -> tuple[threading.Thread, list[BaseException]]:  # type:
     return thread, raised
 
 
+def _enter(gate: RunGate, entered: threading.Event) -> None:
+    """A call that only says it got its place."""
+    with gate.call(lambda: False):
+        entered.set()
+
+
+def _hold(gate: RunGate, holding: threading.Event, done: threading.Event) -> None:
+    """A call that holds its place until `done` (a guest sleeping inside wasmtime: no host
+    import, no epoch check)."""
+    with gate.call(lambda: False):
+        holding.set()
+        done.wait(WAIT)
+
+
 def test_one_place_is_taken_in_turn_and_host_work_gives_it_up() -> None:
     gate = RunGate(1, quantum=600)  # no hog here: only the turns are tested
     holding, release, host_work, second_in = (threading.Event() for _ in range(4))
@@ -39,17 +53,13 @@ def test_one_place_is_taken_in_turn_and_host_work_gives_it_up() -> None:
         with gate.call(lambda: False):
             holding.set()
             host_work.wait(WAIT)
-            with gate.away():  # a host import: the place serves the other call meanwhile
+            with gate.away(lambda: False):  # a host import: the place serves the other call meanwhile
                 assert second_in.wait(WAIT)
                 release.wait(WAIT)
 
-    def second() -> None:
-        with gate.call(lambda: False):
-            second_in.set()
-
     a, a_raised = _in_thread(first)
     assert holding.wait(WAIT)
-    b, b_raised = _in_thread(second)
+    b, b_raised = _in_thread(lambda: _enter(gate, second_in))
     assert not second_in.wait(0.3)  # the one place is held
     host_work.set()
     assert second_in.wait(WAIT)
@@ -62,22 +72,64 @@ def test_a_call_holding_its_place_past_the_quantum_loses_it() -> None:
     gate = RunGate(1, quantum=0.05)
     holding, done, other_in = threading.Event(), threading.Event(), threading.Event()
 
-    def hog() -> None:  # a guest that sleeps inside wasmtime: no host import, no epoch check
-        with gate.call(lambda: False):
-            holding.set()
-            done.wait(WAIT)
-
-    def other() -> None:
-        with gate.call(lambda: False):
-            other_in.set()
-
-    a, _ = _in_thread(hog)
+    a, _ = _in_thread(lambda: _hold(gate, holding, done))
     assert holding.wait(WAIT)
-    b, raised = _in_thread(other)
+    b, raised = _in_thread(lambda: _enter(gate, other_in))
     assert other_in.wait(WAIT), "the hog kept the only place"
     done.set()
     a.join(WAIT), b.join(WAIT)
     assert not raised and gate.revoked >= 1
+
+
+def test_turns_given_up_and_taken_back_count_toward_one_quantum() -> None:
+    """A call that gives its place up for a moment again and again (a guest looping over a
+    waiting host import) still loses it once its turns add up to the quantum; before they were
+    summed it could keep the only place for its whole deadline."""
+    gate = RunGate(1, quantum=0.05)
+    holding, done, other_in = threading.Event(), threading.Event(), threading.Event()
+
+    def looper() -> None:
+        with gate.call(lambda: False):
+            holding.set()
+            while not done.is_set():
+                time.sleep(0.005)  # guest code, holding the place
+                with gate.away(lambda: False):
+                    pass  # the import returns at once: the place is taken back first
+
+    a, a_raised = _in_thread(looper)
+    assert holding.wait(WAIT)
+    b, b_raised = _in_thread(lambda: _enter(gate, other_in))
+    try:
+        assert other_in.wait(WAIT), "the looping call kept the only place"
+    finally:
+        done.set()
+    a.join(WAIT), b.join(WAIT)
+    assert not a_raised and not b_raised and gate.revoked >= 1
+
+
+def test_a_call_stopped_while_it_waits_to_come_back_runs_on_without_a_place() -> None:
+    gate = RunGate(1, quantum=600)
+    away, other_holding, release, back = (threading.Event() for _ in range(4))
+
+    def waiting_call() -> None:
+        with gate.call(lambda: False):
+            with gate.away(lambda: True):  # cancelled while the host waited for it
+                away.set()
+                assert other_holding.wait(WAIT)
+            back.set()  # it did not wait for the place the other call holds
+
+    def other() -> None:
+        assert away.wait(WAIT)
+        with gate.call(lambda: False):
+            other_holding.set()
+            release.wait(WAIT)
+
+    a, a_raised = _in_thread(waiting_call)
+    b, b_raised = _in_thread(other)
+    assert back.wait(WAIT)
+    release.set()
+    a.join(WAIT), b.join(WAIT)
+    assert not a_raised and not b_raised and gate.held == 0
 
 
 def test_a_nested_call_runs_inside_its_callers_place() -> None:
@@ -99,16 +151,11 @@ def test_a_call_cancelled_while_it_waits_for_a_place_stops_waiting() -> None:
     gate = RunGate(1, quantum=600)
     holding, done, cancelled = threading.Event(), threading.Event(), threading.Event()
 
-    def holder() -> None:
-        with gate.call(lambda: False):
-            holding.set()
-            done.wait(WAIT)
-
     def waiter() -> None:
         with gate.call(cancelled.is_set):
             pass
 
-    a, _ = _in_thread(holder)
+    a, _ = _in_thread(lambda: _hold(gate, holding, done))
     assert holding.wait(WAIT)
     b, raised = _in_thread(waiter)
     cancelled.set()
@@ -170,6 +217,29 @@ def test_a_call_cancelled_while_it_waits_for_a_place_reads_as_cancelled(artifact
             waiter.join(WAIT)
             assert len(raised) == 1 and isinstance(raised[0], CallCancelled), raised
             assert "gave up waiting" in str(raised[0])
+        finally:
+            spinning.cancel("test over")
+            spinner.join(WAIT)
+    finally:
+        host.close()
+
+
+def test_waiting_for_a_place_counts_against_the_calls_own_deadline(artifacts) -> None:
+    host = ComponentHost(run_places=1)
+    host.gate.quantum = 600
+    try:
+        spin = host.load_bytes(tool_component(SPIN), name="spin")
+        echo = host.load(artifacts.example("echo"))
+        spinning = CallGuard(600)
+        spinner, _ = _in_thread(lambda: host.call_tool_sync(
+            spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=600)), guard=spinning))
+        try:
+            deadline = time.monotonic() + WAIT
+            while host.gate.held == 0:
+                assert time.monotonic() < deadline and spinner.is_alive()
+                time.sleep(0.01)
+            with pytest.raises(DeadlineExceeded, match="echo: deadline exceeded after 0.5 s"):
+                host.call_tool_sync(echo, ToolInput(data="{}"), grant=CallGrant(limits=Limits(deadline_seconds=0.5)))
         finally:
             spinning.cancel("test over")
             spinner.join(WAIT)

@@ -330,10 +330,12 @@ class ComponentHost:
 
     @contextmanager
     def _place(self, artifact: str, guard: CallGuard) -> Iterator[None]:
-        """A run-gate place for one call; a call stopped while it waits for one raises what a
-        stopped call raises."""
+        """A run-gate place for one call. Waiting for it counts against the call's deadline
+        (whose clock, `CallGuard.install`, starts with the place) and its caller's; a call
+        stopped while it waits raises what a stopped call raises."""
+        due = time.monotonic() + guard.deadline_seconds
         try:
-            with self.gate.call(guard.is_set):
+            with self.gate.call(lambda: guard.is_set() or time.monotonic() >= due):
                 yield
         except GateWaitCancelled:
             if guard.cancel_reason is not None:

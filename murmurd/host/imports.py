@@ -43,8 +43,7 @@ def _adapt(interface: str, function: str, impl: HostFunction) -> Callable[..., A
     def host_function(store: Any, *args: Any) -> Any:
         call = call_context(store)
         try:
-            with call.guard.away():  # host work: the call's run-gate place serves another meanwhile
-                return impl(call, *args)
+            return impl(call, *args)
         except WasmtimeError:
             raise
         except BaseException as exc:  # noqa: BLE001 - every failure (cancellation too) becomes a trap

@@ -165,18 +165,19 @@ class CallGuard:
         started, deadline_at = time.monotonic(), self.deadline_at
         self.deadline_at = _NEVER  # meanwhile not due: the ticker would advance the epoch every tick
         try:
-            yield
+            with self.away():
+                yield
         finally:
             self.deadline_at = deadline_at + (time.monotonic() - started)
 
     @contextmanager
     def away(self) -> Iterator[None]:
-        """The host works or waits for this call (a host import): its run-gate place serves
-        another call meanwhile (`run_gate.RunGate.away`)."""
+        """The host waits for this call (a host import that waits, or runs another call): its
+        run-gate place serves another call meanwhile (`run_gate.RunGate.away`)."""
         if self.gate is None:
             yield
         else:
-            with self.gate.away():
+            with self.gate.away(self.is_set):
                 yield
 
     def install(self, store: Store) -> None:

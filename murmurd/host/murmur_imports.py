@@ -51,14 +51,17 @@ def _run_imported_tool(call: CallContext, tool_input: Any) -> Any:
 
 def _invoke(call: CallContext, name: str, tool_input: Any) -> Any:
     try:
-        return tool_result_to_wasm(call.session.invoke_tool(name, tool_input_from_wasm(tool_input)))
+        with call.guard.away():  # the tool's own call takes its own place
+            result = call.session.invoke_tool(name, tool_input_from_wasm(tool_input))
+        return tool_result_to_wasm(result)
     except ImportFailed as exc:
         return str(exc)
 
 
 def _shell_run(call: CallContext, binary: str, args: list[str], env: list[tuple[str, str]]) -> Any:
     try:
-        result = call.session.shell_run(binary, list(args), [tuple(pair) for pair in env], call.guard)
+        with call.guard.away():  # the command's run is the shell's, not guest code
+            result = call.session.shell_run(binary, list(args), [tuple(pair) for pair in env], call.guard)
     except ImportFailed as exc:
         return str(exc)
     return make_record(
@@ -125,7 +128,9 @@ def _search(call: CallContext, query: str) -> list[Any]:
 
 
 def _pull(call: CallContext, name: str, version: str) -> Any:
-    return _summary(call.session.artifact_pull(name, version))
+    with call.guard.away():  # a registry fetch
+        pulled = call.session.artifact_pull(name, version)
+    return _summary(pulled)
 
 
 def _remove(call: CallContext, name: str) -> bool:

@@ -6,17 +6,19 @@ memory-map lock (`bench/wasm_concurrency.py` on two cores: eight bare threads at
 one thread, the same calls one at a time 1.05x). A call holds a place from its store's creation
 until the store is closed; the gate never makes a call wait behind a slow one:
 
-- a host import runs without the place (`away`): while the host works or waits (a reply, a
-  peer, the shell, a tool or driver run on another thread) the place serves another call; the
-  call then waits its turn for a place again;
+- a call gives its place up while the host waits for it (`away`: a reply, a peer, the shell, a
+  tool run, a driver run on another thread), and waits its turn for one again after;
 - a call that sends a `wasi:http` request runs without a place for the rest of the call
   (`leave`): the answer is awaited inside wasmtime, out of the host's sight;
-- a call that has held its place for `quantum` seconds loses it and runs on without one (a
-  watchdog thread takes it back, so a guest that spins, or sleeps inside wasmtime, delays the
-  others by about a quantum, never by its deadline);
+- a call that has held places for `quantum` seconds in all (summed over its turns, so giving
+  the place up and taking it back does not start the count again) loses its place for the rest
+  of the call: a watchdog thread takes it back, so a guest that spins, sleeps inside wasmtime or
+  loops over host imports delays the others by about a quantum, never by its deadline;
 - a call nested in another on the same thread while that one holds a place runs inside it.
 
-Each host has its own gate (no module state), so each replica has its own.
+Every place comes back within about a quantum whatever the guest does, so no arrangement of
+waits can deadlock on places. Each host has its own gate (no module state), so each replica has
+its own.
 """
 
 from __future__ import annotations
@@ -27,22 +29,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 QUANTUM_SECONDS = 0.05
-POLL_SECONDS = 0.05  # how often a call waiting for a place looks at its cancel flag
+POLL_SECONDS = 0.05  # how often a call waiting for a place looks at its stop condition
+
+Stop = Callable[[], bool]
 
 
 class GateWaitCancelled(Exception):
-    """The call was cancelled (or its caller's deadline passed) while it waited for a place."""
+    """The call was stopped (cancelled, or past a deadline) while it waited for a place."""
 
 
 class _Hold:
-    """One call's claim: `active` while it holds a place, `free` once it runs without for good."""
+    """One call's claim: `active` while it holds a place, `free` once it runs without one for
+    good; `used` is the time it held places in earlier turns."""
 
-    __slots__ = ("active", "free", "since")
+    __slots__ = ("active", "free", "since", "used")
 
     def __init__(self) -> None:
         self.active = False
         self.free = False
         self.since = 0.0
+        self.used = 0.0
 
 
 class RunGate:
@@ -66,15 +72,17 @@ class RunGate:
             return len(self._holds)
 
     @contextmanager
-    def call(self, stop: Callable[[], bool]) -> Iterator[None]:
+    def call(self, stop: Stop) -> Iterator[None]:
         """One call: a place for it, unless it is nested in a call holding one on this thread.
-        `stop()` true while waiting raises `GateWaitCancelled`."""
+        `stop()` true while it waits raises `GateWaitCancelled`."""
         outer: _Hold | None = getattr(self._local, "hold", None)
         if outer is not None and (outer.active or outer.free):
             yield
             return
+        self._ensure_watchdog()
         hold = _Hold()
-        self._take(hold, stop)
+        if not self._take(hold, stop):
+            raise GateWaitCancelled()
         self._local.hold = hold
         try:
             yield
@@ -83,8 +91,10 @@ class RunGate:
             self._local.hold = outer
 
     @contextmanager
-    def away(self) -> Iterator[None]:
-        """This thread's call gives its place up while the host works; takes one again after."""
+    def away(self, stop: Stop) -> Iterator[None]:
+        """The host waits for this thread's call: its place serves another call meanwhile, and
+        the call waits its turn for one afterwards; if `stop()` turns true during that wait (a
+        cancel) it runs on without one, to trap at its next epoch check."""
         hold: _Hold | None = getattr(self._local, "hold", None)
         if hold is None or not hold.active:
             yield
@@ -93,8 +103,8 @@ class RunGate:
         try:
             yield
         finally:
-            if not hold.free:
-                self._take(hold, lambda: False)
+            if not hold.free and not self._take(hold, stop):
+                hold.free = True
 
     def leave(self) -> None:
         """This thread's call runs without a place for the rest of the call."""
@@ -103,36 +113,43 @@ class RunGate:
             hold.free = True
             self._give(hold)
 
-    def _take(self, hold: _Hold, stop: Callable[[], bool]) -> None:
+    def close(self) -> None:
+        """Stop the watchdog (the host is closing); calls still running keep their places."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify()
+
+    def _take(self, hold: _Hold, stop: Stop) -> bool:
+        """Wait for a place; False (none taken) once `stop()` is true."""
         while not self._free.acquire(timeout=POLL_SECONDS):
             if stop():
-                raise GateWaitCancelled()
+                return False
         with self._lock:
             hold.active, hold.since = True, time.monotonic()
             self._holds.add(hold)
             if len(self._holds) == 1:
-                self._wake_watchdog()
+                self._lock.notify()  # the watchdog stops idling
+        return True
 
     def _give(self, hold: _Hold) -> None:
         with self._lock:
             if not hold.active:
                 return
             hold.active = False
+            hold.used += time.monotonic() - hold.since
             self._holds.discard(hold)
         self._free.release()
 
-    def _wake_watchdog(self) -> None:
-        """Under the lock: the watchdog starts, or stops idling (it sleeps while no place is held)."""
-        if self._watchdog is None and not self._closed:
-            self._watchdog = threading.Thread(target=self._watch, name="murmurd-run-gate", daemon=True)
-            self._watchdog.start()
-        self._lock.notify()
-
-    def close(self) -> None:
-        """Stop the watchdog (the host is closing); calls still running keep their places."""
+    def _ensure_watchdog(self) -> None:
+        """Started at the first call, before it holds anything (a thread that cannot start
+        fails that call, with no place taken)."""
+        if self._watchdog is not None:
+            return
         with self._lock:
-            self._closed = True
-            self._lock.notify()
+            if self._watchdog is None and not self._closed:
+                watchdog = threading.Thread(target=self._watch, name="murmurd-run-gate", daemon=True)
+                watchdog.start()
+                self._watchdog = watchdog
 
     def _watch(self) -> None:
         with self._lock:
@@ -141,10 +158,10 @@ class RunGate:
                     self._lock.wait()
                     continue
                 now = time.monotonic()
-                for hold in [h for h in self._holds if now - h.since >= self.quantum]:
+                for hold in [h for h in self._holds if h.used + now - h.since >= self.quantum]:
                     hold.free, hold.active = True, False
                     self._holds.discard(hold)
                     self._free.release()
                     self.revoked += 1
-                oldest = min((h.since for h in self._holds), default=now)
-                self._lock.wait(max(self.quantum - (now - oldest), 0.001))
+                left = min((self.quantum - h.used - (now - h.since) for h in self._holds), default=self.quantum)
+                self._lock.wait(max(left, 0.001))
