@@ -108,3 +108,18 @@ def test_a_call_waiting_with_its_clock_stopped_costs_no_tick(own_host: Component
             time.sleep(0.01)
         assert time.monotonic() >= other.deadline_at, "the epoch advanced for a call whose clock was stopped"
     assert other.deadline_at < waiting.deadline_at < float("inf")  # moved on by the wait, then running again
+
+
+def test_a_deadline_that_moved_during_a_wait_is_still_watched(own_host: ComponentHost) -> None:
+    """A call alone on the ticker whose suspended wait outlasts its deadline: the ticker, woken
+    at the old deadline and finding nothing due, must be told when the clock runs again, or a
+    guest spinning after the wait is never stopped."""
+    guard = CallGuard(0.05)
+    guard.install(Store(own_host.engine))
+    with own_host.ticker.active(guard):
+        with guard.suspended():
+            time.sleep(0.2)  # past the nominal deadline: the ticker looked, and nothing was due
+        started = time.monotonic()
+        while own_host.ticker.advances == 0 and time.monotonic() - started < 120:
+            time.sleep(0.01)
+    assert own_host.ticker.advances >= 1, "the moved deadline was never looked at"

@@ -132,6 +132,56 @@ def test_a_call_stopped_while_it_waits_to_come_back_runs_on_without_a_place() ->
     assert not a_raised and not b_raised and gate.held == 0
 
 
+def test_a_call_nested_in_one_running_free_takes_a_place_of_its_own() -> None:
+    gate = RunGate(1, quantum=600)
+    free, holding, done, nested_in = (threading.Event() for _ in range(4))
+
+    def outer() -> None:
+        with gate.call(lambda: False):
+            gate.leave()  # it sent a wasi:http request: it runs free from here on
+            free.set()
+            assert holding.wait(WAIT)
+            _enter(gate, nested_in)  # a tool it invokes
+
+    a, a_raised = _in_thread(outer)
+    assert free.wait(WAIT)
+    b, _ = _in_thread(lambda: _hold(gate, holding, done))
+    assert holding.wait(WAIT)
+    assert not nested_in.wait(0.3), "the nested call ran without a place while another held the only one"
+    done.set()
+    assert nested_in.wait(WAIT)
+    a.join(WAIT), b.join(WAIT)
+    assert not a_raised
+
+
+def test_waiting_to_take_the_place_back_after_a_suspended_wait_counts_against_the_deadline() -> None:
+    """The clock runs again before the call waits for its place: a deadline passing in that
+    wait lets the call run on (to trap at its next epoch check) instead of waiting on."""
+    gate = RunGate(1, quantum=600)
+    guard = CallGuard(0.3)
+    guard.gate = gate
+    inside, other_holding, done, back = (threading.Event() for _ in range(4))
+
+    def suspended_call() -> None:
+        with gate.call(lambda: False):
+            guard.deadline_at = time.monotonic() + guard.deadline_seconds  # what install does
+            with guard.suspended():
+                inside.set()
+                assert other_holding.wait(WAIT)
+            back.set()
+
+    a, a_raised = _in_thread(suspended_call)
+    assert inside.wait(WAIT)  # its place is given up now
+    b, _ = _in_thread(lambda: _hold(gate, other_holding, done))
+    try:
+        assert back.wait(WAIT), "the call waited for its place past its deadline"
+        assert guard.is_set()
+    finally:
+        done.set()
+    a.join(WAIT), b.join(WAIT)
+    assert not a_raised
+
+
 def test_a_nested_call_runs_inside_its_callers_place() -> None:
     gate = RunGate(1, quantum=600)
     entered = threading.Event()

@@ -80,6 +80,13 @@ class EpochTicker:
                 self._cond.notify()
         guard.watched_by(self)
 
+    def rearm(self, guard: CallGuard) -> None:
+        """`guard`'s deadline moved (its clock restarted after a suspended wait): wake the
+        thread if that deadline comes before its next look."""
+        with self._cond:
+            if guard in self._guards and guard.deadline_at < self._wake_at:
+                self._cond.notify()
+
     def _leave(self, guard: CallGuard) -> None:
         with self._cond:
             self._guards.discard(guard)
@@ -162,13 +169,15 @@ class CallGuard:
     @contextmanager
     def suspended(self) -> Iterator[None]:
         """Stop the deadline clock while a host import waits (for a reply, for a peer)."""
-        started, deadline_at = time.monotonic(), self.deadline_at
-        self.deadline_at = _NEVER  # meanwhile not due: the ticker would advance the epoch every tick
-        try:
-            with self.away():
+        with self.away():  # outside the stopped clock: waiting to take a place back counts
+            started, deadline_at = time.monotonic(), self.deadline_at
+            self.deadline_at = _NEVER  # meanwhile not due: the ticker would advance the epoch every tick
+            try:
                 yield
-        finally:
-            self.deadline_at = deadline_at + (time.monotonic() - started)
+            finally:
+                self.deadline_at = deadline_at + (time.monotonic() - started)
+                for ticker in tuple(self._tickers):  # asleep until a deadline it no longer knows
+                    ticker.rearm(self)
 
     @contextmanager
     def away(self) -> Iterator[None]:

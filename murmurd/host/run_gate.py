@@ -14,7 +14,8 @@ until the store is closed; the gate never makes a call wait behind a slow one:
   the place up and taking it back does not start the count again) loses its place for the rest
   of the call: a watchdog thread takes it back, so a guest that spins, sleeps inside wasmtime or
   loops over host imports delays the others by about a quantum, never by its deadline;
-- a call nested in another on the same thread while that one holds a place runs inside it.
+- a call nested in another on the same thread while that one holds a place runs inside it (a
+  call nested in one that runs free takes a place of its own).
 
 Every place comes back within about a quantum whatever the guest does, so no arrangement of
 waits can deadlock on places. Each host has its own gate (no module state), so each replica has
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 QUANTUM_SECONDS = 0.05
+_NEVER = float("inf")
 POLL_SECONDS = 0.05  # how often a call waiting for a place looks at its stop condition
 
 Stop = Callable[[], bool]
@@ -58,10 +60,11 @@ class RunGate:
         self.places = places
         self.quantum = quantum
         self.revoked = 0  # places taken back from calls past the quantum (for tests and metrics)
-        self._free = threading.Semaphore(places)
+        self._free = threading.BoundedSemaphore(places)  # a release too many raises
         self._lock = threading.Condition()
         self._holds: set[_Hold] = set()
         self._watchdog: threading.Thread | None = None
+        self._watch_at = _NEVER  # when the watchdog looks next
         self._closed = False
         self._local = threading.local()  # this thread's innermost gated call
 
@@ -76,7 +79,7 @@ class RunGate:
         """One call: a place for it, unless it is nested in a call holding one on this thread.
         `stop()` true while it waits raises `GateWaitCancelled`."""
         outer: _Hold | None = getattr(self._local, "hold", None)
-        if outer is not None and (outer.active or outer.free):
+        if outer is not None and outer.active:
             yield
             return
         self._ensure_watchdog()
@@ -127,8 +130,8 @@ class RunGate:
         with self._lock:
             hold.active, hold.since = True, time.monotonic()
             self._holds.add(hold)
-            if len(self._holds) == 1:
-                self._lock.notify()  # the watchdog stops idling
+            if hold.since + self.quantum - hold.used < self._watch_at:
+                self._lock.notify()  # this turn ends before the watchdog's next look
         return True
 
     def _give(self, hold: _Hold) -> None:
@@ -155,6 +158,7 @@ class RunGate:
         with self._lock:
             while not self._closed:
                 if not self._holds:
+                    self._watch_at = _NEVER
                     self._lock.wait()
                     continue
                 now = time.monotonic()
@@ -163,5 +167,7 @@ class RunGate:
                     self._holds.discard(hold)
                     self._free.release()
                     self.revoked += 1
-                left = min((self.quantum - h.used - (now - h.since) for h in self._holds), default=self.quantum)
-                self._lock.wait(max(left, 0.001))
+                left = max(min((self.quantum - h.used - (now - h.since) for h in self._holds),
+                               default=self.quantum), 0.001)
+                self._watch_at = now + left
+                self._lock.wait(left)
