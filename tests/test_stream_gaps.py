@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ def _built(artifacts) -> None:
     artifacts.example("scripted-driver")
 
 
-def _talker(root: Path) -> Path:
+def _talker(root: Path, answer: str = ANSWER) -> Path:
     directory = root / "talker"
     directory.mkdir()
     manifest = {
@@ -43,7 +44,7 @@ def _talker(root: Path) -> Path:
                        "local_source": True}],
         "inference": {"endpoint": "http://127.0.0.1:9", "model": "m", "driver": {
             "artifact": "scripted-driver",
-            "config": {"responses": [{"stop_reason": "end_turn", "content": [{"type": "text", "text": ANSWER}]}]}}},
+            "config": {"responses": [{"stop_reason": "end_turn", "content": [{"type": "text", "text": answer}]}]}}},
         "lifecycle": {"after_task": "sleep", "task_acceptance": "queue", "queue_depth": 10},
     }
     (directory / "murmur.yaml").write_text(yaml.safe_dump(manifest))
@@ -169,3 +170,52 @@ def test_a_slow_reader_gets_every_chunk_or_a_gap_frame_saying_what_it_missed(tmp
             position = found + len(run)
         # The task itself holds the whole answer, as the gap frame's message says.
         assert ANSWER in json.dumps(served.get(task_id))
+
+
+@pytest.mark.parametrize("framing", ["upstream", "1.0"])
+def test_a_reader_whose_task_ended_in_the_gap_still_gets_its_end(tmp_path: Path, framing: str) -> None:
+    """The reader stops until its task has completed and another task's events have pushed the
+    final status out of the replay buffer: after the gap frame it must still be told the task
+    ended (from the stored record), not be left with heartbeats forever."""
+    import threading
+
+    long_answer = " ".join(f"w{i:05d}" for i in range(40_000))  # 40,000 frames: more than the sockets hold
+    with serving(_talker(tmp_path, long_answer), tmp_path / "state", "--stream-buffer", "16",
+                 "--write-timeout", "900") as served:
+        transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
+        method, params, headers = _request(framing)
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        frames: list[tuple[str, Any]] = []
+        finals: list[Any] = []
+        opened, go = threading.Event(), threading.Event()
+        task: dict[str, str] = {}
+
+        def read() -> None:
+            with httpx.Client(transport=transport, timeout=120) as client:
+                with client.stream("POST", served.url, json=body,
+                                   headers={"Accept": "text/event-stream", **headers}) as response:
+                    events = (event for event in EventSource(response).iter_sse() if event.data)
+                    first = next(events)
+                    task["id"] = _task_id(framing, params, first.event, json.loads(first.data))
+                    opened.set()
+                    go.wait(300)  # reads nothing meanwhile
+                    for event in events:
+                        data = json.loads(event.data)
+                        frames.append(_classify(framing, event.event, data))
+                        status = data if framing == "upstream" else data["result"].get("statusUpdate")
+                        if event.event in ("status", "message") and status and status.get("final") is True:
+                            finals.append(status)
+                        if framing == "1.0" and status and status["status"]["state"] == "TASK_STATE_COMPLETED":
+                            finals.append(status)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        assert opened.wait(120)
+        served.wait_state(task["id"], "completed", timeout=300)
+        other = served.send("talk again")  # its chunks push the first task's final status out
+        served.wait_state(other["id"], "completed", timeout=300)
+        go.set()
+        reader.join(timeout=300)
+        assert not reader.is_alive(), f"the reader was left waiting after {len(frames)} frames"
+        assert any(kind == "gap" for kind, _ in frames), (len(frames), [k for k, _ in frames][:5], [k for k, _ in frames][-5:], finals)
+        assert finals, "the stream ended without telling the task's end"

@@ -132,9 +132,30 @@ def upstream_stream(daemon: CapsuleDaemon, record: TaskRecord, after: int, relea
             yield encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
             return
         async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
-            yield encode([sse_frame(event) for event in batch])
+            out = [sse_frame(event) for event in batch]
+            ended = await ended_in_gap(daemon, record.id, batch)
+            if ended is not None:  # its final status went with what the gap dropped
+                out.append(sse_frame(StreamEvent(None, "status", ended.id, ended.status_frame(True), True)))
+            yield encode(out)
+            if ended is not None:
+                return
 
     return SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=heartbeat, release=release)
+
+
+async def ended_in_gap(daemon: CapsuleDaemon, task_id: str, batch: list[StreamEvent]) -> TaskRecord | None:
+    """After a gap in `batch`: the task's record if it has ended and its final status is no
+    longer in the replay buffer (it went with what the gap dropped, and nothing would follow),
+    else None."""
+    if not any(event.type == "gap" for event in batch):
+        return None
+    if any(e.task_id == task_id and e.type == "status" and e.final for e in daemon.log.buffered()):
+        return None  # the replay still brings it
+    try:
+        live = await daemon.get(task_id)
+    except TaskNotFound:
+        return None
+    return live if wire.is_final_state(live.state) else None
 
 
 def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record: TaskRecord, after: int,
@@ -173,6 +194,10 @@ def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record:
                 if event.type == "status" and wire.is_final_state(view.state):
                     final = True
                     break
+            ended = None if final else await ended_in_gap(daemon, record.id, batch)
+            if ended is not None:  # its final status went with what the gap dropped
+                out += [data(rendered) for rendered in renderer.render_frames("status", ended, ended.status_frame(True))]
+                final = True
             if out:
                 yield encode(out)
             if final:
