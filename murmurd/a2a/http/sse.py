@@ -134,6 +134,8 @@ def upstream_stream(daemon: CapsuleDaemon, record: TaskRecord, after: int, relea
         async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
             out = [sse_frame(event) for event in batch]
             ended = await ended_in_gap(daemon, record.id, batch)
+            if ended is not None and not ended.state.terminal:
+                ended = None  # input-required is not final in this framing: the stream goes on
             if ended is not None:  # its final status went with what the gap dropped
                 out.append(sse_frame(StreamEvent(None, "status", ended.id, ended.status_frame(True), True)))
             yield encode(out)
