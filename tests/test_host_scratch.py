@@ -71,18 +71,22 @@ def test_files_come_back_after_the_call_with_no_other_handle_and_are_reused(own_
     assert own_host.scratch.made == 1  # the second call borrowed the same file
 
 
-def test_a_logged_calls_files_are_new_and_closed_with_the_call(own_host: ComponentHost, artifacts, tmp_path: Path) -> None:
-    """Files beside a session's log are never kept: a kept one would hold a descriptor beneath
-    the session's workdir after the session closed."""
+def test_a_logged_call_borrows_files_outside_the_workdir_and_logs_only_its_own_output(
+        own_host: ComponentHost, artifacts, tmp_path: Path) -> None:
+    """A logged call's stdout and stderr are scratch files of the temporary directory, never
+    beside its log: a kept one would otherwise hold a descriptor beneath a session's workdir
+    after the session closed. Each call's log gets that call's output once."""
     probe = own_host.load(artifacts.fixture("probe"))
     grant = CallGrant(log_path=tmp_path / "probe.log")
-    for _ in range(2):
+    for _ in range(3):
         own_host.call_tool_sync(probe, ToolInput(), grant=grant)
-    assert own_host.scratch.made == 0 and own_host.scratch.free_count() == 0
+    assert own_host.scratch.made == 2 and own_host.scratch.free_count() == 2  # made once, lent again
+    for fd in own_host.scratch.kept():
+        assert _descriptors_open_on(fd) == 1 and os.fstat(fd).st_size == 0
     beneath = [name for name in os.listdir("/proc/self/fd")
                if os.path.exists(f"/proc/self/fd/{name}") and str(tmp_path) in os.readlink(f"/proc/self/fd/{name}")]
     assert beneath == []
-    assert (tmp_path / "probe.log").read_text().count("probe says hello on stderr") == 2
+    assert (tmp_path / "probe.log").read_text().count("probe says hello on stderr") == 3
 
 
 def test_one_calls_stderr_never_reaches_the_next_calls_capture(own_host: ComponentHost) -> None:

@@ -4,6 +4,7 @@ lowercase hex, time-ordered, so "latest" and `--since` work on names alone; ids 
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
 import time
@@ -65,3 +66,27 @@ async def test_a_task_store_holding_random_ids_from_before_still_loads(tmp_path:
         assert [r.id for r in await store.list(context_id=old_context)] == [old_task]
     finally:
         await store.close()
+
+
+def test_random_bytes_are_handed_out_once_across_refills() -> None:
+    drawn = [ids.random_bytes(16) for _ in range(600)]  # 9,600 bytes: two refills of the pool
+    assert len(set(drawn)) == len(drawn)
+    assert all(len(chunk) == 16 for chunk in drawn)
+    assert len(ids.random_bytes(10_000)) == 10_000  # more than one pool's worth at once
+
+
+def test_a_forked_child_does_not_repeat_the_parents_random_bytes() -> None:
+    ids.random_bytes(1)  # the parent's pool holds bytes now
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        os.write(writer, ids.random_bytes(32))
+        os._exit(0)
+    os.close(writer)
+    try:
+        from_child = os.read(reader, 64)
+    finally:
+        os.close(reader)
+        os.waitpid(child, 0)
+    assert len(from_child) == 32
+    assert ids.random_bytes(32) != from_child

@@ -37,6 +37,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
+    import uvloop
+
     from murmurd.a2a.http.auth.binding import UnsafeServe
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
     from murmurd.a2a.core.state_dir import StateDirError
@@ -78,7 +80,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     host = ComponentHost()
     try:
-        return asyncio.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint))
+        # uvloop: libuv's loop (a cross-thread wake-up is one coalesced eventfd write, sockets
+        # without Python's selector layer); `docs/decisions.md`, "Issue 29: uvloop, pooled ids, ...".
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint))
     except StagingError as exc:
         eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")
         return 1

@@ -8,8 +8,9 @@ after `Store.close` nothing of that call can write to it any more (`tests/test_h
 counts the open descriptors of a returned file to show it). A returned file is emptied at
 once, and wasmtime's own open truncates it again, so no call reads what an earlier call
 (another session's guest) wrote. Files are kept per file system (`st_dev`), at most `keep` of
-each; the rest are closed. Only calls without a log borrow (`wasi.CallOutput`): a logged call's
-files sit beside its log, beneath a session's workdir, and a kept one would outlive the session.
+each; the rest are closed. Every call borrows from the temporary directory's files
+(`wasi.CallOutput`), a logged call two: none is beneath a session's workdir, so a kept one holds
+nothing of a session that has closed.
 """
 
 from __future__ import annotations

@@ -70,8 +70,8 @@ class CallOutput:
 
     wasmtime writes the guest's streams to files itself (no Python callback runs on wasmtime's
     I/O threads, which would otherwise be called back during interpreter shutdown). The files
-    are unnamed (`workdir_fs.anonymous_file`, on the log's file system; borrowed from the host's
-    `ScratchFiles` when it passes them) and reach wasmtime as `/proc/self/fd/<n>`, so no guest
+    are unnamed (`workdir_fs.anonymous_file`: borrowed from the host's `ScratchFiles`, in the
+    temporary directory, when it passes them; else made beside the log) and reach wasmtime as `/proc/self/fd/<n>`, so no guest
     can open, truncate or swap them by name. After the call,
     `collect` appends what they hold to the caller's log (stdout, then stderr), at most
     `capped_copy.LOG_BYTES_PER_STREAM` of each, and keeps the last bytes of stderr, which tell a
@@ -82,10 +82,12 @@ class CallOutput:
     def __init__(self, grant: CallGrant, scratch: ScratchFiles | None = None) -> None:
         """Raises `OSError` (`UnsafePathError` for a symlink) when the log's directory is refused.
 
-        With `scratch`, a call without a log borrows its stderr file from it, and the file goes
-        back at `collect`, but only after `store_closed` said the store that wrote to it is gone;
-        else it is closed. A call with a log gets new files beside its log, closed at `collect`:
-        a kept file would hold a descriptor beneath a session's workdir after the session closed."""
+        With `scratch`, the call borrows its files (stderr, and stdout when it has a log) from
+        the scratch files of the temporary directory, and they go back at `collect`, but only
+        after `store_closed` said the store that wrote to them is gone; else they are closed.
+        None of them is beneath a session's workdir, so a kept one holds nothing of a session
+        that closed. Without `scratch` (a hook's long-lived store) the files are new, made
+        beside the log, and closed at `collect`."""
         self.location = location = grant.log_location()
         self._scratch = scratch
         self._store_closed = False
@@ -95,17 +97,20 @@ class CallOutput:
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
         self._collected = False
-        if location is None and scratch is not None:  # stderr alone, in the temporary directory
-            self._device = _TEMP_KEY
-            kept = scratch.take(_TEMP_KEY)
-            self._stderr = kept if kept is not None else _temp_file()
-            return
         if location is not None:
             root, rel = location
             dir_fd = workdir_fs.open_directory(root, rel.rpartition("/")[0] or ".")  # refused: a symlink
-        else:
+        elif scratch is None:
             dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
+        else:
+            dir_fd = -1
         try:
+            if scratch is not None:
+                self._device = _TEMP_KEY
+                self._stderr = _borrow(scratch)
+                if location is not None:
+                    self._stdout = _borrow(scratch)
+                return
             self._device = os.fstat(dir_fd).st_dev
             self._stderr = workdir_fs.anonymous_file(dir_fd)
             if location is not None:
@@ -114,7 +119,8 @@ class CallOutput:
             self._release()
             raise
         finally:
-            os.close(dir_fd)
+            if dir_fd >= 0:
+                os.close(dir_fd)
 
     def store_closed(self) -> None:
         """The store these files were given to is closed: none of its handles to them is left."""
@@ -176,7 +182,13 @@ class CallOutput:
         self._stdout, self._stderr = None, -1
 
 
-_TEMP_KEY = -1  # the scratch files of calls without a log, in the temporary directory (no st_dev is negative)
+_TEMP_KEY = -1  # the scratch files of the temporary directory, which every call borrows from (no st_dev is negative)
+
+
+def _borrow(scratch: ScratchFiles) -> int:
+    """A scratch file of the temporary directory: a kept one, else a new one."""
+    kept = scratch.take(_TEMP_KEY)
+    return kept if kept is not None else _temp_file()
 
 
 def _temp_file() -> int:

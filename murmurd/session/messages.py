@@ -10,9 +10,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from murmurd.ids import random_bytes
+
 
 def new_message_id() -> str:
-    return f"msg_{uuid.uuid4()}"
+    return f"msg_{uuid.UUID(bytes=random_bytes(16), version=4)}"
 
 
 @dataclass

@@ -6,7 +6,6 @@ One `TaskRecord` per task, whatever dialect created it. Parts of any kind are ke
 
 from __future__ import annotations
 
-import secrets
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -81,7 +80,7 @@ class TaskMessage:
 class TaskArtifact:
     name: str
     parts: list[dict[str, Any]]
-    artifact_id: str = field(default_factory=lambda: "art_" + secrets.token_hex(8))
+    artifact_id: str = field(default_factory=lambda: "art_" + ids.random_hex(8))
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "parts": self.parts, "artifact_id": self.artifact_id}
@@ -149,7 +148,7 @@ class TaskRecord:
 
 def new_message_id() -> str:
     """A fresh id for a message the daemon writes (an answer, a status text)."""
-    return "msg_" + secrets.token_hex(16)
+    return "msg_" + ids.random_hex(16)
 
 
 def result_artifact_id(task_id: str) -> str:

@@ -35,13 +35,13 @@ supplies `append`/`index` in the payload (default: `append` false, `index` 0).
 from __future__ import annotations
 
 import dataclasses
-import secrets
 from typing import Any, Protocol
 
 from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.a2a.wire import v02, v03, v10
 from murmurd.a2a.wire.common import RESULT_ARTIFACT, is_final_state
 from murmurd.a2a.wire.dialects import Dialect
+from murmurd.ids import random_hex
 
 STREAM_EVENT_TYPES = frozenset({"task", "status", "text", "thinking", "artifact", "gap", "error"})
 _SILENT = frozenset({"thinking", "error"})
@@ -64,7 +64,7 @@ _CODECS: dict[Dialect, _EventCodec] = {Dialect.V02: v02, Dialect.V03: v03, Diale
 
 
 def new_artifact_id() -> str:
-    return "art_" + secrets.token_hex(8)
+    return "art_" + random_hex(8)
 
 
 def render_stream_event(dialect: Dialect, event_type: str, record: TaskRecord,
