@@ -219,3 +219,60 @@ def test_a_reader_whose_task_ended_in_the_gap_still_gets_its_end(tmp_path: Path,
         assert not reader.is_alive(), f"the reader was left waiting after {len(frames)} frames"
         assert any(kind == "gap" for kind, _ in frames), (len(frames), [k for k, _ in frames][:5], [k for k, _ in frames][-5:], finals)
         assert finals, "the stream ended without telling the task's end"
+
+
+@pytest.mark.parametrize("framing", ["upstream", "1.0"])
+def test_a_reader_whose_task_was_removed_while_it_lagged_is_told_and_the_stream_ends(
+        tmp_path: Path, framing: str) -> None:
+    """As above, but the store keeps one finished task: by the time the reader reads on, its task
+    has ended and been removed, so neither the replay buffer nor the store holds its end. The
+    stream must say so (task not found, -32001) and end, not send heartbeats forever."""
+    long_answer = " ".join(f"w{i:05d}" for i in range(40_000))
+    with serving(_talker(tmp_path, long_answer), tmp_path / "state", "--stream-buffer", "16",
+                 "--write-timeout", "900", "--retain-finished-count", "1") as served:
+        transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
+        method, params, headers = _request(framing)
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+        kinds: list[str] = []
+        errors: list[tuple[str, Any]] = []
+        opened, go = threading.Event(), threading.Event()
+        task: dict[str, str] = {}
+
+        def read() -> None:
+            with httpx.Client(transport=transport, timeout=120) as client:
+                with client.stream("POST", served.url, json=body,
+                                   headers={"Accept": "text/event-stream", **headers}) as response:
+                    events = (event for event in EventSource(response).iter_sse() if event.data)
+                    first = next(events)
+                    task["id"] = _task_id(framing, params, first.event, json.loads(first.data))
+                    opened.set()
+                    go.wait(300)  # reads nothing meanwhile
+                    for event in events:
+                        data = json.loads(event.data)
+                        if event.event == "error" or "error" in data:
+                            errors.append((event.event, data))
+                            kinds.append("error")
+                        else:
+                            kinds.append(_classify(framing, event.event, data)[0])
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        assert opened.wait(120)
+        served.wait_state(task["id"], "completed", timeout=300)
+        other = served.send("talk again")  # pushes the first task out of the replay and the store
+        served.wait_state(other["id"], "completed", timeout=300)
+        deadline = time.monotonic() + 120
+        while "error" not in served.rpc("tasks/get", {"id": task["id"]}):
+            assert time.monotonic() < deadline, "the finished task was never removed"
+            served.wait_state(other["id"], "completed", timeout=30)  # a round trip between looks
+        go.set()
+        reader.join(timeout=300)
+        assert not reader.is_alive(), f"the reader was left waiting after {len(kinds)} frames"
+        assert "gap" in kinds and kinds[-1] == "error", kinds[-5:]
+        assert len(errors) == 1
+        event, data = errors[0]
+        error = data if framing == "upstream" else data["error"]
+        if framing != "upstream":
+            assert data["id"] == 7 and event == "message"
+        assert error["code"] == -32001 and error["data"] == {"id": task["id"]}
+        assert "removed while this stream was behind" in error["message"]

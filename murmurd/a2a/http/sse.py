@@ -129,15 +129,20 @@ def upstream_stream(daemon: CapsuleDaemon, record: TaskRecord, after: int, relea
         if retry:
             yield RETRY_FRAME
         if record.state.terminal and not any(e.task_id == record.id and e.id > after for e in log.buffered()):
-            yield encode([sse_frame(StreamEvent(None, "status", record.id, record.status_frame(record.state.terminal), True))])
+            yield encode([_closing_status(record)])
             return
         async for batch in log.follow_batches(after_id=after, task_id=record.id, close_on_final=True):
             out = [sse_frame(event) for event in batch]
-            ended = await ended_in_gap(daemon, record.id, batch)
+            try:
+                ended = await ended_in_gap(daemon, record.id, batch)
+            except TaskNotFound:  # removed while the stream lagged: its end is not known any more
+                out.append({"event": "error", "data": json.dumps(_gone(record.id).to_json())})
+                yield encode(out)
+                return
             if ended is not None and not ended.state.terminal:
                 ended = None  # input-required is not final in this framing: the stream goes on
             if ended is not None:  # its final status went with what the gap dropped
-                out.append(sse_frame(StreamEvent(None, "status", ended.id, ended.status_frame(True), True)))
+                out.append(_closing_status(ended))
             yield encode(out)
             if ended is not None:
                 return
@@ -145,18 +150,29 @@ def upstream_stream(daemon: CapsuleDaemon, record: TaskRecord, after: int, relea
     return SlotStream(frames(), ping=HEARTBEAT_SECONDS, ping_message_factory=heartbeat, release=release)
 
 
+def _closing_status(record: TaskRecord) -> dict[str, str]:
+    """The upstream framing's last frame for a task that has ended: its final status."""
+    return sse_frame(StreamEvent(None, "status", record.id, record.status_frame(True), True))
+
+
+def _gone(task_id: str) -> jsonrpc.JsonRpcError:
+    """What a stream says, and then ends, when its task was removed (finished tasks' retention)
+    while the stream was behind, so neither the replay nor the store holds its end."""
+    found = jsonrpc.JsonRpcError.task_not_found(task_id)
+    return jsonrpc.JsonRpcError(found.code, f"{found.message}: it ended and was removed while this stream "
+                                "was behind, and its final status is no longer kept", found.data)
+
+
 async def ended_in_gap(daemon: CapsuleDaemon, task_id: str, batch: list[StreamEvent]) -> TaskRecord | None:
     """After a gap in `batch`: the task's record if it has ended and its final status is no
     longer in the replay buffer (it went with what the gap dropped, and nothing would follow),
-    else None."""
+    else None. Raises `TaskNotFound` when the task itself is gone from the store (a task is
+    removed only after it ended: finished tasks' retention)."""
     if not any(event.type == "gap" for event in batch):
         return None
     if any(e.task_id == task_id and e.type == "status" and e.final for e in daemon.log.buffered()):
         return None  # the replay still brings it
-    try:
-        live = await daemon.get(task_id)
-    except TaskNotFound:
-        return None
+    live = await daemon.get(task_id)
     return live if wire.is_final_state(live.state) else None
 
 
@@ -196,7 +212,12 @@ def a2a_stream(daemon: CapsuleDaemon, dialect: Dialect, request_id: Any, record:
                 if event.type == "status" and wire.is_final_state(view.state):
                     final = True
                     break
-            ended = None if final else await ended_in_gap(daemon, record.id, batch)
+            try:
+                ended = None if final else await ended_in_gap(daemon, record.id, batch)
+            except TaskNotFound:  # removed while the stream lagged: its end is not known any more
+                out.append({"data": json.dumps(jsonrpc.error_response(request_id, _gone(record.id)))})
+                yield encode(out)
+                return
             if ended is not None:  # its final status went with what the gap dropped
                 out += [data(rendered) for rendered in renderer.render_frames("status", ended, ended.status_frame(True))]
                 final = True
