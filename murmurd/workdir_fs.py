@@ -20,13 +20,14 @@ import errno
 import hashlib
 import os
 import re
-import secrets
 import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import BinaryIO, TextIO
+
+from murmurd.ids import random_hex
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _ROOT = os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC
@@ -228,16 +229,19 @@ def make_dirs(root: Path, rel: RelPath) -> None:
         pass
 
 
-def _replace(root: Path, rel: RelPath, fill: Callable[[BinaryIO], object]) -> None:
-    """Write a fresh temporary file beside `rel` with `fill`, then rename it over `rel`: a reader
-    never sees half a file, and a symlink at `rel` is replaced, never written through."""
+def _replace(root: Path, rel: RelPath, fill: Callable[[int], object]) -> None:
+    """Write a fresh temporary file beside `rel` with `fill` (given its descriptor), then rename
+    it over `rel`: a reader never sees half a file, and a symlink at `rel` is replaced, never
+    written through."""
     parts = split_relative(rel)
     with _parent(root, parts, create=True) as parent:
-        tmp = f".{parts[-1][:100]}.{secrets.token_hex(6)}.tmp"
+        tmp = f".{parts[-1][:100]}.{random_hex(6)}.tmp"
         fd = _open_leaf(parent, tmp, _NEW, "/".join(parts))
         try:
-            with os.fdopen(fd, "wb") as sink:
-                fill(sink)
+            try:
+                fill(fd)
+            finally:
+                os.close(fd)
             os.replace(tmp, parts[-1], src_dir_fd=parent, dst_dir_fd=parent)
         except BaseException:
             unlink_at(parent, tmp)
@@ -245,8 +249,9 @@ def _replace(root: Path, rel: RelPath, fill: Callable[[BinaryIO], object]) -> No
 
 
 def write_bytes(root: Path, rel: RelPath, data: bytes) -> None:
-    """Replace the file `rel` with `data` (parents created); a symlink there is replaced."""
-    _replace(root, rel, lambda sink: sink.write(data))
+    """Replace the file `rel` with `data` (parents created); a symlink there is replaced.
+    Plain `write`s on the descriptor: no file object, whose making costs an `fstat` and a seek."""
+    _replace(root, rel, lambda fd: _write_all(fd, data))
 
 
 def write_text(root: Path, rel: RelPath, text: str) -> None:
@@ -257,9 +262,10 @@ def write_text(root: Path, rel: RelPath, text: str) -> None:
 def copy_into(source: Path, root: Path, rel: RelPath) -> None:
     """Copy the file `source` (outside the workdir, trusted) to `rel` beneath `root`."""
 
-    def fill(sink: BinaryIO) -> None:
+    def fill(sink: int) -> None:
         with open(source, "rb") as origin:
-            shutil.copyfileobj(origin, sink, _CHUNK)
+            while chunk := origin.read(_CHUNK):
+                _write_all(sink, chunk)
 
     _replace(root, rel, fill)
 
@@ -356,7 +362,7 @@ def anonymous_file(dir_fd: int, *, unnamed: bool = True) -> int:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise
     for _ in range(100):
-        name = f".murmurd-{secrets.token_hex(12)}.tmp"
+        name = f".murmurd-{random_hex(12)}.tmp"
         try:
             fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=dir_fd)
         except FileExistsError:
