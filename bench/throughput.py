@@ -54,24 +54,46 @@ def _bench_a2a() -> ModuleType:
 A2A = _bench_a2a()
 
 
+def family(pid: int) -> list[int]:
+    """`pid` and its child processes (murmurd's WASM worker processes, whose CPU is a task's
+    too), from /proc/PID/task/*/children."""
+    children: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:
+            continue
+    return [pid, *children]
+
+
 def cpu_ms(pid: int) -> tuple[float, float]:
-    """(user, system) CPU of process `pid` so far, in ms (/proc/PID/stat utime, stime)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; utime is field 14 of the whole line
-    return int(fields[11]) * TICK_MS, int(fields[12]) * TICK_MS
+    """(user, system) CPU of process `pid` and its children so far, in ms (/proc/PID/stat utime,
+    stime of each; a child that ended meanwhile is counted in none)."""
+    user = system = 0.0
+    for member in family(pid):
+        try:
+            stat = Path(f"/proc/{member}/stat").read_text()
+        except FileNotFoundError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; utime is field 14 of the whole line
+        user, system = user + int(fields[11]) * TICK_MS, system + int(fields[12]) * TICK_MS
+    return user, system
 
 
 def threads(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no thread count for {pid}")
+    """Threads of `pid` and its child processes."""
+    count = 0
+    for member in family(pid):
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                count += int(line.split()[1])
+    return count
 
 
-def start_murmurd(capsule: Path, state_dir: Path, bound: int) -> object:
+def start_murmurd(capsule: Path, state_dir: Path, bound: int, extra: tuple[str, ...] = ()) -> object:
     proc = subprocess.Popen(
         [sys.executable, "-m", "murmurd", "serve", str(capsule), "--state-dir", str(state_dir),
-         "--max-concurrent-tasks", str(bound)],
+         "--max-concurrent-tasks", str(bound), *extra],
         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=A2A.ROOT,
         env={**os.environ, "MURMUR_A2A_TIMEOUT_SECS": str(A2A.MAX_SERVER_SECONDS)})
     lines = A2A._read_until(proc, proc.stderr, lambda ls: any(x.startswith("session: ") for x in ls), 300)
@@ -169,7 +191,8 @@ async def run(args: argparse.Namespace) -> None:
         try:
             reference = A2A.start_reference()
             servers.append(reference)
-            murmurd = start_murmurd(A2A.chaos_capsule(root), root / "state", args.bound)
+            extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
+            murmurd = start_murmurd(A2A.chaos_capsule(root), root / "state", args.bound, extra)
             servers.append(murmurd)
             order = {"a2a-sdk": reference, "murmurd": murmurd}
             for server in order.values():  # warm-up: imports, compile caches, first-call costs
@@ -191,6 +214,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
     parser.add_argument("--runs", type=int, default=3, help="runs per server (default 3)")
     parser.add_argument("--bound", type=int, default=64, help="murmurd --max-concurrent-tasks (default 64)")
+    parser.add_argument("--wasm-processes", type=int, default=None,
+                        help="murmurd --wasm-processes (default: murmurd's own default)")
     args = parser.parse_args()
     if not (1 <= args.clients <= 256 and args.clients <= args.tasks <= 100_000 and 1 <= args.runs <= 20):
         parser.error("clients 1-256, tasks from clients to 100000, runs 1-20")

@@ -113,6 +113,7 @@ class ServeOptions:
     after_task: str | None = None
     max_concurrent_tasks: int | None = None  # overrides lifecycle.max_concurrent_tasks (queue only)
     session_idle_secs: float = 60.0
+    wasm_processes: int | None = None  # tool and driver calls' worker processes (None: one per two cores; 0: none)
     task: str | None = None  # the launch task (upstream's task.md), run before any A2A message
     env: dict[str, str] | None = None  # None: the process environment (the CLI adds the project .env)
     grace_seconds: float = 10.0
@@ -160,6 +161,16 @@ class ServeOptions:
     @property
     def retention(self) -> Retention:
         return Retention(self.retain_finished_secs, self.retain_finished_count)
+
+
+def wasm_processes(chosen: int | None) -> int:
+    """How many worker processes run tool and driver calls: as chosen, else one per two cores
+    (at least one), so the daemon's loop and the guests' code each have a core."""
+    if chosen is not None:
+        if chosen < 0:
+            raise ValueError(f"--wasm-processes must be 0 or more, not {chosen}")
+        return chosen
+    return max(1, (os.cpu_count() or 2) // 2)
 
 
 def _event_log(store: TaskStore, options: ServeOptions, replica_id: str,
@@ -229,6 +240,7 @@ async def _serve_locked(
         serving=True,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
+    await asyncio.to_thread(component_host.start_workers, wasm_processes(options.wasm_processes))
     auth = CurrentAuth(options.auth)
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     log, replicas = _event_log(store, options, replica_id, url)

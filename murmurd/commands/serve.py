@@ -65,6 +65,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         store=args.store or os.environ.get("MURMURD_STORE") or None, replica_lease_secs=args.replica_lease,
         task_acceptance=args.task_acceptance, after_task=args.after_task, grace_seconds=args.grace,
         max_concurrent_tasks=args.max_concurrent_tasks, session_idle_secs=args.session_idle,
+        wasm_processes=args.wasm_processes,
         task=task_text(args.task) if args.task is not None else None,
         max_body_bytes=args.max_body_bytes, stream_buffer=args.stream_buffer,
         stream_buffer_bytes=args.stream_buffer_bytes, max_batch=args.max_batch,

@@ -43,6 +43,7 @@ from murmurd.host.run_gate import GateWaitCancelled, RunGate
 from murmurd.host.scratch import ScratchFiles
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
+from murmurd.host.workers.processes import WorkerProcesses
 from murmurd.paths import cache_dir as default_cache_dir
 from murmurd.progress import Ticker
 
@@ -90,6 +91,15 @@ class ComponentHost:
         self._prelinked: weakref.WeakKeyDictionary[LoadedComponent, PreLinked] = weakref.WeakKeyDictionary()
         self.link_stats = LinkStats()
         self.scratch = ScratchFiles()  # the guests' stdout/stderr files, lent to one call at a time
+        self.tick_seconds = tick_seconds
+        self.workers: WorkerProcesses | None = None  # tool and driver calls' processes, once started
+
+    def start_workers(self, count: int) -> None:
+        """Run tool and driver calls in `count` worker processes from now on (`workers/`);
+        hooks' instances and capsules stay in this process (their imports reach the session
+        at every step)."""
+        if count > 0 and self.workers is None:
+            self.workers = WorkerProcesses(count, tick_seconds=self.tick_seconds)
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -127,6 +137,18 @@ class ComponentHost:
         finally:
             if ticker is not None:
                 ticker.stop()
+        return self._checked(component, name, hashlib.sha256(wasm).hexdigest(), expected)
+
+    def load_compiled(self, compiled: bytes, *, name: str, sha256: str) -> LoadedComponent:
+        """A component this engine's configuration compiled and serialized (a daemon's own,
+        handed to its WASM worker process: trusted bytes, never a guest's or a file's)."""
+        try:
+            component = Component.deserialize(self.engine, compiled)
+        except WasmtimeError as exc:
+            raise CompileError(name, f"not a compiled component for this engine: {first_cause(str(exc))}") from None
+        return self._checked(component, name, sha256, None)
+
+    def _checked(self, component: Component, name: str, sha256: str, expected: Role | None) -> LoadedComponent:
         component_type = component.type
         imports = tuple(component_type.imports(self.engine))
         exports = tuple(component_type.exports(self.engine))
@@ -135,7 +157,7 @@ class ComponentHost:
             handlers = check_hook_handlers(self._lifecycle_names(component)) if role is Role.HOOK else frozenset()
         except ContractViolation as exc:
             raise ContractError(name, str(exc)) from None
-        return LoadedComponent(name, role, component, hashlib.sha256(wasm).hexdigest(), imports, exports, handlers)
+        return LoadedComponent(name, role, component, sha256, imports, exports, handlers)
 
     def _lifecycle_names(self, component: Component) -> list[str]:
         """The function names in the component's `murmur:hook/lifecycle` export (types left out)."""
@@ -158,8 +180,13 @@ class ComponentHost:
         on_thinking: ChunkSink | None = None,
         guard: CallGuard | None = None,
     ) -> ToolResult:
-        """Run `murmur:tool/run#run` of a tool or driver on the calling thread."""
+        """Run `murmur:tool/run#run` of a tool or driver on the calling thread (its guest code
+        in a worker process when the host has them: the thread waits for it there)."""
         self._expect(loaded, (Role.TOOL, Role.DRIVER))
+        if self.workers is not None:
+            guard = guard or CallGuard(grant.limits.deadline_seconds, parent=getattr(_current, "guard", None))
+            return self.workers.call_tool(loaded, tool_input, grant=grant, session=session or SessionContext(),
+                                          on_chunk=on_chunk, on_thinking=on_thinking, guard=guard)
         raw = self._call(
             loaded, versioned("murmur:tool/run"), "run", (tool_input_to_wasm(tool_input),),
             grant, session, on_chunk, on_thinking, guard,
@@ -227,6 +254,8 @@ class ComponentHost:
         return factory(self, loaded, grant=grant, session=session, name=name or loaded.name)
 
     def close(self) -> None:
+        if self.workers is not None:
+            self.workers.close()
         self.ticker.stop()
         self.gate.close()
         self.pool.shutdown()

@@ -19,7 +19,7 @@ import threading
 import time
 from contextlib import contextmanager
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from wasmtime import Engine, Store
 from wasmtime import _ffi as ffi
@@ -38,6 +38,15 @@ _CALLBACK_TYPE = ctypes.CFUNCTYPE(
 )
 _NO_FINALIZER = ctypes.cast(None, ctypes.CFUNCTYPE(None, ctypes.c_void_p))
 _NEVER = float("inf")
+
+
+class EpochWatcher(Protocol):
+    """What a guard tells when it is cancelled or its deadline moves: an engine's ticker, or
+    the daemon's link to a call running in a worker process."""
+
+    def advance(self) -> None: ...
+
+    def rearm(self, guard: CallGuard) -> None: ...
 
 
 class EpochTicker:
@@ -132,7 +141,7 @@ class CallGuard:
         self.cause: str | None = None  # "deadline" or "cancelled" once the guard has trapped
         self.expired: CallGuard | None = None  # whose deadline it was: this guard's, or its caller's
         self._callback = _CALLBACK_TYPE(self._on_epoch)
-        self._tickers: set[EpochTicker] = set()  # the engines this guard's calls (and nested ones) run on
+        self._tickers: set[EpochWatcher] = set()  # the engines this guard's calls (and nested ones) run on
         self.gate: RunGate | None = None  # the host's run gate, set by the host that runs the call
 
     def cancel(self, reason: str = "cancelled") -> None:
@@ -142,7 +151,7 @@ class CallGuard:
         for ticker in tuple(self._tickers):
             ticker.advance()
 
-    def watched_by(self, ticker: EpochTicker) -> None:
+    def watched_by(self, ticker: EpochWatcher) -> None:
         """A call under this guard runs on `ticker`'s engine: a cancel of it, or of a call it is
         nested in, advances that epoch. A cancel that came first is acted on now."""
         guard: CallGuard | None = self
@@ -151,6 +160,14 @@ class CallGuard:
             guard = guard.parent
         if self.cancel_reason is not None:
             ticker.advance()
+
+    def unwatched_by(self, ticker: EpochWatcher) -> None:
+        """The call `watched_by(ticker)` registered has ended: forget it here and in the
+        guards this one is nested in."""
+        guard: CallGuard | None = self
+        while guard is not None:
+            guard._tickers.discard(ticker)
+            guard = guard.parent
 
     @property
     def cancel_reason(self) -> str | None:

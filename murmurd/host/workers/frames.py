@@ -1,0 +1,207 @@
+"""What a call's socket carries between the daemon and a WASM worker process, and how.
+
+A frame is a 4-byte big-endian length and that many bytes of JSON, one pydantic model each. The
+daemon opens one stream socket per call (`socketpair`, its worker end passed over the worker's
+control socket), so a call's frames are never interleaved with another call's, and a reader
+needs no dispatcher: the thread that made the call reads its own socket.
+
+The daemon sends a `CallRequest` (and, the first time a worker needs a component, its
+serialized bytes as one raw frame), then answers each `InputRequest` with a `Reply`; the worker
+sends chunks, input requests and egress denials as the guest makes them, and ends with `Done`
+or `Failed`. Nothing here is trusted more than it must be: a frame longer than `MAX_FRAME` or
+not of its model is a protocol error, never a guess.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+MAX_FRAME = 256 * 1024 * 1024  # a component's compiled bytes ride in the first call that needs them
+_LENGTH = struct.Struct(">I")
+
+
+class FrameError(Exception):
+    """The other side closed the socket, or sent what is not a frame of this protocol."""
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LimitsSpec(_Frame):
+    memory_bytes: int
+    table_elements: int
+    instances: int
+    deadline_seconds: float
+
+
+class GrantSpec(_Frame):
+    """A `CallGrant` as data: paths stay paths (the worker shares the daemon's file system and
+    user, and reaches them through `workdir_fs` exactly as the daemon would)."""
+
+    env: dict[str, str]
+    preopen: str | None
+    log_path: str | None
+    network: list[str]
+    limits: LimitsSpec
+    root: str | None
+
+
+class GuardSpec(_Frame):
+    """One guard of the call's chain: its nominal deadline, and the seconds left of it now
+    (None: its clock is stopped, or it has not started)."""
+
+    deadline_seconds: float
+    remaining: float | None
+
+
+class CallRequest(_Frame):
+    kind: Literal["call"] = "call"
+    artifact: str
+    sha256: str
+    compiled: bool = False  # the serialized component follows as a raw frame (once per worker)
+    data: str | None
+    log_path: str | None
+    grant: GrantSpec
+    guards: list[GuardSpec]  # the call's own guard first, then the guards it is nested in
+
+
+class Reply(_Frame):
+    """The daemon's answer to an `InputRequest`; `failed` when the daemon's side raised (the
+    worker's import then traps, and the daemon reports its own exception)."""
+
+    kind: Literal["reply"] = "reply"
+    text: str = ""
+    failed: bool = False
+
+
+class Chunk(_Frame):
+    kind: Literal["chunk"] = "chunk"
+    text: str
+    thinking: bool = False
+
+
+class InputRequest(_Frame):
+    kind: Literal["input"] = "input"
+    prompt: str
+
+
+class Denied(_Frame):
+    """A request the egress policy refused, as `EgressDenial` holds it."""
+
+    kind: Literal["denied"] = "denied"
+    artifact: str
+    interface: str
+    reason: str
+    origin: str | None = None
+    scheme: str | None = None
+    authority: str | None = None
+
+
+class Done(_Frame):
+    kind: Literal["done"] = "done"
+    status: str
+    summary: str | None
+    data: str | None
+    data_path: str | None
+    truncated: bool
+    metadata: list[tuple[str, str]]
+
+
+class Failed(_Frame):
+    """The call ended with a host error: its class (one of `murmurd.host.errors`), its two
+    fields and the attributes its subclass adds (`seconds`, `limit_bytes`)."""
+
+    kind: Literal["failed"] = "failed"
+    error: str
+    artifact: str
+    cause: str
+    extra: dict[str, float | int | str | None] = {}
+
+
+ToWorker = TypeAdapter(Annotated[Union[CallRequest, Reply], Field(discriminator="kind")])
+FromWorker = TypeAdapter(Annotated[Union[Chunk, InputRequest, Denied, Done, Failed], Field(discriminator="kind")])
+
+
+def send(sock: socket.socket, frame: _Frame) -> None:
+    body = frame.model_dump_json().encode()
+    sock.sendall(_LENGTH.pack(len(body)) + body)
+
+
+def send_raw(sock: socket.socket, data: bytes) -> None:
+    sock.sendall(_LENGTH.pack(len(data)))
+    sock.sendall(data)
+
+
+def receive_raw(sock: socket.socket) -> bytes:
+    (length,) = _LENGTH.unpack(_read_exactly(sock, _LENGTH.size))
+    if length > MAX_FRAME:
+        raise FrameError(f"a frame of {length} bytes is over the {MAX_FRAME}-byte limit")
+    return _read_exactly(sock, length)
+
+
+def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignore[type-arg]
+    """The next frame, read whole; `FrameError` at the end of the stream or on a bad frame."""
+    body = receive_raw(sock)
+    try:
+        return adapter.validate_json(body)  # type: ignore[no-any-return]
+    except ValueError as exc:
+        raise FrameError(f"not a frame of this protocol: {exc}") from None
+
+
+def _read_exactly(sock: socket.socket, count: int) -> bytes:
+    if count == 0:
+        return b""
+    buffer = bytearray(count)
+    view, got = memoryview(buffer), 0
+    while got < count:
+        n = sock.recv_into(view[got:], count - got)
+        if n == 0:
+            raise FrameError("the other side closed the call's socket")
+        got += n
+    return bytes(buffer)
+
+
+class Control(_Frame):
+    """A message on a worker's control socket (a `SOCK_SEQPACKET`: one message each, sent
+    whole): `ready` (the worker's first word), `call` (with the call's socket attached), and
+    `cancel` (a running call's guard is cancelled with `reason`)."""
+
+    op: Literal["ready", "call", "cancel"]
+    id: int = 0
+    reason: str | None = None
+
+
+CONTROL_BYTES = 4096  # a control message's largest size (a cancel's reason is cut to fit)
+ControlMessage = TypeAdapter(Control)
+
+
+def send_control(sock: socket.socket, message: Control, fds: list[int] | None = None) -> None:
+    body = message.model_dump_json().encode()
+    if len(body) > CONTROL_BYTES:
+        body = message.model_copy(update={"reason": (message.reason or "")[:1024]}).model_dump_json().encode()
+    if fds:
+        socket.send_fds(sock, [body], fds)
+    else:
+        sock.send(body)
+
+
+def receive_control(sock: socket.socket) -> tuple[Control, list[int]]:
+    """The next control message and the descriptors it carries; `FrameError` once the other
+    side has closed (or sent what is not a control message: its descriptors are closed)."""
+    body, fds, _flags, _address = socket.recv_fds(sock, CONTROL_BYTES, 4)
+    if not body:
+        for fd in fds:
+            os.close(fd)
+        raise FrameError("the control socket was closed")
+    try:
+        return ControlMessage.validate_json(body), list(fds)
+    except ValueError as exc:
+        for fd in fds:
+            os.close(fd)
+        raise FrameError(f"not a control message: {exc}") from None

@@ -1,0 +1,326 @@
+"""The daemon's side of its WASM worker processes: start them, hand each tool or driver call to
+one, answer what the guest asks of its session, and start a worker again when one ends.
+
+Why processes (`docs/decisions.md`, "Issue 29: WASM worker processes"): every call into
+wasmtime from Python releases and retakes the interpreter lock, and every store maps and
+unmaps its guest's memory; in one process both contend with the event loop and the daemon's
+other threads for one lock and one address space. A worker has its own of each, so a call
+costs the daemon a socket's write and a few reads.
+
+The calling thread (a pool thread, as for a call in this process) makes a socket pair for the
+call, passes one end to the worker over its control socket, and reads its own end until the
+call is done: chunks go to the caller's sinks, an input request is answered from the caller's
+session on this thread (blocking, as a host import does), an egress denial is reported to it.
+A cancel of the call's guard, or of a guard it is nested in, reaches the worker as a `cancel`
+on the control socket, and the worker's own epoch ticker stops the guest; deadlines run there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+from murmurd.host.context import ChunkSink, SessionContext
+from murmurd.host.errors import (
+    CallCancelled,
+    CallTrap,
+    CompileError,
+    ContractError,
+    DeadlineExceeded,
+    HookError,
+    HostError,
+    HostImportError,
+    InstantiationError,
+    MemoryLimitExceeded,
+)
+from murmurd.host.http_egress import EgressDenial
+from murmurd.host.interrupt import CallGuard
+from murmurd.host.loaded import LoadedComponent
+from murmurd.host.values import ToolInput, ToolResult, ToolStatus
+from murmurd.host.wasi import CallGrant
+from murmurd.host.workers import frames
+from murmurd.host.workers.frames import (
+    CallRequest, Chunk, Control, Denied, Done, Failed, GrantSpec, GuardSpec, InputRequest, LimitsSpec, Reply,
+)
+
+log = logging.getLogger("murmurd.host.workers")
+
+READY_SECONDS = 120.0  # how long a starting worker may take to say it is ready (a loaded machine)
+STOP_SECONDS = 5.0  # how long a closing worker may take to end before it is killed
+_ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
+    HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
+    MemoryLimitExceeded, CallCancelled, HostImportError, HookError)}
+
+
+class WorkerGone(Exception):
+    """A worker process could not be started, or ended."""
+
+
+@dataclass
+class _Worker:
+    """One worker process and what the daemon knows of it."""
+
+    process: subprocess.Popen[bytes]
+    control: socket.socket
+    control_lock: threading.Lock = field(default_factory=threading.Lock)
+    components: set[str] = field(default_factory=set)  # digests whose compiled form it has
+    in_flight: int = 0
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def open_call(self, call_id: int, theirs: socket.socket) -> None:
+        with self.control_lock:
+            frames.send_control(self.control, Control(op="call", id=call_id), [theirs.fileno()])
+
+    def cancel(self, call_id: int, reason: str) -> None:
+        try:
+            with self.control_lock:
+                frames.send_control(self.control, Control(op="cancel", id=call_id, reason=reason))
+        except OSError:
+            pass  # it has ended: so has the call, which its reader is told
+
+    def close(self) -> None:
+        self.control.close()  # the worker ends at the end of its control socket
+        try:
+            self.process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class _RemoteCancel:
+    """Stands in a guard's engines (`CallGuard.watched_by`): a cancel of the guard, or of one
+    it is nested in, is sent to the worker running the call."""
+
+    def __init__(self, worker: _Worker, call_id: int, guard: CallGuard) -> None:
+        self.worker, self.call_id, self.guard = worker, call_id, guard
+
+    def advance(self) -> None:
+        self.worker.cancel(self.call_id, self.guard.cancel_reason or "cancelled")
+
+    def rearm(self, _guard: CallGuard) -> None:
+        """Deadlines run in the worker, which is told nothing of a clock stopped here."""
+
+
+class WorkerProcesses:
+    """`count` worker processes, started at once; tool and driver calls go to the one with the
+    fewest running. A worker that ended is started again for the next call."""
+
+    def __init__(self, count: int, *, tick_seconds: float = 0.01) -> None:
+        if count < 1:
+            raise ValueError("at least one worker process")
+        self.tick_seconds = tick_seconds
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._closed = False
+        self.started = 0  # worker processes started, restarts included (what a test reads)
+        self._workers = [self._start() for _ in range(count)]
+
+    @property
+    def pids(self) -> list[int]:
+        return [worker.process.pid for worker in self._workers]
+
+    def _start(self) -> _Worker:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "murmurd.host.workers.worker", str(theirs.fileno()), repr(self.tick_seconds)],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            )
+        except OSError as exc:
+            ours.close()
+            raise WorkerGone(f"cannot start a WASM worker process: {exc}") from None
+        finally:
+            theirs.close()
+        ours.settimeout(READY_SECONDS)
+        try:
+            message, fds = frames.receive_control(ours)
+        except (OSError, frames.FrameError) as exc:
+            process.kill()
+            process.wait()
+            ours.close()
+            raise WorkerGone(f"the WASM worker process did not start: {exc}") from None
+        for fd in fds:
+            os.close(fd)
+        ours.settimeout(None)
+        if message.op != "ready":
+            process.kill()
+            process.wait()
+            ours.close()
+            raise WorkerGone(f"the WASM worker process said {message.op!r} before it was ready")
+        self.started += 1
+        return _Worker(process, ours)
+
+    def _pick(self) -> _Worker:
+        with self._lock:
+            if self._closed:
+                raise WorkerGone("the WASM worker processes are closed")
+            for index, worker in enumerate(self._workers):
+                if not worker.alive():
+                    log.warning("WASM worker process %d ended (%s); starting another",
+                                worker.process.pid, worker.process.returncode)
+                    worker.control.close()
+                    self._workers[index] = self._start()
+            chosen = min(self._workers, key=lambda w: w.in_flight)
+            chosen.in_flight += 1
+            return chosen
+
+    def _done(self, worker: _Worker) -> None:
+        with self._lock:
+            worker.in_flight -= 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.close()
+
+    def call_tool(self, loaded: LoadedComponent, tool_input: ToolInput, *, grant: CallGrant,
+                  session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
+                  guard: CallGuard) -> ToolResult:
+        """Run `murmur:tool/run#run` of a tool or driver in a worker; blocks this thread."""
+        try:
+            worker = self._pick()
+        except WorkerGone as exc:
+            raise InstantiationError(loaded.name, str(exc)) from None
+        try:
+            return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+        finally:
+            self._done(worker)
+
+
+class _Call:
+    """One call on one worker, from the calling thread's side."""
+
+    def __init__(self, worker: _Worker, call_id: int, loaded: LoadedComponent, guard: CallGuard,
+                 session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None) -> None:
+        self.worker, self.call_id, self.loaded, self.guard = worker, call_id, loaded, guard
+        self.session, self.on_chunk, self.on_thinking = session, on_chunk, on_thinking
+        self.failure: BaseException | None = None  # what a host import raised here
+
+    def run(self, tool_input: ToolInput, grant: CallGrant) -> ToolResult:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        remote = _RemoteCancel(self.worker, self.call_id, self.guard)
+        with ours:
+            try:
+                self.worker.open_call(self.call_id, theirs)
+            except OSError as exc:
+                raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
+            finally:
+                theirs.close()
+            self.guard.watched_by(remote)  # a cancel that came first is sent now
+            try:
+                self._send_request(ours, tool_input, grant)
+                return self._read(ours)
+            except (OSError, frames.FrameError) as exc:
+                raise self._lost(exc) from None
+            finally:
+                self.guard.unwatched_by(remote)
+
+    def _send_request(self, sock: socket.socket, tool_input: ToolInput, grant: CallGrant) -> None:
+        digest = self.loaded.sha256
+        compiled = None if digest in self.worker.components else bytes(self.loaded.component.serialize())
+        frames.send(sock, CallRequest(
+            artifact=self.loaded.name, sha256=digest, compiled=compiled is not None, data=tool_input.data,
+            log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
+        if compiled is not None:
+            frames.send_raw(sock, compiled)
+            self.worker.components.add(digest)
+
+    def _read(self, sock: socket.socket) -> ToolResult:
+        while True:
+            frame = frames.receive(sock, frames.FromWorker)
+            if isinstance(frame, Chunk):
+                self._sink(frame)
+            elif isinstance(frame, InputRequest):
+                frames.send(sock, self._answer(frame.prompt))
+            elif isinstance(frame, Denied):
+                self._import(lambda: self.session.egress_denied(EgressDenial(**frame.model_dump(exclude={"kind"}))))
+            elif isinstance(frame, Done):
+                if self.failure is not None:
+                    raise self._import_error()
+                return ToolResult(ToolStatus(frame.status), summary=frame.summary, data=frame.data,
+                                  data_path=frame.data_path, truncated=frame.truncated,
+                                  metadata=[(k, v) for k, v in frame.metadata])
+            elif isinstance(frame, Failed):
+                raise self._import_error() if self.failure is not None else self._rebuilt(frame)
+
+    def _sink(self, chunk: Chunk) -> None:
+        sink = self.on_thinking if chunk.thinking else self.on_chunk
+        if sink is not None and self.failure is None:
+            self._import(lambda: sink(chunk.text))
+
+    def _answer(self, prompt: str) -> Reply:
+        if self.failure is not None:
+            return Reply(failed=True)
+        answer: list[str] = []
+        self._import(lambda: answer.append(self.session.request_input(prompt)))
+        return Reply(text=answer[0]) if answer else Reply(failed=True)
+
+    def _import(self, work: object) -> None:
+        """A host import answered here: what it raises ends the call as it would in-process
+        (the guest is stopped and the call fails with that exception as its cause)."""
+        try:
+            work()  # type: ignore[operator]
+        except BaseException as exc:  # noqa: BLE001 - every failure (cancellation too) ends the call
+            if self.failure is None:
+                self.failure = exc
+                self.worker.cancel(self.call_id, f"host import failed: {exc!r}")
+
+    def _import_error(self) -> HostImportError:
+        return HostImportError(self.loaded.name, f"host import failed: {self.failure}", self.failure)
+
+    def _rebuilt(self, frame: Failed) -> HostError:
+        """The worker's typed error, as the same class here with the same message and fields."""
+        cls = _ERRORS.get(frame.error, HostError)
+        error = cls.__new__(cls)
+        HostError.__init__(error, frame.artifact, frame.cause)
+        if cls is HostImportError:
+            error.failure = None  # type: ignore[attr-defined]
+        for name, value in frame.extra.items():
+            setattr(error, name, value)
+        if isinstance(error, DeadlineExceeded):
+            self.guard.cause = "deadline"
+        elif isinstance(error, CallCancelled):
+            self.guard.cause = "cancelled"
+        return error
+
+    def _lost(self, exc: BaseException) -> HostError:
+        if self.failure is not None:
+            return self._import_error()
+        if self.guard.cancel_reason is not None:
+            return CallCancelled(self.loaded.name, self.guard.cancel_reason)
+        return CallTrap(self.loaded.name, f"the WASM worker process running the call ended ({exc})")
+
+
+def _grant_spec(grant: CallGrant) -> GrantSpec:
+    limits = grant.limits
+    text = lambda path: None if path is None else str(path)  # noqa: E731
+    return GrantSpec(env=dict(grant.env), preopen=text(grant.preopen), log_path=text(grant.log_path),
+                     network=list(grant.network), root=text(grant.root),
+                     limits=LimitsSpec(memory_bytes=limits.memory_bytes, table_elements=limits.table_elements,
+                                       instances=limits.instances, deadline_seconds=limits.deadline_seconds))
+
+
+def _guard_specs(guard: CallGuard) -> list[GuardSpec]:
+    """The call's guard and those it is nested in: nominal deadlines, and what is left of the
+    outer ones' (whose clocks run in this process; None where a clock is stopped)."""
+    now = time.monotonic()
+    specs = [GuardSpec(deadline_seconds=guard.deadline_seconds, remaining=None)]
+    outer = guard.parent
+    while outer is not None:
+        left = outer.deadline_at - now
+        specs.append(GuardSpec(deadline_seconds=outer.deadline_seconds, remaining=None if math.isinf(left) else left))
+        outer = outer.parent
+    return specs
