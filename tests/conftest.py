@@ -40,6 +40,16 @@ def host() -> Iterator[ComponentHost]:
     component_host.close()
 
 
+@pytest.fixture(scope="session")
+def worker_host() -> Iterator[ComponentHost]:
+    """A host whose tool and driver calls run in a WASM worker process, as `murmurd serve`
+    runs them (murmurd/host/workers/)."""
+    component_host = ComponentHost()
+    component_host.start_workers(1)
+    yield component_host
+    component_host.close()
+
+
 class Artifacts:
     """Builds Python artifacts on first use (through the build cache) and remembers them."""
 

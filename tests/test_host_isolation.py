@@ -11,6 +11,12 @@ import pytest
 from murmurd.host import CallGrant, ComponentHost, ToolInput, ToolStatus
 
 
+@pytest.fixture(scope="module", params=["in-process", "worker process"])
+def host(request: pytest.FixtureRequest, host: ComponentHost, worker_host: ComponentHost) -> ComponentHost:
+    """Every test here runs twice: calls in this process, and in a WASM worker process."""
+    return host if request.param == "in-process" else worker_host
+
+
 @pytest.fixture(scope="module")
 def probe(host: ComponentHost, artifacts):
     return host.load(artifacts.fixture("probe"))

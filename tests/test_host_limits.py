@@ -19,6 +19,12 @@ from murmurd.host import (
     ToolInput,
 )
 
+
+@pytest.fixture(scope="module", params=["in-process", "worker process"])
+def host(request: pytest.FixtureRequest, host: ComponentHost, worker_host: ComponentHost) -> ComponentHost:
+    """Every test here runs twice: calls in this process, and in a WASM worker process."""
+    return host if request.param == "in-process" else worker_host
+
 MIB = 1024 * 1024
 
 

@@ -24,6 +24,12 @@ from murmurd.host.http_egress import EgressDenial
 from murmurd.host.http_policy import DENIED, MAX_TRACED_DENIALS
 
 
+@pytest.fixture(scope="module", params=["in-process", "worker process"])
+def host(request: pytest.FixtureRequest, host: ComponentHost, worker_host: ComponentHost) -> ComponentHost:
+    """Every test here runs twice: calls in this process, and in a WASM worker process."""
+    return host if request.param == "in-process" else worker_host
+
+
 @dataclass
 class Seen:
     """What the server saw: every accepted TCP connection and every request line."""
@@ -208,9 +214,12 @@ def test_every_other_origin_is_refused_before_any_connection(
     grant = CallGrant(network=(server.origin,))
     result = host.call_tool_sync(http_get, ToolInput(data=url), grant=grant, session=session)
     assert result.status is ToolStatus.ERROR
-    assert result.summary == f"error-code {DENIED}"
     for local in (server, other_host, other_port):
         _no_connection(local)
+    if target == "userinfo" and result.summary == f"set-authority refused 'user:pw@127.0.0.1:{server.port}'":
+        assert session.seen == []  # wasmtime (51 on) refused it itself, before the request existed
+        return
+    assert result.summary == f"error-code {DENIED}"
     (denial,) = session.seen
     assert denial.artifact == "http-get"
     assert denial.interface == "wasi:http/outgoing-handler#handle"

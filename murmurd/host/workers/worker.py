@@ -14,6 +14,7 @@ manager sends the whole group, so that the daemon can drain its running calls fi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -108,7 +109,11 @@ class Worker:
                 if early is not None:
                     guard.cancel(early)
                 try:
-                    frames.send(sock, self._run(loaded, request, guard, sock))
+                    with contextlib.ExitStack() as outer_clocks:
+                        for outer in _ancestors(guard):  # the ticker wakes at their deadlines too
+                            outer_clocks.enter_context(self.host.ticker.active(outer))
+                        outcome = self._run(loaded, request, guard, sock)
+                    frames.send(sock, outcome)
                 finally:
                     with self._guards_lock:
                         self._guards.pop(call_id, None)
@@ -154,6 +159,14 @@ def _grant(request: CallRequest) -> CallGrant:
     optional = lambda text: None if text is None else Path(text)  # noqa: E731
     return CallGrant(env=dict(spec.env), preopen=optional(spec.preopen), log_path=optional(spec.log_path),
                      network=tuple(spec.network), limits=Limits(**spec.limits.model_dump()), root=optional(spec.root))
+
+
+def _ancestors(guard: CallGuard) -> list[CallGuard]:
+    found, outer = [], guard.parent
+    while outer is not None:
+        found.append(outer)
+        outer = outer.parent
+    return found
 
 
 def _guard_chain(request: CallRequest) -> CallGuard:
