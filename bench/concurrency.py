@@ -49,6 +49,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = ROOT / "tests" / "fixtures" / "http-driver"
+sys.path.insert(0, str(ROOT / "bench"))
+import procstat  # noqa: E402
 
 
 @contextmanager
@@ -96,10 +98,12 @@ def capsule(root: Path, endpoint: str) -> Path:
 
 
 class Daemon:
-    def __init__(self, capsule_dir: Path, state: Path, bound: int, session_idle: float = 60.0) -> None:
+    def __init__(self, capsule_dir: Path, state: Path, bound: int, session_idle: float = 60.0,
+                 extra: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "murmurd", "serve", str(capsule_dir), "--state-dir", str(state),
-             "--max-concurrent-tasks", str(bound), "--max-connections", "1024", "--session-idle", str(session_idle)],
+             "--max-concurrent-tasks", str(bound), "--max-connections", "1024", "--session-idle", str(session_idle),
+             *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )
         deadline = time.monotonic() + 180
@@ -117,18 +121,15 @@ class Daemon:
         threading.Thread(target=lambda: [None for _ in stderr], daemon=True).start()  # keep the pipe drained
 
     def rss_kib(self) -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
+        """The daemon's and its WASM worker processes' resident memory."""
+        return procstat.rss_kib(self.proc.pid)
 
     def cpu_secs(self) -> float:
-        """User + kernel CPU of the daemon process so far (every thread)."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + kernel CPU of the daemon and its worker processes so far (every thread)."""
+        return sum(procstat.cpu_ms(self.proc.pid)) / 1000
 
     def threads(self) -> int:
-        return len(os.listdir(f"/proc/{self.proc.pid}/task"))
+        return procstat.threads(self.proc.pid)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -220,13 +221,15 @@ def main() -> None:
     parser.add_argument("--gets", type=int, default=300)
     parser.add_argument("--session-idle", type=float, default=3.0, help="--session-idle of the concurrent daemon")
     parser.add_argument("--slow-latency", type=float, default=8.0, help="provider latency while tasks/get is measured")
+    parser.add_argument("--wasm-processes", type=int, default=None, help="murmurd --wasm-processes (default: its own)")
     args = parser.parse_args()
+    extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
 
     with tempfile.TemporaryDirectory(prefix="murmurd-bench-") as tmp, provider(args.latency) as (endpoint, setting):
         root = Path(tmp)
         capsule_dir = capsule(root, endpoint)
-        concurrent = Daemon(capsule_dir, root / "state-n", args.bound, session_idle=args.session_idle)
-        serial = Daemon(capsule_dir, root / "state-1", 1)
+        concurrent = Daemon(capsule_dir, root / "state-n", args.bound, session_idle=args.session_idle, extra=extra)
+        serial = Daemon(capsule_dir, root / "state-1", 1, extra=extra)
         try:
             asyncio.run(throughput(concurrent, 1))  # warm-up: compiled, first session opened and closed
             asyncio.run(throughput(serial, 1))

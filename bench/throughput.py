@@ -37,7 +37,6 @@ from pathlib import Path
 from types import ModuleType
 
 HERE = Path(__file__).resolve().parent
-TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def _bench_a2a() -> ModuleType:
@@ -52,42 +51,8 @@ def _bench_a2a() -> ModuleType:
 
 
 A2A = _bench_a2a()
-
-
-def family(pid: int) -> list[int]:
-    """`pid` and its child processes (murmurd's WASM worker processes, whose CPU is a task's
-    too), from /proc/PID/task/*/children."""
-    children: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            children += [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
-            continue
-    return [pid, *children]
-
-
-def cpu_ms(pid: int) -> tuple[float, float]:
-    """(user, system) CPU of process `pid` and its children so far, in ms (/proc/PID/stat utime,
-    stime of each; a child that ended meanwhile is counted in none)."""
-    user = system = 0.0
-    for member in family(pid):
-        try:
-            stat = Path(f"/proc/{member}/stat").read_text()
-        except FileNotFoundError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; utime is field 14 of the whole line
-        user, system = user + int(fields[11]) * TICK_MS, system + int(fields[12]) * TICK_MS
-    return user, system
-
-
-def threads(pid: int) -> int:
-    """Threads of `pid` and its child processes."""
-    count = 0
-    for member in family(pid):
-        for line in Path(f"/proc/{member}/status").read_text().splitlines():
-            if line.startswith("Threads:"):
-                count += int(line.split()[1])
-    return count
+sys.path.insert(0, str(HERE))
+from procstat import cpu_ms, threads  # noqa: E402
 
 
 def start_murmurd(capsule: Path, state_dir: Path, bound: int, extra: tuple[str, ...] = ()) -> object:

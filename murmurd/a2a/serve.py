@@ -221,6 +221,7 @@ async def _serve_locked(
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
 ) -> int:
+    component_host.start_workers(wasm_processes(options.wasm_processes))  # spawned now, ready by the first call
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
                                      env=os.environ if options.env is None else options.env)
     replica_id = new_replica_id()
@@ -240,7 +241,6 @@ async def _serve_locked(
         serving=True,
     )
     component_host.pool.ensure_workers(policy.bound + POOL_HEADROOM)
-    await asyncio.to_thread(component_host.start_workers, wasm_processes(options.wasm_processes))
     auth = CurrentAuth(options.auth)
     url = f"{'https' if options.tls is not None else 'http'}://{options.host}:{port}/"
     log, replicas = _event_log(store, options, replica_id, url)

@@ -85,7 +85,7 @@ def _lifecycle(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--max-concurrent-tasks", type=positive_int,
                        help="tasks of different contexts running at once under `queue` "
                             "(overrides lifecycle.max_concurrent_tasks)")
-    group.add_argument("--wasm-processes", type=int, default=None, metavar="N",
+    group.add_argument("--wasm-processes", type=non_negative_int, default=None, metavar="N",
                        help="worker processes that run tool and driver calls (default: one per two cores, "
                             "at least one; 0 runs them in the daemon's own process)")
     group.add_argument("--session-idle", type=positive_float, default=60.0,

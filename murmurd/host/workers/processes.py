@@ -71,11 +71,36 @@ class _Worker:
     process: subprocess.Popen[bytes]
     control: socket.socket
     control_lock: threading.Lock = field(default_factory=threading.Lock)
-    components: set[str] = field(default_factory=set)  # digests whose compiled form it has
+    components: set[tuple[str, str]] = field(default_factory=set)  # (digest, name) whose compiled form it has
     in_flight: int = 0
+
+    ready: bool = False
 
     def alive(self) -> bool:
         return self.process.poll() is None
+
+    def await_ready(self) -> None:
+        """Wait for the worker's first word (once); a worker that never says it is ready is
+        killed, and the next call starts another."""
+        if self.ready:
+            return
+        with self.control_lock:
+            if self.ready:
+                return
+            self.control.settimeout(READY_SECONDS)
+            try:
+                message, fds = frames.receive_control(self.control)
+                for fd in fds:
+                    os.close(fd)
+                if message.op != "ready":
+                    raise frames.FrameError(f"it said {message.op!r} before it was ready")
+            except (OSError, frames.FrameError) as exc:
+                self.process.kill()
+                self.process.wait()
+                raise WorkerGone(f"the WASM worker process did not start: {exc}") from None
+            finally:
+                self.control.settimeout(None)
+            self.ready = True
 
     def open_call(self, call_id: int, theirs: socket.socket) -> None:
         with self.control_lock:
@@ -130,11 +155,14 @@ class WorkerProcesses:
         return [worker.process.pid for worker in self._workers]
 
     def _start(self) -> _Worker:
+        """Spawn a worker; its readiness is awaited by its first call (`_Worker.await_ready`),
+        so a daemon's start-up and the worker's imports overlap."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", "murmurd.host.workers.worker", str(theirs.fileno()), repr(self.tick_seconds)],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                start_new_session=True,  # a terminal's Ctrl-C is the daemon's to act on, not the worker's
                 env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
             )
         except OSError as exc:
@@ -142,22 +170,6 @@ class WorkerProcesses:
             raise WorkerGone(f"cannot start a WASM worker process: {exc}") from None
         finally:
             theirs.close()
-        ours.settimeout(READY_SECONDS)
-        try:
-            message, fds = frames.receive_control(ours)
-        except (OSError, frames.FrameError) as exc:
-            process.kill()
-            process.wait()
-            ours.close()
-            raise WorkerGone(f"the WASM worker process did not start: {exc}") from None
-        for fd in fds:
-            os.close(fd)
-        ours.settimeout(None)
-        if message.op != "ready":
-            process.kill()
-            process.wait()
-            ours.close()
-            raise WorkerGone(f"the WASM worker process said {message.op!r} before it was ready")
         self.started += 1
         return _Worker(process, ours)
 
@@ -173,7 +185,12 @@ class WorkerProcesses:
                     self._workers[index] = self._start()
             chosen = min(self._workers, key=lambda w: w.in_flight)
             chosen.in_flight += 1
-            return chosen
+        try:
+            chosen.await_ready()
+        except WorkerGone:
+            self._done(chosen)
+            raise
+        return chosen
 
     def _done(self, worker: _Worker) -> None:
         with self._lock:
@@ -229,14 +246,14 @@ class _Call:
                 self.guard.unwatched_by(remote)
 
     def _send_request(self, sock: socket.socket, tool_input: ToolInput, grant: CallGrant) -> None:
-        digest = self.loaded.sha256
-        compiled = None if digest in self.worker.components else bytes(self.loaded.component.serialize())
+        digest, key = self.loaded.sha256, (self.loaded.sha256, self.loaded.name)
+        compiled = None if key in self.worker.components else bytes(self.loaded.component.serialize())
         frames.send(sock, CallRequest(
             artifact=self.loaded.name, sha256=digest, compiled=compiled is not None, data=tool_input.data,
             log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
         if compiled is not None:
             frames.send_raw(sock, compiled)
-            self.worker.components.add(digest)
+            self.worker.components.add(key)
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:

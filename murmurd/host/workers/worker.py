@@ -63,7 +63,7 @@ class Worker:
     def __init__(self, control: socket.socket, host: ComponentHost) -> None:
         self.control = control
         self.host = host
-        self.components: dict[str, LoadedComponent] = {}
+        self.components: dict[tuple[str, str], LoadedComponent] = {}  # by (digest, the artifact's name)
         self._loaded = threading.Condition()
         self._guards: dict[int, CallGuard] = {}
         self._early: dict[int, str] = {}  # cancels that came before their call's guard
@@ -124,15 +124,16 @@ class Worker:
         """The call's component: loaded from the bytes that follow its request the first time,
         else as loaded for an earlier call (waiting for one whose bytes are still loading)."""
         compiled = frames.receive_raw(sock) if request.compiled else None
+        key = (request.sha256, request.artifact)  # one artifact's bytes under two names: two entries
         with self._loaded:
             if compiled is None:
-                self._loaded.wait_for(lambda: request.sha256 in self.components, LOAD_WAIT_SECONDS)
-            loaded = self.components.get(request.sha256)
+                self._loaded.wait_for(lambda: key in self.components, LOAD_WAIT_SECONDS)
+            loaded = self.components.get(key)
             if loaded is None:
                 if compiled is None:
                     raise frames.FrameError(f"{request.artifact}: its compiled form was never sent")
                 loaded = self.host.load_compiled(compiled, name=request.artifact, sha256=request.sha256)
-                self.components[request.sha256] = loaded
+                self.components[key] = loaded
                 self._loaded.notify_all()
             return loaded
 
