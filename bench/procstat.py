@@ -15,7 +15,7 @@ def family(pid: int) -> list[int]:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             children += [int(c) for c in (task / "children").read_text().split()]
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return [pid, *children]
 
@@ -23,7 +23,7 @@ def family(pid: int) -> list[int]:
 def _status(pid: int, key: str) -> int:
     try:
         lines = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except FileNotFoundError:  # ended meanwhile
+    except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
         return 0
     return next((int(line.split()[1]) for line in lines if line.startswith(key)), 0)
 
@@ -35,7 +35,7 @@ def cpu_ms(pid: int) -> tuple[float, float]:
     for member in family(pid):
         try:
             stat = Path(f"/proc/{member}/stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "; utime is field 14 of the whole line
         user, system = user + int(fields[11]) * TICK_MS, system + int(fields[12]) * TICK_MS

@@ -132,15 +132,24 @@ async def test_a_fresh_workdir_is_held_from_its_laying_down_and_its_session_trac
 
 
 def _threads(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("Threads:"):
-            return int(line.split()[1])
-    raise AssertionError("no thread count")
+    """Threads of the daemon and of its WASM worker processes (its children)."""
+    def read(path: Path) -> str:
+        try:
+            return path.read_text()
+        except (FileNotFoundError, ProcessLookupError):  # a thread or child that ended meanwhile
+            return ""
+
+    children = [int(child) for task in Path(f"/proc/{pid}/task").iterdir() for child in read(task / "children").split()]
+    lines = [line for member in (pid, *children) for line in read(Path(f"/proc/{member}/status")).splitlines()]
+    return sum(int(line.split()[1]) for line in lines if line.startswith("Threads:"))
 
 
 BOUND = 8
 CONTEXTS = 300
-CONSTANT = 40  # the loop, uvicorn, the default executor, the store, the trace drain, the WASM pool
+# The daemon: the loop, uvicorn, the default executor, the store, the trace drain, the WASM pool
+# (the bound plus a few); its worker process: a thread per call in flight (at most the pool's)
+# and its ticker and run gate.
+CONSTANT = 40
 
 
 def test_threads_stay_under_the_bound_plus_a_constant_across_many_contexts(tmp_path: Path) -> None:
@@ -170,6 +179,6 @@ def test_threads_stay_under_the_bound_plus_a_constant_across_many_contexts(tmp_p
         contexts = {json.loads(line)["context_id"] for line in served.workdir.joinpath("trace.jsonl").read_text()
                     .splitlines() if '"a2a_task_received"' in line}
         assert len(contexts) == CONTEXTS  # every task in a context of its own
-        assert max(seen) <= BOUND + CONSTANT, (
+        assert max(seen) <= 2 * BOUND + CONSTANT, (
             f"{max(seen)} threads after {CONTEXTS} contexts in {time.monotonic() - started:.1f} s "
             f"(bound {BOUND}; samples {seen})")
