@@ -1,6 +1,7 @@
 """What a call's socket carries between the daemon and a WASM worker process, and how.
 
-A frame is a 4-byte big-endian length and that many bytes of JSON, one pydantic model each. The
+A frame is a 4-byte big-endian length and that many bytes: a kind byte, then a pydantic model as
+JSON, or (for a chunk, the one frame a guest sizes at will) the text's UTF-8. The
 daemon opens one stream socket per call (`socketpair`, its worker end passed over the worker's
 control socket), so a call's frames are never interleaved with another call's, and a reader
 needs no dispatcher: the thread that made the call reads its own socket.
@@ -23,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 MAX_FRAME = 256 * 1024 * 1024  # a component's compiled bytes ride in the first call that needs them
 _LENGTH = struct.Struct(">I")
+_JSON, _TEXT, _THINKING = b"J", b"C", b"T"  # a frame's first byte: a model, a chunk, a thinking chunk
 
 
 class FrameError(Exception):
@@ -113,6 +115,9 @@ class Done(_Frame):
     metadata: list[tuple[str, str]]
 
 
+COMPONENT_MISSING = "ComponentMissing"  # a `Failed.error`: the daemon sends the call again with the component's bytes
+
+
 class Failed(_Frame):
     """The call ended with a host error: its class (one of `murmurd.host.errors`), its two
     fields and the attributes its subclass adds (`seconds`, `limit_bytes`)."""
@@ -129,16 +134,31 @@ FromWorker = TypeAdapter(Annotated[Union[Chunk, InputRequest, Denied, Done, Fail
 
 
 def send(sock: socket.socket, frame: _Frame) -> None:
-    body = frame.model_dump_json().encode()
-    sock.sendall(_LENGTH.pack(len(body)) + body)
+    """A model as JSON; a `Chunk` as its kind byte and its text's UTF-8 (surrogates passed
+    through, as a chunk in-process would carry them), so a guest's text costs its own size on
+    the wire and no escaping."""
+    if isinstance(frame, Chunk):
+        send_chunk(sock, frame.text, thinking=frame.thinking)
+    else:
+        send_raw(sock, _JSON + frame.model_dump_json().encode())
 
 
-def send_raw(sock: socket.socket, data: bytes) -> None:
+def send_chunk(sock: socket.socket, text: str, *, thinking: bool = False) -> None:
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) + 1 > MAX_FRAME:
+        raise FrameError(f"a chunk of {len(encoded)} bytes is over the {MAX_FRAME}-byte frame limit")
+    sock.sendall(_LENGTH.pack(len(encoded) + 1) + (_THINKING if thinking else _TEXT))
+    sock.sendall(encoded)  # the text is not copied into one buffer with its header
+
+
+def send_raw(sock: socket.socket, data: bytes | bytearray) -> None:
+    if len(data) > MAX_FRAME:
+        raise FrameError(f"a frame of {len(data)} bytes is over the {MAX_FRAME}-byte limit")
     sock.sendall(_LENGTH.pack(len(data)))
     sock.sendall(data)
 
 
-def receive_raw(sock: socket.socket) -> bytes:
+def receive_raw(sock: socket.socket) -> bytearray:
     (length,) = _LENGTH.unpack(_read_exactly(sock, _LENGTH.size))
     if length > MAX_FRAME:
         raise FrameError(f"a frame of {length} bytes is over the {MAX_FRAME}-byte limit")
@@ -148,15 +168,20 @@ def receive_raw(sock: socket.socket) -> bytes:
 def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignore[type-arg]
     """The next frame, read whole; `FrameError` at the end of the stream or on a bad frame."""
     body = receive_raw(sock)
+    kind = bytes(body[:1])
     try:
-        return adapter.validate_json(body)  # type: ignore[no-any-return]
+        if kind in (_TEXT, _THINKING) and adapter is FromWorker:
+            return Chunk.model_construct(text=str(memoryview(body)[1:], "utf-8", "surrogatepass"),
+                                         thinking=kind == _THINKING)
+        if kind == _JSON:
+            del body[:1]  # in place: no second copy of a large answer
+            return adapter.validate_json(body)  # type: ignore[no-any-return]
     except ValueError as exc:
-        raise FrameError(f"not a frame of this protocol: {exc}") from None
+        raise FrameError(f"not a frame of this protocol: {str(exc)[:200]}") from None
+    raise FrameError(f"not a frame of this protocol: kind {bytes(kind)!r}")
 
 
-def _read_exactly(sock: socket.socket, count: int) -> bytes:
-    if count == 0:
-        return b""
+def _read_exactly(sock: socket.socket, count: int) -> bytearray:
     buffer = bytearray(count)
     view, got = memoryview(buffer), 0
     while got < count:
@@ -164,7 +189,7 @@ def _read_exactly(sock: socket.socket, count: int) -> bytes:
         if n == 0:
             raise FrameError("the other side closed the call's socket")
         got += n
-    return bytes(buffer)
+    return buffer
 
 
 class Control(_Frame):
@@ -181,27 +206,37 @@ CONTROL_BYTES = 4096  # a control message's largest size (a cancel's reason is c
 ControlMessage = TypeAdapter(Control)
 
 
-def send_control(sock: socket.socket, message: Control, fds: list[int] | None = None) -> None:
+def control_bytes(message: Control) -> bytes:
+    """A control message's bytes, its reason cut (by encoded size) until it fits."""
     body = message.model_dump_json().encode()
-    if len(body) > CONTROL_BYTES:
-        body = message.model_copy(update={"reason": (message.reason or "")[:1024]}).model_dump_json().encode()
+    reason = message.reason or ""
+    while len(body) > CONTROL_BYTES:
+        reason = reason[: len(reason) // 2]
+        body = message.model_copy(update={"reason": reason}).model_dump_json().encode()
+    return body
+
+
+def send_control(sock: socket.socket, message: Control, fds: list[int] | None = None, *, wait: bool = True) -> None:
+    """Send whole or not at all. With `wait=False` a full socket (a worker that stopped reading)
+    raises `BlockingIOError` instead of blocking the sender."""
+    body, flags = control_bytes(message), 0 if wait else socket.MSG_DONTWAIT
     if fds:
-        socket.send_fds(sock, [body], fds)
+        socket.send_fds(sock, [body], fds, flags)
     else:
-        sock.send(body)
+        sock.send(body, flags)
 
 
-def receive_control(sock: socket.socket) -> tuple[Control, list[int]]:
-    """The next control message and the descriptors it carries; `FrameError` once the other
-    side has closed (or sent what is not a control message: its descriptors are closed)."""
-    body, fds, _flags, _address = socket.recv_fds(sock, CONTROL_BYTES, 4)
-    if not body:
-        for fd in fds:
-            os.close(fd)
+def receive_control(sock: socket.socket) -> tuple[Control | None, list[int]]:
+    """The next control message and the descriptors it carries (None for what is not a control
+    message, whose descriptors are closed); `FrameError` once the other side has closed."""
+    body, fds, flags, _address = socket.recv_fds(sock, CONTROL_BYTES, 4)
+    if not body and not fds:
         raise FrameError("the control socket was closed")
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        body = b""  # cut short: not a message this protocol sends
     try:
         return ControlMessage.validate_json(body), list(fds)
-    except ValueError as exc:
+    except ValueError:
         for fd in fds:
             os.close(fd)
-        raise FrameError(f"not a control message: {exc}") from None
+        return None, []

@@ -17,6 +17,7 @@ on the control socket, and the worker's own epoch ticker stops the guest; deadli
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -48,6 +49,7 @@ from murmurd.host.values import ToolInput, ToolResult, ToolStatus
 from murmurd.host.wasi import CallGrant
 from murmurd.host.workers import frames
 from murmurd.host.workers.frames import (
+    COMPONENT_MISSING,
     CallRequest, Chunk, Control, Denied, Done, Failed, GrantSpec, GuardSpec, InputRequest, LimitsSpec, Reply,
 )
 
@@ -55,6 +57,7 @@ log = logging.getLogger("murmurd.host.workers")
 
 READY_SECONDS = 120.0  # how long a starting worker may take to say it is ready (a loaded machine)
 STOP_SECONDS = 5.0  # how long a closing worker may take to end before it is killed
+OVERDUE_GRACE_SECONDS = 10.0  # past a call's deadline (a guest blocked in a wasi:http wait), then the daemon stops waiting
 _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
     HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
     MemoryLimitExceeded, CallCancelled, HostImportError, HookError)}
@@ -62,6 +65,10 @@ _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
 
 class WorkerGone(Exception):
     """A worker process could not be started, or ended."""
+
+
+class _ComponentMissing(Exception):
+    """The worker has not the call's component (a load that failed, a worker started afresh)."""
 
 
 @dataclass
@@ -79,47 +86,62 @@ class _Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def await_ready(self) -> None:
-        """Wait for the worker's first word (once); a worker that never says it is ready is
-        killed, and the next call starts another."""
+    def await_ready(self, seconds: float = READY_SECONDS) -> None:
+        """Wait for the worker's first word (once); a worker that has not said it is ready
+        within `seconds` is killed, and the next call starts another."""
         if self.ready:
             return
         with self.control_lock:
             if self.ready:
                 return
-            self.control.settimeout(READY_SECONDS)
+            self.control.settimeout(seconds)
             try:
                 message, fds = frames.receive_control(self.control)
                 for fd in fds:
                     os.close(fd)
-                if message.op != "ready":
-                    raise frames.FrameError(f"it said {message.op!r} before it was ready")
+                if message is None or message.op != "ready":
+                    raise frames.FrameError("it said something else before it was ready")
             except (OSError, frames.FrameError) as exc:
-                self.process.kill()
-                self.process.wait()
+                self.stop()
                 raise WorkerGone(f"the WASM worker process did not start: {exc}") from None
             finally:
                 self.control.settimeout(None)
             self.ready = True
 
     def open_call(self, call_id: int, theirs: socket.socket) -> None:
-        with self.control_lock:
-            frames.send_control(self.control, Control(op="call", id=call_id), [theirs.fileno()])
+        self._control(Control(op="call", id=call_id), [theirs.fileno()])
 
     def cancel(self, call_id: int, reason: str) -> None:
+        """Never blocks (the event loop cancels); a worker that cannot take it is stopped."""
         try:
-            with self.control_lock:
-                frames.send_control(self.control, Control(op="cancel", id=call_id, reason=reason))
+            self._control(Control(op="cancel", id=call_id, reason=reason))
         except OSError:
-            pass  # it has ended: so has the call, which its reader is told
+            pass  # it has ended, or was stopped just now: so has the call, whose reader is told
+
+    def _control(self, message: Control, fds: list[int] | None = None) -> None:
+        """Send without waiting: a worker whose control socket is full has stopped reading it
+        (stopped, wedged), and is stopped for good, failing its calls, rather than let the
+        sender (the event loop, for a cancel) wait on it."""
+        with self.control_lock:
+            try:
+                frames.send_control(self.control, message, fds, wait=False)
+            except BlockingIOError:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """Kill the process (its calls' sockets then end) and reap it."""
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        self.process.wait()
 
     def close(self) -> None:
-        self.control.close()  # the worker ends at the end of its control socket
+        with self.control_lock:
+            self.control.close()  # the worker ends at the end of its control socket
         try:
             self.process.wait(STOP_SECONDS)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.stop()
 
 
 class _RemoteCancel:
@@ -173,7 +195,8 @@ class WorkerProcesses:
         self.started += 1
         return _Worker(process, ours)
 
-    def _pick(self) -> _Worker:
+    def _pick(self, seconds: float) -> _Worker:
+        """The least busy worker, started again if it ended, ready within `seconds`."""
         with self._lock:
             if self._closed:
                 raise WorkerGone("the WASM worker processes are closed")
@@ -181,12 +204,13 @@ class WorkerProcesses:
                 if not worker.alive():
                     log.warning("WASM worker process %d ended (%s); starting another",
                                 worker.process.pid, worker.process.returncode)
-                    worker.control.close()
+                    with worker.control_lock:
+                        worker.control.close()
                     self._workers[index] = self._start()
             chosen = min(self._workers, key=lambda w: w.in_flight)
             chosen.in_flight += 1
         try:
-            chosen.await_ready()
+            chosen.await_ready(min(READY_SECONDS, seconds))
         except WorkerGone:
             self._done(chosen)
             raise
@@ -207,12 +231,15 @@ class WorkerProcesses:
                   session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
                   guard: CallGuard) -> ToolResult:
         """Run `murmur:tool/run#run` of a tool or driver in a worker; blocks this thread."""
-        try:
-            worker = self._pick()
+        try:  # a worker's start counts against the call's deadline (and the grace the reader gives it)
+            worker = self._pick(guard.deadline_seconds + OVERDUE_GRACE_SECONDS)
         except WorkerGone as exc:
             raise InstantiationError(loaded.name, str(exc)) from None
         try:
-            return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+            try:
+                return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+            except _ComponentMissing:  # nothing of the call ran: once more, with the component's bytes
+                return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
         finally:
             self._done(worker)
 
@@ -225,6 +252,7 @@ class _Call:
         self.worker, self.call_id, self.loaded, self.guard = worker, call_id, loaded, guard
         self.session, self.on_chunk, self.on_thinking = session, on_chunk, on_thinking
         self.failure: BaseException | None = None  # what a host import raised here
+        self.due = time.monotonic() + guard.deadline_seconds + OVERDUE_GRACE_SECONDS  # see `_overdue`
 
     def run(self, tool_input: ToolInput, grant: CallGrant) -> ToolResult:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -257,7 +285,11 @@ class _Call:
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:
-            frame = frames.receive(sock, frames.FromWorker)
+            sock.settimeout(max(0.001, self.due - time.monotonic()))
+            try:
+                frame = frames.receive(sock, frames.FromWorker)
+            except TimeoutError:
+                raise self._overdue() from None
             if isinstance(frame, Chunk):
                 self._sink(frame)
             elif isinstance(frame, InputRequest):
@@ -271,7 +303,20 @@ class _Call:
                                   data_path=frame.data_path, truncated=frame.truncated,
                                   metadata=[(k, v) for k, v in frame.metadata])
             elif isinstance(frame, Failed):
+                if frame.error in (COMPONENT_MISSING, CompileError.__name__):  # sent again by the next call
+                    self.worker.components.discard((self.loaded.sha256, self.loaded.name))
+                if frame.error == COMPONENT_MISSING:
+                    raise _ComponentMissing()
                 raise self._import_error() if self.failure is not None else self._rebuilt(frame)
+
+    def _overdue(self) -> HostError:
+        """The worker has said nothing past the call's deadline and a grace: the call is
+        cancelled there and ends here (its thread is not held for a worker that may be stopped)."""
+        self.worker.cancel(self.call_id, "the daemon stopped waiting for it")
+        if self.failure is not None:
+            return self._import_error()
+        self.guard.cause = "deadline"
+        return DeadlineExceeded(self.loaded.name, self.guard.deadline_seconds)
 
     def _sink(self, chunk: Chunk) -> None:
         sink = self.on_thinking if chunk.thinking else self.on_chunk
@@ -282,7 +327,9 @@ class _Call:
         if self.failure is not None:
             return Reply(failed=True)
         answer: list[str] = []
+        asked = time.monotonic()
         self._import(lambda: answer.append(self.session.request_input(prompt)))
+        self.due += time.monotonic() - asked  # waiting for a human is not the call's time, here as there
         return Reply(text=answer[0]) if answer else Reply(failed=True)
 
     def _import(self, work: object) -> None:

@@ -34,9 +34,10 @@ from murmurd.host.loaded import LoadedComponent
 from murmurd.host.values import ToolInput
 from murmurd.host.wasi import CallGrant
 from murmurd.host.workers import frames
-from murmurd.host.workers.frames import CallRequest, Chunk, Denied, Done, Failed, InputRequest, Reply
+from murmurd.host.workers.frames import COMPONENT_MISSING, CallRequest, Denied, Done, Failed, InputRequest, Reply
 
 _EXTRA_FIELDS = ("seconds", "limit_bytes")
+MAX_EARLY_CANCELS = 4096  # cancels kept for calls not (or no longer) running here
 LOAD_WAIT_SECONDS = 120.0  # a call may wait this long for another call's bytes of its component to load
 
 
@@ -65,6 +66,7 @@ class Worker:
         self.host = host
         self.components: dict[tuple[str, str], LoadedComponent] = {}  # by (digest, the artifact's name)
         self._loaded = threading.Condition()
+        self._loading: set[tuple[str, str]] = set()  # components whose bytes are being loaded now
         self._guards: dict[int, CallGuard] = {}
         self._early: dict[int, str] = {}  # cancels that came before their call's guard
         self._guards_lock = threading.Lock()
@@ -77,21 +79,21 @@ class Worker:
                 message, fds = frames.receive_control(self.control)
             except frames.FrameError:
                 return  # the daemon is gone or closed us: nothing more will come
-            if message.op == "call" and fds:
+            if message is not None and message.op == "call" and fds:
                 self._calls.submit(self._serve_call, message.id, socket.socket(fileno=fds[0]))
-                for extra in fds[1:]:
-                    os.close(extra)
-            elif message.op == "cancel":
+                fds = fds[1:]
+            elif message is not None and message.op == "cancel":
                 self._cancel(message.id, message.reason or "cancelled")
-            else:
-                for fd in fds:
-                    os.close(fd)
+            for fd in fds:  # whatever else came (a malformed message's are closed already)
+                os.close(fd)
 
     def _cancel(self, call_id: int, reason: str) -> None:
         with self._guards_lock:
             guard = self._guards.get(call_id)
-            if guard is None:
+            if guard is None:  # not started yet, or over: kept a while, the oldest dropped first
                 self._early[call_id] = reason
+                while len(self._early) > MAX_EARLY_CANCELS:
+                    del self._early[next(iter(self._early))]
         if guard is not None:
             guard.cancel(reason)
 
@@ -99,43 +101,63 @@ class Worker:
         with sock:
             try:
                 request = frames.receive(sock, frames.ToWorker)
-                if not isinstance(request, CallRequest):
-                    return
-                loaded = self._component(request, sock)
-                guard = _guard_chain(request)
-                with self._guards_lock:
-                    self._guards[call_id] = guard
-                    early = self._early.pop(call_id, None)
-                if early is not None:
-                    guard.cancel(early)
-                try:
-                    with contextlib.ExitStack() as outer_clocks:
-                        for outer in _ancestors(guard):  # the ticker wakes at their deadlines too
-                            outer_clocks.enter_context(self.host.ticker.active(outer))
-                        outcome = self._run(loaded, request, guard, sock)
-                    frames.send(sock, outcome)
-                finally:
-                    with self._guards_lock:
-                        self._guards.pop(call_id, None)
+                if isinstance(request, CallRequest):
+                    frames.send(sock, self._outcome(call_id, request, sock))
             except (frames.FrameError, OSError):
-                return  # the daemon's end is gone (its call was abandoned): nothing to tell
+                pass  # the daemon's end is gone (its call was abandoned): nothing to tell
+            except Exception as exc:  # noqa: BLE001 - the call fails; the worker and its other calls go on
+                with contextlib.suppress(Exception):
+                    frames.send(sock, Failed(error="HostError", artifact=getattr(request, "artifact", "?"),
+                                             cause=f"the WASM worker failed: {type(exc).__name__}: {exc}"[:4096]))
+            finally:
+                with self._guards_lock:
+                    self._guards.pop(call_id, None)
+                    self._early.pop(call_id, None)
 
-    def _component(self, request: CallRequest, sock: socket.socket) -> LoadedComponent:
-        """The call's component: loaded from the bytes that follow its request the first time,
-        else as loaded for an earlier call (waiting for one whose bytes are still loading)."""
+    def _outcome(self, call_id: int, request: CallRequest, sock: socket.socket) -> Done | Failed:
+        loaded = self._component(request, sock)
+        if isinstance(loaded, Failed):
+            return loaded
+        guard = _guard_chain(request)
+        with self._guards_lock:
+            self._guards[call_id] = guard
+            early = self._early.pop(call_id, None)
+        if early is not None:
+            guard.cancel(early)
+        with contextlib.ExitStack() as outer_clocks:
+            for outer in _ancestors(guard):  # the ticker wakes at their deadlines too
+                outer_clocks.enter_context(self.host.ticker.active(outer))
+            return self._run(loaded, request, guard, sock)
+
+    def _component(self, request: CallRequest, sock: socket.socket) -> LoadedComponent | Failed:
+        """The call's component: loaded from the bytes that follow its request, else as loaded
+        for an earlier call (waiting for one whose bytes are loading now). Missing altogether
+        (a load that failed, a worker started afresh), it is a `ComponentMissing` failure: the
+        daemon sends the call again with the bytes; nothing of the call has run."""
         compiled = frames.receive_raw(sock) if request.compiled else None
         key = (request.sha256, request.artifact)  # one artifact's bytes under two names: two entries
         with self._loaded:
             if compiled is None:
-                self._loaded.wait_for(lambda: key in self.components, LOAD_WAIT_SECONDS)
-            loaded = self.components.get(key)
-            if loaded is None:
-                if compiled is None:
-                    raise frames.FrameError(f"{request.artifact}: its compiled form was never sent")
-                loaded = self.host.load_compiled(compiled, name=request.artifact, sha256=request.sha256)
-                self.components[key] = loaded
+                self._loaded.wait_for(lambda: key in self.components or key not in self._loading, LOAD_WAIT_SECONDS)
+                found = self.components.get(key)
+                if found is None:
+                    return Failed(error=COMPONENT_MISSING, artifact=request.artifact, cause="its compiled form is not here")
+                return found
+            if key in self.components:
+                return self.components[key]
+            self._loading.add(key)
+        loaded: LoadedComponent | None = None
+        try:
+            loaded = self.host.load_compiled(bytes(compiled), name=request.artifact, sha256=request.sha256)
+        except HostError as exc:
+            return Failed(error=type(exc).__name__, artifact=exc.artifact, cause=exc.cause)
+        finally:
+            with self._loaded:  # loaded or not, in one step: a waiter sees one or the other
+                if loaded is not None:
+                    self.components[key] = loaded
+                self._loading.discard(key)
                 self._loaded.notify_all()
-            return loaded
+        return loaded
 
     def _run(self, loaded: LoadedComponent, request: CallRequest, guard: CallGuard,
              sock: socket.socket) -> Done | Failed:
@@ -143,8 +165,8 @@ class Worker:
             result = self.host.call_tool_sync(
                 loaded, ToolInput(data=request.data, log_path=request.log_path), grant=_grant(request),
                 session=_DaemonSide(sock), guard=guard,
-                on_chunk=lambda text: frames.send(sock, Chunk(text=text)),
-                on_thinking=lambda text: frames.send(sock, Chunk(text=text, thinking=True)),
+                on_chunk=lambda text: frames.send_chunk(sock, text),
+                on_thinking=lambda text: frames.send_chunk(sock, text, thinking=True),
             )
         except HostError as exc:
             extra = {name: getattr(exc, name) for name in _EXTRA_FIELDS if hasattr(exc, name)}
