@@ -236,10 +236,13 @@ class WorkerProcesses:
         except WorkerGone as exc:
             raise InstantiationError(loaded.name, str(exc)) from None
         try:
-            try:
-                return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
-            except _ComponentMissing:  # nothing of the call ran: once more, with the component's bytes
-                return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+            for attempt in range(2):
+                try:
+                    return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+                except _ComponentMissing:  # nothing of the call ran: once more, with the component's bytes
+                    if attempt:
+                        raise InstantiationError(loaded.name, "the WASM worker process lost its compiled form twice") from None
+            raise AssertionError("unreachable")
         finally:
             self._done(worker)
 
@@ -266,8 +269,11 @@ class _Call:
                 theirs.close()
             self.guard.watched_by(remote)  # a cancel that came first is sent now
             try:
+                ours.settimeout(max(0.001, self.due - time.monotonic()))  # a stopped worker reads nothing
                 self._send_request(ours, tool_input, grant)
                 return self._read(ours)
+            except TimeoutError:
+                raise self._overdue() from None
             except (OSError, frames.FrameError) as exc:
                 raise self._lost(exc) from None
             finally:
@@ -286,10 +292,7 @@ class _Call:
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:
             sock.settimeout(max(0.001, self.due - time.monotonic()))
-            try:
-                frame = frames.receive(sock, frames.FromWorker)
-            except TimeoutError:
-                raise self._overdue() from None
+            frame = frames.receive(sock, frames.FromWorker)
             if isinstance(frame, Chunk):
                 self._sink(frame)
             elif isinstance(frame, InputRequest):
