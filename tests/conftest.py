@@ -17,6 +17,7 @@ from murmurd.a2a.stores.postgres import PostgresTaskStore
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.authoring.build import build_artifact
 from murmurd.host import ComponentHost
+from murmurd.host.workers.processes import start_workers
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -45,7 +46,7 @@ def worker_host() -> Iterator[ComponentHost]:
     """A host whose tool and driver calls run in a WASM worker process, as `murmurd serve`
     runs them (murmurd/host/workers/)."""
     component_host = ComponentHost()
-    component_host.start_workers(1)
+    start_workers(component_host, 1)
     yield component_host
     component_host.close()
 

@@ -32,6 +32,7 @@ from murmurd.host import (
     ToolInput,
     ToolStatus,
 )
+from murmurd.host.workers.processes import start_workers
 from murmurd.host.workers import frames
 
 WAIT = 60  # what a test waits at most for an event that must happen (a loaded machine)
@@ -41,7 +42,7 @@ WAIT = 60  # what a test waits at most for an event that must happen (a loaded m
 def workers() -> Iterator[ComponentHost]:
     """A host of its own (a test here kills its worker), with one worker process."""
     host = ComponentHost()
-    host.start_workers(1)
+    start_workers(host, 1)
     yield host
     host.close()
 
@@ -208,7 +209,7 @@ def test_sigint_and_sigterm_to_the_group_leave_the_worker_to_the_daemon(workers:
 
 def test_closing_the_host_ends_its_workers(artifacts) -> None:
     host = ComponentHost()
-    host.start_workers(2)
+    start_workers(host, 2)
     assert host.workers is not None
     pids = host.workers.pids
     host.close()

@@ -32,6 +32,7 @@ from murmurd.host import (
     ToolInput,
     ToolStatus,
 )
+from murmurd.host.workers.processes import start_workers
 
 WAIT = 60
 
@@ -39,7 +40,7 @@ WAIT = 60
 @pytest.fixture
 def workers() -> Iterator[ComponentHost]:
     host = ComponentHost()
-    host.start_workers(1)
+    start_workers(host, 1)
     yield host
     host.close()
 
@@ -438,7 +439,7 @@ def test_a_killed_worker_fails_all_its_calls_restarts_and_leaves_no_zombie(worke
 
 def test_closing_the_host_with_calls_in_flight(artifacts) -> None:
     host = ComponentHost()
-    host.start_workers(1)
+    start_workers(host, 1)
     assert host.workers is not None
     pid = host.workers.pids[0]
     spin = host.load_bytes(tool_component(SPIN), name="spin")
@@ -464,7 +465,7 @@ def test_the_worker_inherits_secrets_but_the_guest_sees_only_its_grant(artifacts
 
     monkeypatch.setenv("MURMURD_TEST_SECRET2", "do-not-leak-2")
     host = ComponentHost()
-    host.start_workers(1)
+    start_workers(host, 1)
     try:
         assert host.workers is not None
         assert b"do-not-leak-2" in open(f"/proc/{host.workers.pids[0]}/environ", "rb").read()
@@ -483,7 +484,7 @@ def test_restarting_a_worker_does_not_stall_calls_on_the_others(artifacts, tmp_p
     import sys
 
     host = ComponentHost()
-    host.start_workers(2)
+    start_workers(host, 2)
     try:
         assert host.workers is not None
         ask = host.load(artifacts.fixture("ask"))
@@ -567,7 +568,7 @@ def test_a_component_whose_load_failed_once_is_not_poisoned_on_that_worker(artif
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("ATTACK_FAIL_LOAD_ONCE", str(flag))
     host = ComponentHost()
-    host.start_workers(1)
+    start_workers(host, 1)
     try:
         echo = host.load(artifacts.example("echo"), name="victim")
         with pytest.raises(HostError) as first:

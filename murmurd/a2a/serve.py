@@ -45,6 +45,7 @@ from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.core.stream import EventLog
 from murmurd.a2a.http.tickets import DEFAULT_TTL_SECONDS, KEY_BYTES
 from murmurd.host import ComponentHost
+from murmurd.host.workers.processes import start_workers
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
@@ -221,7 +222,7 @@ async def _serve_locked(
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
 ) -> int:
-    component_host.start_workers(wasm_processes(options.wasm_processes))  # spawned now, ready by the first call
+    start_workers(component_host, wasm_processes(options.wasm_processes))  # spawned now, ready by the first call
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
                                      env=os.environ if options.env is None else options.env)
     replica_id = new_replica_id()

@@ -43,7 +43,6 @@ from murmurd.host.run_gate import GateWaitCancelled, RunGate
 from murmurd.host.scratch import ScratchFiles
 from murmurd.host.values import ToolInput, ToolResult, tool_input_to_wasm, tool_result_from_wasm
 from murmurd.host.wasi import CallGrant, CallOutput, wasi_config
-from murmurd.host.workers.processes import WorkerProcesses
 from murmurd.paths import cache_dir as default_cache_dir
 from murmurd.progress import Ticker
 
@@ -51,6 +50,17 @@ NO_GRANT = CallGrant()  # immutable: no environment, no directory, no network, d
 # The guard of the call running on this worker thread, so a call nested in it (a tool a
 # capsule invokes through murmur:tool-registry) is cancelled with it.
 _current = threading.local()
+
+
+class ToolCallRunner(Protocol):
+    """Runs tool and driver calls elsewhere (`workers.processes.WorkerProcesses`: in worker
+    processes), with `call_tool_sync`'s meaning; blocks the calling thread."""
+
+    def call_tool(self, loaded: LoadedComponent, tool_input: ToolInput, *, grant: CallGrant,
+                  session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
+                  guard: CallGuard) -> ToolResult: ...
+
+    def close(self) -> None: ...
 
 
 class HookFactory(Protocol):
@@ -92,14 +102,15 @@ class ComponentHost:
         self.link_stats = LinkStats()
         self.scratch = ScratchFiles()  # the guests' stdout/stderr files, lent to one call at a time
         self.tick_seconds = tick_seconds
-        self.workers: WorkerProcesses | None = None  # tool and driver calls' processes, once started
+        self.workers: ToolCallRunner | None = None  # where tool and driver calls run, if not here
 
-    def start_workers(self, count: int) -> None:
-        """Run tool and driver calls in `count` worker processes from now on (`workers/`);
-        hooks' instances and capsules stay in this process (their imports reach the session
-        at every step)."""
-        if count > 0 and self.workers is None:
-            self.workers = WorkerProcesses(count, tick_seconds=self.tick_seconds)
+    def run_tool_calls_in(self, workers: ToolCallRunner) -> None:
+        """Run tool and driver calls in `workers` from now on (`workers.processes.start_workers`);
+        hooks' instances and capsules stay here (their imports reach the session at every
+        step). The host closes them with itself."""
+        if self.workers is not None:
+            raise RuntimeError("this host already runs its tool calls elsewhere")
+        self.workers = workers
 
     # -- loading ---------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ from murmurd.host.errors import (
     InstantiationError,
     MemoryLimitExceeded,
 )
+from murmurd.host.host import ComponentHost
 from murmurd.host.http_egress import EgressDenial
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.loaded import LoadedComponent
@@ -61,6 +62,13 @@ OVERDUE_GRACE_SECONDS = 10.0  # past a call's deadline (a guest blocked in a was
 _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
     HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
     MemoryLimitExceeded, CallCancelled, HostImportError, HookError)}
+
+
+def start_workers(host: ComponentHost, count: int) -> None:
+    """From now on `host` runs its tool and driver calls in `count` worker processes (none
+    for 0), spawned now and ready by their first call."""
+    if count > 0:
+        host.run_tool_calls_in(WorkerProcesses(count, tick_seconds=host.tick_seconds))
 
 
 class WorkerGone(Exception):
