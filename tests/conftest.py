@@ -51,6 +51,15 @@ def worker_host() -> Iterator[ComponentHost]:
     component_host.close()
 
 
+@pytest.fixture
+def workers() -> Iterator[ComponentHost]:
+    """A host of its own with one worker process (a test may kill or stop its worker)."""
+    component_host = ComponentHost()
+    start_workers(component_host, 1)
+    yield component_host
+    component_host.close()
+
+
 class Artifacts:
     """Builds Python artifacts on first use (through the build cache) and remembers them."""
 

@@ -16,20 +16,9 @@ _TOOL_TYPES = """
                           (field "metadata" (list (tuple string string)))))
 """
 
-_TEMPLATE = """
-(component
-  {imports}
-  (core module $m
-    (memory (export "memory") {min_pages})
-    (func (export "run") (param i32 i32 i32 i32 i32 i32) (result i32)
-      {body})
-    (func (export "realloc") (param i32 i32 i32 i32) (result i32) i32.const 1024)
-  )
-  (core instance $i (instantiate $m))
-  {outer_types}
-  (func $run (param "input" $input) (result $result)
-    (canon lift (core func $i "run") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
-  (component $shim
+# The tool interface's shim: lifts `$run` into the exported `murmur:tool/run` instance (`{export}`
+# follows it in each template). Shared by every WAT tool the tests build.
+TOOL_SHIM = """  (component $shim
     (type $status' (enum "passed" "failed" "error"))
     (import "import-type-status" (type $status (eq $status')))
     (type $input' (record (field "data" (option string)) (field "log-path" (option string))))
@@ -54,7 +43,22 @@ _TEMPLATE = """
     (with "import-type-tool-input" (type $input))
     (with "import-type-tool-result" (type $result))
     (with "import-func-run" (func $run))))
-  (export "{export}" (instance $inst))
+"""
+
+_TEMPLATE = """
+(component
+  {imports}
+  (core module $m
+    (memory (export "memory") {min_pages})
+    (func (export "run") (param i32 i32 i32 i32 i32 i32) (result i32)
+      {body})
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) i32.const 1024)
+  )
+  (core instance $i (instantiate $m))
+  {outer_types}
+  (func $run (param "input" $input) (result $result)
+    (canon lift (core func $i "run") (memory (core memory $i "memory")) (realloc (core func $i "realloc"))))
+{shim}  (export "{export}" (instance $inst))
 )
 """
 
@@ -75,6 +79,7 @@ def tool_component(
 ) -> bytes:
     """A component exporting a tool `run` whose core body is `body`."""
     text = _TEMPLATE.format(
+        shim=TOOL_SHIM,
         imports=imports,
         min_pages=min_pages,
         body=body,

@@ -13,7 +13,6 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -36,15 +35,6 @@ from murmurd.host.workers.processes import start_workers
 from murmurd.host.workers import frames
 
 WAIT = 60  # what a test waits at most for an event that must happen (a loaded machine)
-
-
-@pytest.fixture
-def workers() -> Iterator[ComponentHost]:
-    """A host of its own (a test here kills its worker), with one worker process."""
-    host = ComponentHost()
-    start_workers(host, 1)
-    yield host
-    host.close()
 
 
 class Supervisor(SessionContext):

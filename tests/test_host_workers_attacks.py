@@ -12,12 +12,11 @@ import resource
 import signal
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from wasmtime import wat2wasm
 
-from hostile import SPIN, _TOOL_TYPES, tool_component
+from hostile import SPIN, TOOL_SHIM, _TOOL_TYPES, tool_component
 from murmurd.host import (
     CallCancelled,
     CallGrant,
@@ -35,14 +34,6 @@ from murmurd.host import (
 from murmurd.host.workers.processes import start_workers
 
 WAIT = 60
-
-
-@pytest.fixture
-def workers() -> Iterator[ComponentHost]:
-    host = ComponentHost()
-    start_workers(host, 1)
-    yield host
-    host.close()
 
 
 def _in_thread(target):  # type: ignore[no-untyped-def]
@@ -99,32 +90,7 @@ _CHUNKS_TEMPLATE = """
   {outer_types}
   (func $run (param "input" $input) (result $result)
     (canon lift (core func $i "run") (memory (core memory $libc "memory")) (realloc (core func $libc "realloc"))))
-  (component $shim
-    (type $status' (enum "passed" "failed" "error"))
-    (import "import-type-status" (type $status (eq $status')))
-    (type $input' (record (field "data" (option string)) (field "log-path" (option string))))
-    (import "import-type-tool-input" (type $input (eq $input')))
-    (type $result' (record (field "status" $status) (field "summary" (option string)) (field "data" (option string))
-                        (field "data-path" (option string)) (field "truncated" bool)
-                        (field "metadata" (list (tuple string string)))))
-    (import "import-type-tool-result" (type $result (eq $result')))
-    (import "import-func-run" (func $f (param "input" $input) (result $result)))
-    (type $status2 (enum "passed" "failed" "error"))
-    (export $es "status" (type $status2))
-    (type $input2 (record (field "data" (option string)) (field "log-path" (option string))))
-    (export $ei "tool-input" (type $input2))
-    (type $result2 (record (field "status" $es) (field "summary" (option string)) (field "data" (option string))
-                        (field "data-path" (option string)) (field "truncated" bool)
-                        (field "metadata" (list (tuple string string)))))
-    (export $er "tool-result" (type $result2))
-    (export "run" (func $f) (func (param "input" $ei) (result $er)))
-  )
-  (instance $inst (instantiate $shim
-    (with "import-type-status" (type $status))
-    (with "import-type-tool-input" (type $input))
-    (with "import-type-tool-result" (type $result))
-    (with "import-func-run" (func $run))))
-  (export "murmur:tool/run@0.1.0" (instance $inst))
+{shim}  (export "murmur:tool/run@0.1.0" (instance $inst))
 )
 """
 
@@ -140,7 +106,7 @@ def chunk_tool(count: int, size: int, *, fill: int = 0x61, then: str = "unreacha
         (local.set $i (i32.add (local.get $i) (i32.const 1)))
         (br $l)))
       {then}"""
-    return wat2wasm(_CHUNKS_TEMPLATE.format(pages=pages, body=body, outer_types=_TOOL_TYPES))
+    return wat2wasm(_CHUNKS_TEMPLATE.format(pages=pages, body=body, outer_types=_TOOL_TYPES, shim=TOOL_SHIM))
 
 
 def test_chunk_tool_works(workers: ComponentHost) -> None:
