@@ -98,6 +98,7 @@ class Worker:
             guard.cancel(reason)
 
     def _serve_call(self, call_id: int, sock: socket.socket) -> None:
+        request: object = None
         with sock:
             try:
                 request = frames.receive(sock, frames.ToWorker)
