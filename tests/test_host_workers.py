@@ -7,6 +7,7 @@ test_host_network."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -230,3 +231,32 @@ def test_one_components_bytes_under_two_names_keep_their_names(workers: Componen
     for loaded in (first, second, first):
         with pytest.raises(DeadlineExceeded, match=f"^{loaded.name}: deadline exceeded after 0.2 s"):
             workers.call_tool_sync(loaded, ToolInput(), grant=quick)
+
+
+def _children(pid: int) -> list[int]:
+    return [int(child) for task in os.listdir(f"/proc/{pid}/task")
+            for child in open(f"/proc/{pid}/task/{task}/children").read().split()]
+
+
+@pytest.mark.parametrize("processes", [None, "0", "2"])
+def test_serve_runs_its_driver_in_as_many_workers_as_asked(tmp_path, processes: str | None) -> None:
+    """`murmurd serve` starts one worker per two cores by default (at least one), as many as
+    `--wasm-processes` says, or none; the task's answer is the same either way, and the
+    workers end with the daemon."""
+    from a2akit import chaos_capsule, serving
+
+    args = () if processes is None else ("--wasm-processes", processes)
+    with serving(chaos_capsule(tmp_path), tmp_path / "state", *args) as served:
+        task = served.send("hello there")
+        done = served.wait_state(task["id"], "completed", timeout=120)
+        assert "hello there" in json.dumps(done)
+        workers = _children(served.proc.pid)
+        expected = max(1, (os.cpu_count() or 2) // 2) if processes is None else int(processes)
+        assert len(workers) == expected, workers
+        for pid in workers:
+            assert "murmurd.host.workers.worker" in open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+    deadline = time.monotonic() + WAIT
+    for pid in workers:  # the daemon has exited: its workers end with their control sockets
+        while os.path.exists(f"/proc/{pid}") and open(f"/proc/{pid}/stat").read().split()[2] != "Z":
+            assert time.monotonic() < deadline, f"worker {pid} outlived its daemon"
+            time.sleep(0.05)
