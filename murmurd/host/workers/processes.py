@@ -85,7 +85,8 @@ class _Worker:
 
     process: subprocess.Popen[bytes]
     control: socket.socket
-    control_lock: threading.Lock = field(default_factory=threading.Lock)
+    control_lock: threading.Lock = field(default_factory=threading.Lock)  # sends, and the socket's close
+    ready_lock: threading.Lock = field(default_factory=threading.Lock)  # the first word's wait
     components: set[tuple[str, str]] = field(default_factory=set)  # (digest, name) whose compiled form it has
     in_flight: int = 0
 
@@ -99,11 +100,11 @@ class _Worker:
         within `seconds` is killed, and the next call starts another."""
         if self.ready:
             return
-        with self.control_lock:
+        with self.ready_lock:  # not the control lock: a send (a cancel from the loop) never waits on this
             if self.ready:
                 return
-            self.control.settimeout(seconds)
             try:
+                self.control.settimeout(seconds)
                 message, fds = frames.receive_control(self.control)
                 for fd in fds:
                     os.close(fd)
@@ -113,7 +114,8 @@ class _Worker:
                 self.stop()
                 raise WorkerGone(f"the WASM worker process did not start: {exc}") from None
             finally:
-                self.control.settimeout(None)
+                with contextlib.suppress(OSError):  # closed meanwhile (the host closing)
+                    self.control.settimeout(None)
             self.ready = True
 
     def open_call(self, call_id: int, theirs: socket.socket) -> None:
@@ -145,6 +147,8 @@ class _Worker:
 
     def close(self) -> None:
         with self.control_lock:
+            with contextlib.suppress(OSError):  # wakes a reader waiting for the first word
+                self.control.shutdown(socket.SHUT_RDWR)
             self.control.close()  # the worker ends at the end of its control socket
         try:
             self.process.wait(STOP_SECONDS)
