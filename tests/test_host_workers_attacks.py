@@ -285,6 +285,10 @@ def test_a_cancel_reaches_only_its_own_call(workers: ComponentHost) -> None:
     spin = workers.load_bytes(tool_component(SPIN), name="spin")
     guards = [CallGuard(600) for _ in range(4)]
     calls = [_in_thread(lambda g=g: workers.call_tool_sync(spin, ToolInput(), guard=g)) for g in guards]
+    deadline = time.monotonic() + WAIT
+    while not workers.workers._workers[0].ready:  # its imports burn CPU too
+        assert time.monotonic() < deadline, "the worker never became ready"
+        time.sleep(0.02)
     _spinning(workers.workers.pids[0], 10)
     guards[2].cancel("only me")
     calls[2][0].join(WAIT)
@@ -434,9 +438,10 @@ def test_the_worker_inherits_secrets_but_the_guest_sees_only_its_grant(artifacts
     start_workers(host, 1)
     try:
         assert host.workers is not None
-        assert b"do-not-leak-2" in open(f"/proc/{host.workers.pids[0]}/environ", "rb").read()
         probe = host.load(artifacts.fixture("probe"))
         result = host.call_tool_sync(probe, ToolInput(), grant=CallGrant(env={"ONLY": "this"}))
+        # read once the worker surely runs (right after its exec the kernel may show no environment yet)
+        assert b"do-not-leak-2" in open(f"/proc/{host.workers.pids[0]}/environ", "rb").read()
         assert json.loads(result.data)["env"] == {"ONLY": "this"}
         assert "do-not-leak-2" not in result.data
     finally:

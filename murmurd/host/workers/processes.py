@@ -322,7 +322,12 @@ class _Call:
                     self.worker.components.discard((self.loaded.sha256, self.loaded.name))
                 if frame.error == COMPONENT_MISSING:
                     raise _ComponentMissing()
-                raise self._import_error() if self.failure is not None else self._rebuilt(frame)
+                if self.failure is not None:
+                    raise self._import_error()
+                if self.guard.cancel_reason is not None:  # the worker may have met the cancel's effects first
+                    self.guard.cause = "cancelled"
+                    raise CallCancelled(self.loaded.name, self.guard.cancel_reason)
+                raise self._rebuilt(frame)
 
     def _overdue(self) -> HostError:
         """The worker has said nothing past the call's deadline and a grace: the call is
@@ -345,6 +350,8 @@ class _Call:
         asked = time.monotonic()
         self._import(lambda: answer.append(self.session.request_input(prompt)))
         self.due += time.monotonic() - asked  # waiting for a human is not the call's time, here as there
+        if self.guard.cancel_reason is not None:  # cancelled meanwhile: the guest never gets the answer
+            return Reply(failed=True)
         return Reply(text=answer[0]) if answer else Reply(failed=True)
 
     def _import(self, work: object) -> None:

@@ -214,6 +214,8 @@ def main(argv: list[str]) -> int:
     host = ComponentHost(use_disk_cache=False, tick_seconds=tick)
     try:
         Worker(control, host).serve()
+    except OSError:
+        pass  # the daemon went before this worker said it was ready (a start that failed): nothing to tell
     finally:
         host.close()
     os._exit(0)  # running calls' threads end with the process: their daemon is gone
