@@ -101,7 +101,6 @@ class ComponentHost:
         self._prelinked: weakref.WeakKeyDictionary[LoadedComponent, PreLinked] = weakref.WeakKeyDictionary()
         self.link_stats = LinkStats()
         self.scratch = ScratchFiles()  # the guests' stdout/stderr files, lent to one call at a time
-        self.tick_seconds = tick_seconds
         self.workers: ToolCallRunner | None = None  # where tool and driver calls run, if not here
 
     def run_tool_calls_in(self, workers: ToolCallRunner) -> None:

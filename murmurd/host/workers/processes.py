@@ -68,7 +68,7 @@ def start_workers(host: ComponentHost, count: int) -> None:
     """From now on `host` runs its tool and driver calls in `count` worker processes (none
     for 0), spawned now and ready by their first call."""
     if count > 0:
-        host.run_tool_calls_in(WorkerProcesses(count, tick_seconds=host.tick_seconds))
+        host.run_tool_calls_in(WorkerProcesses(count, tick_seconds=host.ticker.tick))
 
 
 class WorkerGone(Exception):
