@@ -127,6 +127,47 @@ def test_a_chunk_sink_that_raises_ends_the_call_with_that_failure(workers: Compo
     assert isinstance(raised.value.failure, RuntimeError)
 
 
+class HeldSupervisor(SessionContext):
+    """Answers request-input once `answer` is set: a supervisor taking its time."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Semaphore(0)
+        self.answer = threading.Event()
+
+    def request_input(self, prompt: str) -> str:
+        self.asked.release()
+        assert self.answer.wait(WAIT)
+        return "now"
+
+
+def test_calls_waiting_for_input_or_spinning_do_not_hold_up_the_others(workers: ComponentHost, artifacts) -> None:
+    """The worker runs its calls on its run gate's places (runners.py): three calls waiting for
+    a supervisor and one guest spinning until cancelled, and still every other call runs."""
+    ask, echo = workers.load(artifacts.fixture("ask")), workers.load(artifacts.example("echo"))
+    spin = workers.load_bytes(tool_component(SPIN), name="spin")
+    supervisor = HeldSupervisor()
+    waiting = [_in_thread(lambda: workers.call_tool_sync(ask, ToolInput(data="go?"), session=supervisor))
+               for _ in range(3)]
+    for _ in waiting:
+        assert supervisor.asked.acquire(timeout=WAIT), "a call never asked"
+    spin_guard = CallGuard(600)
+    spinner, spin_raised = _in_thread(lambda: workers.call_tool_sync(
+        spin, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=600)), guard=spin_guard))
+    _running(workers)
+    try:
+        results = [workers.call_tool_sync(echo, ToolInput(data=f'{{"text": "{i}"}}')) for i in range(10)]
+        assert [r.data for r in results] == [f'{{"text": "{i}"}}' for i in range(10)]
+        assert not supervisor.answer.is_set() and spinner.is_alive()
+    finally:
+        supervisor.answer.set()
+        spin_guard.cancel("done")
+    for thread, raised in waiting:
+        thread.join(WAIT)
+        assert not thread.is_alive() and not raised
+    spinner.join(WAIT)
+    assert len(spin_raised) == 1 and isinstance(spin_raised[0], CallCancelled)
+
+
 def test_a_cancel_of_the_call_stops_the_guest_in_the_worker(workers: ComponentHost) -> None:
     spin = workers.load_bytes(tool_component(SPIN), name="spin")
     guard = CallGuard(600)

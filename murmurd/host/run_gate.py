@@ -74,6 +74,12 @@ class RunGate:
         with self._lock:
             return len(self._holds)
 
+    def holding(self) -> bool:
+        """Whether this thread's innermost gated call holds its place now (not given up, not
+        taken back)."""
+        hold: _Hold | None = getattr(self._local, "hold", None)
+        return hold is not None and hold.active
+
     @contextmanager
     def call(self, stop: Stop) -> Iterator[None]:
         """One call: a place for it, unless it is nested in a call holding one on this thread.

@@ -147,15 +147,27 @@ def send_chunk(sock: socket.socket, text: str, *, thinking: bool = False) -> Non
     encoded = text.encode("utf-8", "surrogatepass")
     if len(encoded) + 1 > MAX_FRAME:
         raise FrameError(f"a chunk of {len(encoded)} bytes is over the {MAX_FRAME}-byte frame limit")
-    sock.sendall(_LENGTH.pack(len(encoded) + 1) + (_THINKING if thinking else _TEXT))
-    sock.sendall(encoded)  # the text is not copied into one buffer with its header
+    _send_parts(sock, _LENGTH.pack(len(encoded) + 1) + (_THINKING if thinking else _TEXT), encoded)
 
 
 def send_raw(sock: socket.socket, data: bytes | bytearray) -> None:
     if len(data) > MAX_FRAME:
         raise FrameError(f"a frame of {len(data)} bytes is over the {MAX_FRAME}-byte limit")
-    sock.sendall(_LENGTH.pack(len(data)))
-    sock.sendall(data)
+    _send_parts(sock, _LENGTH.pack(len(data)), data)
+
+
+def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
+    """`parts` in order, gathered by the kernel: one system call (and one wake-up of the reader)
+    for a frame that fits the socket's buffer, and no copy of a large body into one buffer with
+    its header."""
+    views = [memoryview(part).cast("B") for part in parts if len(part)]
+    while views:
+        sent = sock.sendmsg(views)
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views.pop(0))
+            else:
+                views[0], sent = views[0][sent:], 0
 
 
 def receive_raw(sock: socket.socket) -> bytearray:

@@ -15,13 +15,13 @@ manager sends the whole group, so that the daemon can drain its running calls fi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import socket
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from murmurd.host.context import ImportFailed, SessionContext
@@ -34,6 +34,7 @@ from murmurd.host.loaded import LoadedComponent
 from murmurd.host.values import ToolInput
 from murmurd.host.wasi import CallGrant
 from murmurd.host.workers import frames
+from murmurd.host.workers.runners import PlaceRunners
 from murmurd.host.workers.frames import COMPONENT_MISSING, CallRequest, Denied, Done, Failed, InputRequest, Reply
 
 _EXTRA_FIELDS = ("seconds", "limit_bytes")
@@ -70,7 +71,7 @@ class Worker:
         self._guards: dict[int, CallGuard] = {}
         self._early: dict[int, str] = {}  # cancels that came before their call's guard
         self._guards_lock = threading.Lock()
-        self._calls = ThreadPoolExecutor(max_workers=4096, thread_name_prefix="murmurd-worker-call")
+        self._calls = PlaceRunners(host.gate)  # runners.py: calls queued until a place is free
 
     def serve(self) -> None:
         frames.send_control(self.control, frames.Control(op="ready"))
@@ -80,7 +81,7 @@ class Worker:
             except frames.FrameError:
                 return  # the daemon is gone or closed us: nothing more will come
             if message is not None and message.op == "call" and fds:
-                self._calls.submit(self._serve_call, message.id, socket.socket(fileno=fds[0]))
+                self._calls.submit(functools.partial(self._serve_call, message.id, socket.socket(fileno=fds[0])))
                 fds = fds[1:]
             elif message is not None and message.op == "cancel":
                 self._cancel(message.id, message.reason or "cancelled")
