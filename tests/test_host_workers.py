@@ -104,6 +104,17 @@ def test_request_input_is_answered_by_the_callers_session(workers: ComponentHost
     assert supervisor.prompts == [("may I?", threading.get_ident())]
 
 
+@pytest.mark.parametrize("form", ["in-process", "worker process"])
+def test_a_reply_holding_a_lone_surrogate_reaches_the_guest_as_a_replacement_character(
+        form: str, host: ComponentHost, worker_host: ComponentHost, artifacts) -> None:
+    """No UTF-8 holds half an emoji pair: the reply is made valid where it enters, as a model's
+    text is (murmurd/text.py), instead of failing the call outside `HostError`."""
+    runner = host if form == "in-process" else worker_host
+    ask = runner.load(artifacts.fixture("ask"))
+    result = runner.call_tool_sync(ask, ToolInput(data="which?"), session=Supervisor("half \ud83d of it"))
+    assert result.status is ToolStatus.PASSED and result.data == "half \ufffd of it"
+
+
 def test_a_failure_of_the_sessions_answer_ends_the_call_with_that_failure(workers: ComponentHost, artifacts) -> None:
     """As in-process: the import's exception is the call's cause (`input-timeout` aborts the task)."""
     ask = workers.load(artifacts.fixture("ask"))

@@ -22,6 +22,7 @@ from murmurd.host.values import (
     tool_input_from_wasm,
     tool_result_to_wasm,
 )
+from murmurd.text import valid_text
 
 
 def _emit_chunk(call: CallContext, chunk: str) -> None:
@@ -36,7 +37,8 @@ def _emit_thinking_chunk(call: CallContext, chunk: str) -> None:
 
 def _request_input(call: CallContext, prompt: str) -> str:
     with call.guard.suspended():  # waiting for a human is not the guest's compute time
-        return call.session.request_input(prompt)
+        answer = call.session.request_input(prompt)
+    return valid_text(answer)  # a lone surrogate cannot reach the guest as UTF-8: U+FFFD, as elsewhere
 
 
 def _run_imported_tool(call: CallContext, tool_input: Any) -> Any:

@@ -53,6 +53,7 @@ from murmurd.host.workers.frames import (
     COMPONENT_MISSING,
     CallRequest, Chunk, Control, Denied, Done, Failed, GrantSpec, GuardSpec, InputRequest, LimitsSpec, Reply,
 )
+from murmurd.text import valid_text
 
 log = logging.getLogger("murmurd.host.workers")
 
@@ -352,7 +353,7 @@ class _Call:
         self.due += time.monotonic() - asked  # waiting for a human is not the call's time, here as there
         if self.guard.cancel_reason is not None:  # cancelled meanwhile: the guest never gets the answer
             return Reply(failed=True)
-        return Reply(text=answer[0]) if answer else Reply(failed=True)
+        return Reply(text=valid_text(answer[0])) if answer else Reply(failed=True)  # as in-process
 
     def _import(self, work: object) -> None:
         """A host import answered here: what it raises ends the call as it would in-process
