@@ -172,51 +172,68 @@ def test_a_slow_reader_gets_every_chunk_or_a_gap_frame_saying_what_it_missed(tmp
         assert ANSWER in json.dumps(served.get(task_id))
 
 
+class _LaggingReader:
+    """A stream on a small receive buffer whose reader takes its first frame (the task's id),
+    then reads nothing until `resume()`, then hands every frame with data to `on_event`."""
+
+    def __init__(self, served: Served, framing: str, request_id: int, on_event: Any) -> None:
+        method, params, self._headers = _request(framing)
+        self._served, self._framing, self._params, self._on_event = served, framing, params, on_event
+        self._body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self._opened, self._go = threading.Event(), threading.Event()
+        self.task_id = ""
+        self._thread = threading.Thread(target=self._read, daemon=True)
+
+    def start(self) -> str:
+        self._thread.start()
+        assert self._opened.wait(120)
+        return self.task_id
+
+    def resume_and_end(self) -> bool:
+        """Let it read on; True once its stream has ended."""
+        self._go.set()
+        self._thread.join(timeout=300)
+        return not self._thread.is_alive()
+
+    def _read(self) -> None:
+        transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
+        with httpx.Client(transport=transport, timeout=120) as client:
+            with client.stream("POST", self._served.url, json=self._body,
+                               headers={"Accept": "text/event-stream", **self._headers}) as response:
+                events = (event for event in EventSource(response).iter_sse() if event.data)
+                first = next(events)
+                self.task_id = _task_id(self._framing, self._params, first.event, json.loads(first.data))
+                self._opened.set()
+                self._go.wait(300)  # reads nothing meanwhile
+                for event in events:
+                    self._on_event(event.event, json.loads(event.data))
+
+
 @pytest.mark.parametrize("framing", ["upstream", "1.0"])
 def test_a_reader_whose_task_ended_in_the_gap_still_gets_its_end(tmp_path: Path, framing: str) -> None:
     """The reader stops until its task has completed and another task's events have pushed the
     final status out of the replay buffer: after the gap frame it must still be told the task
     ended (from the stored record), not be left with heartbeats forever."""
-    import threading
-
     long_answer = " ".join(f"w{i:05d}" for i in range(40_000))  # 40,000 frames: more than the sockets hold
     with serving(_talker(tmp_path, long_answer), tmp_path / "state", "--stream-buffer", "16",
                  "--write-timeout", "900") as served:
-        transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
-        method, params, headers = _request(framing)
-        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         frames: list[tuple[str, Any]] = []
         finals: list[Any] = []
-        opened, go = threading.Event(), threading.Event()
-        task: dict[str, str] = {}
 
-        def read() -> None:
-            with httpx.Client(transport=transport, timeout=120) as client:
-                with client.stream("POST", served.url, json=body,
-                                   headers={"Accept": "text/event-stream", **headers}) as response:
-                    events = (event for event in EventSource(response).iter_sse() if event.data)
-                    first = next(events)
-                    task["id"] = _task_id(framing, params, first.event, json.loads(first.data))
-                    opened.set()
-                    go.wait(300)  # reads nothing meanwhile
-                    for event in events:
-                        data = json.loads(event.data)
-                        frames.append(_classify(framing, event.event, data))
-                        status = data if framing == "upstream" else data["result"].get("statusUpdate")
-                        if event.event in ("status", "message") and status and status.get("final") is True:
-                            finals.append(status)
-                        if framing == "1.0" and status and status["status"]["state"] == "TASK_STATE_COMPLETED":
-                            finals.append(status)
+        def on_event(kind: str, data: Any) -> None:
+            frames.append(_classify(framing, kind, data))
+            status = data if framing == "upstream" else data["result"].get("statusUpdate")
+            if kind in ("status", "message") and status and status.get("final") is True:
+                finals.append(status)
+            if framing == "1.0" and status and status["status"]["state"] == "TASK_STATE_COMPLETED":
+                finals.append(status)
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        assert opened.wait(120)
-        served.wait_state(task["id"], "completed", timeout=300)
+        reader = _LaggingReader(served, framing, 1, on_event)
+        task_id = reader.start()
+        served.wait_state(task_id, "completed", timeout=300)
         other = served.send("talk again")  # its chunks push the first task's final status out
         served.wait_state(other["id"], "completed", timeout=300)
-        go.set()
-        reader.join(timeout=300)
-        assert not reader.is_alive(), f"the reader was left waiting after {len(frames)} frames"
+        assert reader.resume_and_end(), f"the reader was left waiting after {len(frames)} frames"
         assert any(kind == "gap" for kind, _ in frames), (len(frames), [k for k, _ in frames][:5], [k for k, _ in frames][-5:], finals)
         assert finals, "the stream ended without telling the task's end"
 
@@ -230,49 +247,31 @@ def test_a_reader_whose_task_was_removed_while_it_lagged_is_told_and_the_stream_
     long_answer = " ".join(f"w{i:05d}" for i in range(40_000))
     with serving(_talker(tmp_path, long_answer), tmp_path / "state", "--stream-buffer", "16",
                  "--write-timeout", "900", "--retain-finished-count", "1") as served:
-        transport = httpx.HTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)])
-        method, params, headers = _request(framing)
-        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
         kinds: list[str] = []
         errors: list[tuple[str, Any]] = []
-        opened, go = threading.Event(), threading.Event()
-        task: dict[str, str] = {}
 
-        def read() -> None:
-            with httpx.Client(transport=transport, timeout=120) as client:
-                with client.stream("POST", served.url, json=body,
-                                   headers={"Accept": "text/event-stream", **headers}) as response:
-                    events = (event for event in EventSource(response).iter_sse() if event.data)
-                    first = next(events)
-                    task["id"] = _task_id(framing, params, first.event, json.loads(first.data))
-                    opened.set()
-                    go.wait(300)  # reads nothing meanwhile
-                    for event in events:
-                        data = json.loads(event.data)
-                        if event.event == "error" or "error" in data:
-                            errors.append((event.event, data))
-                            kinds.append("error")
-                        else:
-                            kinds.append(_classify(framing, event.event, data)[0])
+        def on_event(kind: str, data: Any) -> None:
+            if kind == "error" or "error" in data:
+                errors.append((kind, data))
+                kinds.append("error")
+            else:
+                kinds.append(_classify(framing, kind, data)[0])
 
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        assert opened.wait(120)
-        served.wait_state(task["id"], "completed", timeout=300)
+        reader = _LaggingReader(served, framing, 7, on_event)
+        task_id = reader.start()
+        served.wait_state(task_id, "completed", timeout=300)
         other = served.send("talk again")  # pushes the first task out of the replay and the store
         served.wait_state(other["id"], "completed", timeout=300)
         deadline = time.monotonic() + 120
-        while "error" not in served.rpc("tasks/get", {"id": task["id"]}):
+        while "error" not in served.rpc("tasks/get", {"id": task_id}):
             assert time.monotonic() < deadline, "the finished task was never removed"
             served.wait_state(other["id"], "completed", timeout=30)  # a round trip between looks
-        go.set()
-        reader.join(timeout=300)
-        assert not reader.is_alive(), f"the reader was left waiting after {len(kinds)} frames"
+        assert reader.resume_and_end(), f"the reader was left waiting after {len(kinds)} frames"
         assert "gap" in kinds and kinds[-1] == "error", kinds[-5:]
         assert len(errors) == 1
         event, data = errors[0]
         error = data if framing == "upstream" else data["error"]
         if framing != "upstream":
             assert data["id"] == 7 and event == "message"
-        assert error["code"] == -32001 and error["data"] == {"id": task["id"]}
+        assert error["code"] == -32001 and error["data"] == {"id": task_id}
         assert "removed while this stream was behind" in error["message"]
