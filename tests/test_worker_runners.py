@@ -33,7 +33,7 @@ def test_calls_arriving_together_run_on_the_places_and_one_waiting_thread() -> N
     gate = RunGate(1, quantum=600)  # no take-back here: only the queue is tested
     runners = PlaceRunners(gate)
     in_place: list[bool] = []
-    names = _names_of_threads_that_ran(runners, 200, lambda: in_place.append(gate.holding()))
+    names = _names_of_threads_that_ran(runners, 200, lambda: in_place.append(gate.turn_left() > 0))
     assert all(in_place), "a call ran outside a place"
     assert len(names) <= 2, names  # the place's thread, and the one waiting for a place
     assert runners.threads <= 2

@@ -74,11 +74,14 @@ class RunGate:
         with self._lock:
             return len(self._holds)
 
-    def holding(self) -> bool:
-        """Whether this thread's innermost gated call holds its place now (not given up, not
-        taken back)."""
+    def turn_left(self) -> float:
+        """Seconds of its quantum this thread's innermost gated call has left in its place (0 if
+        it holds none)."""
         hold: _Hold | None = getattr(self._local, "hold", None)
-        return hold is not None and hold.active
+        with self._lock:
+            if hold is None or not hold.active:
+                return 0.0
+            return max(0.0, self.quantum - hold.used - (time.monotonic() - hold.since))
 
     @contextmanager
     def call(self, stop: Stop) -> Iterator[None]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import time
 from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -140,7 +141,19 @@ def send(sock: socket.socket, frame: _Frame) -> None:
     if isinstance(frame, Chunk):
         send_chunk(sock, frame.text, thinking=frame.thinking)
     else:
-        send_raw(sock, _JSON + frame.model_dump_json().encode())
+        send_raw(sock, encode(frame))
+
+
+def encode(frame: _Frame) -> bytes:
+    """A model's frame body (what `send` sends after its length)."""
+    return _JSON + frame.model_dump_json().encode()
+
+
+def framed(body: bytes) -> bytes:
+    """A frame body with its length before it, in one buffer (for a small frame sent in parts)."""
+    if len(body) > MAX_FRAME:
+        raise FrameError(f"a frame of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
+    return _LENGTH.pack(len(body)) + body
 
 
 def send_chunk(sock: socket.socket, text: str, *, thinking: bool = False) -> None:
@@ -161,13 +174,24 @@ def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
     for a frame that fits the socket's buffer, and no copy of a large body into one buffer with
     its header."""
     views = [memoryview(part).cast("B") for part in parts if len(part)]
-    while views:
-        sent = sock.sendmsg(views)
-        while sent and views:
-            if sent >= len(views[0]):
-                sent -= len(views.pop(0))
-            else:
-                views[0], sent = views[0][sent:], 0
+    timeout = sock.gettimeout()
+    due = time.monotonic() + timeout if timeout else None  # for the whole frame, as `sendall`
+    try:
+        while views:
+            if due is not None:
+                left = due - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out sending a frame")
+                sock.settimeout(left)
+            sent = sock.sendmsg(views)
+            while sent and views:
+                if sent >= len(views[0]):
+                    sent -= len(views.pop(0))
+                else:
+                    views[0], sent = views[0][sent:], 0
+    finally:
+        if due is not None:
+            sock.settimeout(timeout)
 
 
 def receive_raw(sock: socket.socket) -> bytearray:
@@ -206,12 +230,17 @@ def _read_exactly(sock: socket.socket, count: int) -> bytearray:
 
 class Control(_Frame):
     """A message on a worker's control socket (a `SOCK_SEQPACKET`: one message each, sent
-    whole): `ready` (the worker's first word), `call` (with the call's socket attached), and
-    `cancel` (a running call's guard is cancelled with `reason`)."""
+    whole): `ready` (the worker's first word), `call` (with the call's socket attached, its
+    artifact's name, and how long it may wait for a place: `wait_seconds`, the deadline of
+    `deadline_seconds` nominal that bounds it), and `cancel` (a call's guard is cancelled with
+    `reason`)."""
 
     op: Literal["ready", "call", "cancel"]
     id: int = 0
     reason: str | None = None
+    artifact: str = ""
+    wait_seconds: float | None = None
+    deadline_seconds: float | None = None
 
 
 CONTROL_BYTES = 4096  # a control message's largest size (a cancel's reason is cut to fit)

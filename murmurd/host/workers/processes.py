@@ -59,6 +59,7 @@ log = logging.getLogger("murmurd.host.workers")
 
 READY_SECONDS = 120.0  # how long a starting worker may take to say it is ready (a loaded machine)
 STOP_SECONDS = 5.0  # how long a closing worker may take to end before it is killed
+PRESEND_BYTES = 64 * 1024  # a request this small is written before its socket is passed (a fresh pair's buffer holds it)
 OVERDUE_GRACE_SECONDS = 10.0  # past a call's deadline (a guest blocked in a wasi:http wait), then the daemon stops waiting
 _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
     HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
@@ -119,8 +120,10 @@ class _Worker:
                     self.control.settimeout(None)
             self.ready = True
 
-    def open_call(self, call_id: int, theirs: socket.socket) -> None:
-        self._control(Control(op="call", id=call_id), [theirs.fileno()])
+    def open_call(self, call_id: int, theirs: socket.socket, artifact: str, guard: CallGuard) -> None:
+        wait, deadline = _wait_bound(guard)
+        self._control(Control(op="call", id=call_id, artifact=artifact, wait_seconds=wait, deadline_seconds=deadline),
+                      [theirs.fileno()])
 
     def cancel(self, call_id: int, reason: str) -> None:
         """Never blocks (the event loop cancels); a worker that cannot take it is stopped."""
@@ -251,7 +254,8 @@ class WorkerProcesses:
         try:
             for attempt in range(2):
                 try:
-                    return _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking).run(tool_input, grant)
+                    call = _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking)
+                    return call.run(tool_input, grant, with_bytes=attempt > 0)
                 except _ComponentMissing:  # nothing of the call ran: once more, with the component's bytes
                     if attempt:
                         raise InstantiationError(loaded.name, "the WASM worker process lost its compiled form twice") from None
@@ -270,12 +274,24 @@ class _Call:
         self.failure: BaseException | None = None  # what a host import raised here
         self.due = time.monotonic() + guard.deadline_seconds + OVERDUE_GRACE_SECONDS  # see `_overdue`
 
-    def run(self, tool_input: ToolInput, grant: CallGrant) -> ToolResult:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    def run(self, tool_input: ToolInput, grant: CallGrant, *, with_bytes: bool = False) -> ToolResult:
+        """The call; the component's compiled bytes go with it the first time (marked sent at
+        once, so calls made together send them once) and again, `with_bytes`, when the worker
+        had not got them (a call that overtook the one bringing them, a load that failed)."""
+        key = (self.loaded.sha256, self.loaded.name)
+        sent_before = key in self.worker.components and not with_bytes
+        compiled = None if sent_before else bytes(self.loaded.component.serialize())
+        self.worker.components.add(key)
+        request = frames.encode(CallRequest(
+            artifact=self.loaded.name, sha256=self.loaded.sha256, compiled=compiled is not None,
+            data=tool_input.data, log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
+        early = frames.framed(request) if len(request) <= PRESEND_BYTES else b""
         remote = _RemoteCancel(self.worker, self.call_id, self.guard)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with ours:
             try:
-                self.worker.open_call(self.call_id, theirs)
+                sent = self._presend(ours, early)  # there when the worker takes the call: it need not wait
+                self.worker.open_call(self.call_id, theirs, self.loaded.name, self.guard)
             except OSError as exc:
                 raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
             finally:
@@ -283,7 +299,12 @@ class _Call:
             self.guard.watched_by(remote)  # a cancel that came first is sent now
             try:
                 ours.settimeout(max(0.001, self.due - time.monotonic()))  # a stopped worker reads nothing
-                self._send_request(ours, tool_input, grant)
+                if early:
+                    ours.sendall(memoryview(early)[sent:])
+                else:
+                    frames.send_raw(ours, request)
+                if compiled is not None:
+                    frames.send_raw(ours, compiled)
                 return self._read(ours)
             except TimeoutError:
                 raise self._overdue() from None
@@ -292,15 +313,18 @@ class _Call:
             finally:
                 self.guard.unwatched_by(remote)
 
-    def _send_request(self, sock: socket.socket, tool_input: ToolInput, grant: CallGrant) -> None:
-        digest, key = self.loaded.sha256, (self.loaded.sha256, self.loaded.name)
-        compiled = None if key in self.worker.components else bytes(self.loaded.component.serialize())
-        frames.send(sock, CallRequest(
-            artifact=self.loaded.name, sha256=digest, compiled=compiled is not None, data=tool_input.data,
-            log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
-        if compiled is not None:
-            frames.send_raw(sock, compiled)
-            self.worker.components.add(key)
+    @staticmethod
+    def _presend(sock: socket.socket, early: bytes) -> int:
+        """What of `early` the fresh socket's buffer takes without waiting (no one reads it yet)."""
+        if not early:
+            return 0
+        sock.setblocking(False)
+        try:
+            return sock.send(early)
+        except BlockingIOError:
+            return 0
+        finally:
+            sock.setblocking(True)
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:
@@ -319,9 +343,9 @@ class _Call:
                                   data_path=frame.data_path, truncated=frame.truncated,
                                   metadata=[(k, v) for k, v in frame.metadata])
             elif isinstance(frame, Failed):
-                if frame.error in (COMPONENT_MISSING, CompileError.__name__):  # sent again by the next call
+                if frame.error == CompileError.__name__:  # its load failed there: sent again by the next call
                     self.worker.components.discard((self.loaded.sha256, self.loaded.name))
-                if frame.error == COMPONENT_MISSING:
+                if frame.error == COMPONENT_MISSING:  # nothing of the call ran: it goes again, with the bytes
                     raise _ComponentMissing()
                 if self.failure is not None:
                     raise self._import_error()
@@ -398,6 +422,21 @@ def _grant_spec(grant: CallGrant) -> GrantSpec:
                      network=list(grant.network), root=text(grant.root),
                      limits=LimitsSpec(memory_bytes=limits.memory_bytes, table_elements=limits.table_elements,
                                        instances=limits.instances, deadline_seconds=limits.deadline_seconds))
+
+
+def _wait_bound(guard: CallGuard) -> tuple[float, float]:
+    """How long the call may wait in the worker for a place, as in-process (`ComponentHost._place`):
+    its own deadline, or less of what is left of a call it is nested in; and the nominal deadline
+    that bound is (what a `DeadlineExceeded` names)."""
+    now = time.monotonic()
+    wait, deadline = guard.deadline_seconds, guard.deadline_seconds
+    outer = guard.parent
+    while outer is not None:
+        left = outer.deadline_at - now
+        if left < wait:
+            wait, deadline = max(0.0, left), outer.deadline_seconds
+        outer = outer.parent
+    return wait, deadline
 
 
 def _guard_specs(guard: CallGuard) -> list[GuardSpec]:

@@ -17,6 +17,7 @@ outside its place; never so few that a queued call waits behind a blocked one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import deque
@@ -54,9 +55,26 @@ class PlaceRunners:
             return self._threads
 
     def submit(self, work: Callable[[], None]) -> None:
+        """Queue `work`. `RuntimeError` (no thread could start, and none runs to take it) leaves
+        nothing queued."""
         with self._lock:
             self._queue.append(work)
-            self._wake_one()
+            try:
+                self._wake_one()
+            except RuntimeError:
+                if self._threads == 0:
+                    self._queue.remove(work)
+                    raise
+                log.warning("no new thread for the WASM worker's queue; a running one takes it")
+
+    def remove(self, work: Callable[[], None]) -> bool:
+        """Take `work` out of the queue if it has not started (True if it was queued)."""
+        with self._lock:
+            try:
+                self._queue.remove(work)
+            except ValueError:
+                return False
+            return True
 
     def _wake_one(self) -> None:
         """Under the lock, with work queued: a thread to wait for a place for it, unless one
@@ -93,7 +111,8 @@ class PlaceRunners:
                 if contending:  # the gate failed it (no watchdog thread): another may wait instead
                     self._contending -= 1
                     if self._queue:
-                        self._wake_one()
+                        with contextlib.suppress(RuntimeError):  # the next submit tries again
+                            self._wake_one()
 
     def _await_work(self) -> bool:
         """Wait until this thread is to wait for a place for queued work (False: nothing came
@@ -115,17 +134,20 @@ class PlaceRunners:
                     return False
 
     def _serve_while_placed(self) -> None:
-        """Run queued work one after another while this thread's place is its own: once a call
-        gives it up, or the gate's quantum takes it back (summed over the calls run here, so a
-        call waiting to take its place again is not kept waiting), the waiting thread starts
-        the next call."""
-        while self._gate.holding():
+        """Run queued work one after another while this thread's place is its own and at least
+        half a quantum of it is left: once a call gives it up, or the gate's quantum takes it
+        back (summed over the calls run here, so a call waiting to take its place again is not
+        kept waiting), or too little is left for the next call, the waiting thread starts it."""
+        while self._gate.turn_left() > self._gate.quantum / 2:  # a call started here has half a quantum at least
             with self._lock:
                 if not self._queue:
                     return
                 work = self._queue.popleft()
                 if self._queue:
-                    self._wake_one()  # the call after it waits for a place from another thread
+                    try:
+                        self._wake_one()  # the call after it waits for a place from another thread
+                    except RuntimeError:  # none could start: this thread takes the queue up again after
+                        log.warning("no new thread for the WASM worker's queue; this one goes on with it")
             try:
                 work()
             except Exception:  # noqa: BLE001 - one call's defect ends neither this thread nor the queue
