@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -94,38 +95,38 @@ def _warmed(workers: ComponentHost) -> object:
     return quick
 
 
-def test_a_queued_call_past_its_deadline_ends_where_it_waits(workers: ComponentHost) -> None:
+@pytest.fixture
+def behind_others(workers: ComponentHost) -> Iterator[tuple[object, _Passed, _Stalled]]:
+    """A quick tool, and the worker's queue holding `FILLERS` stalled calls of another session."""
     quick = _warmed(workers)
     passed = _Passed(workers)
     others = _Stalled(workers, passed, FILLERS)
-    try:
-        victim, out = _in_thread(lambda: workers.call_tool_sync(
-            quick, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=0.5))))
-        victim.join(WAIT)
-        started = len(others.started)
-        assert isinstance(out.get("error"), DeadlineExceeded), out
-        assert "deadline exceeded after 0.5 s" in str(out["error"])
-        assert started < FILLERS, "the call waited for every call ahead of it before its deadline held"
-    finally:
-        others.end()
+    yield quick, passed, others
+    others.end()
 
 
-def test_a_cancel_of_a_queued_call_ends_it_where_it_waits(workers: ComponentHost) -> None:
-    quick = _warmed(workers)
-    passed = _Passed(workers)
-    others = _Stalled(workers, passed, FILLERS)
-    try:
-        guard = CallGuard(600)
-        victim, out = _in_thread(lambda: workers.call_tool_sync(quick, ToolInput(), guard=guard))
-        passed.wait_for(FILLERS + 1)  # queued behind the others
-        guard.cancel("the caller went away")
-        victim.join(WAIT)
-        started = len(others.started)
-        assert isinstance(out.get("error"), CallCancelled), out
-        assert "the caller went away" in str(out["error"])
-        assert started < FILLERS, "the cancel waited for every call ahead of it"
-    finally:
-        others.end()
+def test_a_queued_call_past_its_deadline_ends_where_it_waits(workers: ComponentHost, behind_others) -> None:
+    quick, _passed, others = behind_others
+    victim, out = _in_thread(lambda: workers.call_tool_sync(
+        quick, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=0.5))))
+    victim.join(WAIT)
+    started = len(others.started)
+    assert isinstance(out.get("error"), DeadlineExceeded), out
+    assert "deadline exceeded after 0.5 s" in str(out["error"])
+    assert started < FILLERS, "the call waited for every call ahead of it before its deadline held"
+
+
+def test_a_cancel_of_a_queued_call_ends_it_where_it_waits(workers: ComponentHost, behind_others) -> None:
+    quick, passed, others = behind_others
+    guard = CallGuard(600)
+    victim, out = _in_thread(lambda: workers.call_tool_sync(quick, ToolInput(), guard=guard))
+    passed.wait_for(FILLERS + 1)  # queued behind the others
+    guard.cancel("the caller went away")
+    victim.join(WAIT)
+    started = len(others.started)
+    assert isinstance(out.get("error"), CallCancelled), out
+    assert "the caller went away" in str(out["error"])
+    assert started < FILLERS, "the cancel waited for every call ahead of it"
 
 
 def test_calls_made_together_send_the_compiled_component_once(
