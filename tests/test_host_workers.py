@@ -138,6 +138,31 @@ def test_a_chunk_sink_that_raises_ends_the_call_with_that_failure(workers: Compo
     assert isinstance(raised.value.failure, RuntimeError)
 
 
+def test_many_calls_at_once_all_pass(workers: ComponentHost, artifacts) -> None:
+    """16 callers, 20 calls each: the worker answers some before the daemon's thread has done
+    writing on the call's socket (a small request goes before the socket is passed), and no
+    call may read that as a lost worker."""
+    echo = workers.load(artifacts.example("echo"))
+    failures: list[object] = []
+
+    def caller(k: int) -> None:
+        for i in range(20):
+            try:
+                result = workers.call_tool_sync(echo, ToolInput(data=f'{{"text": "{k}.{i}"}}'))
+                if result.data != f'{{"text": "{k}.{i}"}}':
+                    failures.append(result)
+            except Exception as exc:  # noqa: BLE001 - the test reads them
+                failures.append(exc)
+
+    callers = [threading.Thread(target=caller, args=(k,)) for k in range(16)]
+    for thread in callers:
+        thread.start()
+    for thread in callers:
+        thread.join(WAIT * 5)
+    assert not any(thread.is_alive() for thread in callers)
+    assert failures == []
+
+
 class HeldSupervisor(SessionContext):
     """Answers request-input once `answer` is set: a supervisor taking its time."""
 

@@ -280,8 +280,8 @@ class _Call:
         had not got them (a call that overtook the one bringing them, a load that failed)."""
         key = (self.loaded.sha256, self.loaded.name)
         sent_before = key in self.worker.components and not with_bytes
+        self.worker.components.add(key)  # before the bytes are made: a call a moment later sends none
         compiled = None if sent_before else bytes(self.loaded.component.serialize())
-        self.worker.components.add(key)
         request = frames.encode(CallRequest(
             artifact=self.loaded.name, sha256=self.loaded.sha256, compiled=compiled is not None,
             data=tool_input.data, log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
@@ -300,7 +300,8 @@ class _Call:
             try:
                 ours.settimeout(max(0.001, self.due - time.monotonic()))  # a stopped worker reads nothing
                 if early:
-                    ours.sendall(memoryview(early)[sent:])
+                    if sent < len(early):  # nothing more to write when all went early: the worker may be done already
+                        ours.sendall(memoryview(early)[sent:])
                 else:
                     frames.send_raw(ours, request)
                 if compiled is not None:
