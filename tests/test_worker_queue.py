@@ -6,6 +6,9 @@ keeps to its socket's timeout; calls made together send a component's compiled b
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 import socket
 import threading
 import time
@@ -15,7 +18,9 @@ import pytest
 
 from hostile import tool_component
 from test_host_workers_attacks import chunk_tool
-from murmurd.host import CallCancelled, CallGrant, CallGuard, ComponentHost, DeadlineExceeded, Limits, ToolInput, ToolStatus
+from murmurd.host import (
+    CallCancelled, CallGrant, CallGuard, ComponentHost, DeadlineExceeded, InstantiationError, Limits, ToolInput, ToolStatus,
+)
 from murmurd.host.run_gate import RunGate
 from murmurd.host.workers import frames
 from murmurd.host.workers.runners import PlaceRunners
@@ -127,6 +132,101 @@ def test_a_cancel_of_a_queued_call_ends_it_where_it_waits(workers: ComponentHost
     assert isinstance(out.get("error"), CallCancelled), out
     assert "the caller went away" in str(out["error"])
     assert started < FILLERS, "the cancel waited for every call ahead of it"
+
+
+@pytest.mark.parametrize("what", ["a request too large to go first", "a component's bytes"])
+def test_a_queued_call_that_expires_before_its_rest_is_written_is_told_so(
+        workers: ComponentHost, behind_others, what: str) -> None:
+    """The worker answers the expiry and closes the socket while the daemon still writes the
+    rest of the call on it: the caller reads the answer, not a broken pipe."""
+    quick, _passed, _others = behind_others
+    tool, data = quick, "x" * (4 << 20)
+    if what == "a component's bytes":
+        tool, data = workers.load_bytes(tool_component("(i32.const 1024)"), name="fresh"), ""
+    victim, out = _in_thread(lambda: workers.call_tool_sync(
+        tool, ToolInput(data=data), grant=CallGrant(limits=Limits(deadline_seconds=0.3))))
+    victim.join(WAIT)
+    assert isinstance(out.get("error"), DeadlineExceeded), out
+
+
+def test_a_call_answered_before_the_daemons_thread_goes_on_is_read(workers: ComponentHost) -> None:
+    """The daemon's thread loses the processor right after passing the call; the worker answers
+    and closes the socket meanwhile. Nothing is left to write, and the answer is read."""
+    quick = _warmed(workers)
+    assert workers.workers is not None
+    worker = workers.workers._workers[0]
+    real = worker.open_call
+
+    def then_stalled(*args: object) -> None:
+        real(*args)  # type: ignore[arg-type]
+        time.sleep(0.3)  # a stall injected here: the thread descheduled (the worker answers meanwhile)
+
+    worker.open_call = then_stalled  # type: ignore[method-assign]
+    assert workers.call_tool_sync(quick, ToolInput()).status is ToolStatus.PASSED
+
+
+def test_a_deadline_of_many_days_leaves_the_worker_running(workers: ComponentHost) -> None:
+    """A manifest's deadline has no upper bound; the worker's control loop must not pass it to
+    `poll` whole (its limit is about 24.8 days)."""
+    quick = _warmed(workers)
+    assert workers.workers is not None
+    for _ in range(3):
+        result = workers.call_tool_sync(quick, ToolInput(), grant=CallGrant(limits=Limits(deadline_seconds=30 * 86400)))
+        assert result.status is ToolStatus.PASSED
+    assert workers.workers.started == 1, "the worker process died and was started again"
+
+
+def test_a_call_to_a_worker_whose_control_socket_is_full_fails_at_once(workers: ComponentHost) -> None:
+    """A worker that stopped reading its control socket is stopped: a call's message (the one
+    that carries a descriptor) must not wait on the full socket, holding its lock against the
+    event loop's cancels."""
+    quick = _warmed(workers)
+    assert workers.workers is not None
+    worker = workers.workers._workers[0]
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    try:
+        with worker.control_lock:  # filled to the brim
+            while True:
+                try:
+                    frames.send_control(worker.control, frames.Control(op="cancel", id=0, reason="x"), wait=False)
+                except BlockingIOError:
+                    break
+        caller, out = _in_thread(lambda: workers.call_tool_sync(quick, ToolInput()))
+        caller.join(WAIT)
+        assert not caller.is_alive(), "the call waited on the worker's full control socket"
+        assert isinstance(out.get("error"), InstantiationError), out
+        canceller, _ = _in_thread(lambda: worker.cancel(1, "from the event loop"))
+        canceller.join(WAIT)
+        assert not canceller.is_alive()
+        assert not worker.alive()
+    finally:
+        if worker.alive():
+            os.kill(worker.process.pid, signal.SIGCONT)
+    assert workers.call_tool_sync(quick, ToolInput()).status is ToolStatus.PASSED  # a new worker
+
+
+def test_queued_calls_racing_their_deadlines_and_cancels_end_as_one_of_them(
+        workers: ComponentHost, behind_others) -> None:
+    """80 calls behind stalled ones, with deadlines from 0.1 ms to 5 s and half of them
+    cancelled at a random moment: each ends passed, past its deadline or cancelled, answered
+    once, and the worker lives on."""
+    quick, _passed, _others = behind_others
+    chance = random.Random(7)
+    calls = []
+    for _ in range(80):
+        guard = CallGuard(chance.choice([0.0001, 0.01, 0.05, 0.2, 5]))
+        calls.append(_in_thread(lambda guard=guard: workers.call_tool_sync(quick, ToolInput(), guard=guard)))
+        if chance.random() < 0.5:
+            time.sleep(chance.random() * 0.01)  # a random moment, not a wait for anything
+            guard.cancel("at random")
+    ends = set()
+    for thread, out in calls:
+        thread.join(WAIT)
+        assert not thread.is_alive()
+        ended = out.get("error") or out.get("result")
+        ends.add(type(ended).__name__ if "error" in out else getattr(ended, "status", ended))
+    assert ends <= {"DeadlineExceeded", "CallCancelled", ToolStatus.PASSED}, ends
+    assert workers.workers is not None and workers.workers.started == 1
 
 
 def test_calls_made_together_send_the_compiled_component_once(

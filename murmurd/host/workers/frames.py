@@ -15,6 +15,7 @@ not of its model is a protocol error, never a guess.
 
 from __future__ import annotations
 
+import array
 import os
 import socket
 import struct
@@ -261,10 +262,8 @@ def send_control(sock: socket.socket, message: Control, fds: list[int] | None = 
     """Send whole or not at all. With `wait=False` a full socket (a worker that stopped reading)
     raises `BlockingIOError` instead of blocking the sender."""
     body, flags = control_bytes(message), 0 if wait else socket.MSG_DONTWAIT
-    if fds:
-        socket.send_fds(sock, [body], fds, flags)
-    else:
-        sock.send(body, flags)
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))] if fds else []
+    sock.sendmsg([body], rights, flags)  # not `socket.send_fds`: Python 3.11's drops its flags
 
 
 def receive_control(sock: socket.socket) -> tuple[Control | None, list[int]]:

@@ -122,8 +122,8 @@ class _Worker:
 
     def open_call(self, call_id: int, theirs: socket.socket, artifact: str, guard: CallGuard) -> None:
         wait, deadline = _wait_bound(guard)
-        self._control(Control(op="call", id=call_id, artifact=artifact, wait_seconds=wait, deadline_seconds=deadline),
-                      [theirs.fileno()])
+        self._control(Control(op="call", id=call_id, artifact=artifact, wait_seconds=wait if math.isfinite(wait) else None,
+                              deadline_seconds=deadline if math.isfinite(deadline) else None), [theirs.fileno()])
 
     def cancel(self, call_id: int, reason: str) -> None:
         """Never blocks (the event loop cancels); a worker that cannot take it is stopped."""
@@ -299,14 +299,17 @@ class _Call:
             self.guard.watched_by(remote)  # a cancel that came first is sent now
             try:
                 ours.settimeout(max(0.001, self.due - time.monotonic()))  # a stopped worker reads nothing
-                if early:
-                    if sent < len(early):  # nothing more to write when all went early: the worker may be done already
-                        ours.sendall(memoryview(early)[sent:])
-                else:
-                    frames.send_raw(ours, request)
-                if compiled is not None:
-                    frames.send_raw(ours, compiled)
-                return self._read(ours)
+                try:
+                    if early:
+                        if sent < len(early):  # nothing more to write when all went early: the worker may be done already
+                            ours.sendall(memoryview(early)[sent:])
+                    else:
+                        frames.send_raw(ours, request)
+                    if compiled is not None:
+                        frames.send_raw(ours, compiled)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the worker answered before it read the rest (a call that expired or was cancelled queued)
+                return self._read(ours)  # its answer, or the end of the socket if it is gone
             except TimeoutError:
                 raise self._overdue() from None
             except (OSError, frames.FrameError) as exc:

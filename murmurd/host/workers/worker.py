@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 import os
 import select
@@ -42,9 +43,12 @@ from murmurd.host.workers import frames
 from murmurd.host.workers.runners import PlaceRunners
 from murmurd.host.workers.frames import COMPONENT_MISSING, CallRequest, Denied, Done, Failed, InputRequest, Reply
 
+log = logging.getLogger("murmurd.host.workers")
+
 _EXTRA_FIELDS = ("seconds", "limit_bytes")
 MAX_EARLY_CANCELS = 4096  # cancels kept for calls not (or no longer) running here
 LOAD_WAIT_SECONDS = 120.0  # a call may wait this long for another call's bytes of its component to load
+MAX_POLL_MS = 3_600_000  # the control loop looks at its queue at least this often (poll's limit is ~24.8 days)
 
 
 class _DaemonSide(SessionContext):
@@ -105,18 +109,24 @@ class Worker:
                 message, fds = frames.receive_control(self.control)
             except frames.FrameError:
                 return  # the daemon is gone or closed us: nothing more will come
-            if message is not None and message.op == "call" and fds:
-                self._queue(message, socket.socket(fileno=fds[0]))
-                fds = fds[1:]
-            elif message is not None and message.op == "cancel":
-                self._cancel(message.id, message.reason or "cancelled")
-            for fd in fds:  # whatever else came (a malformed message's are closed already)
-                os.close(fd)
-            self._expire_queued()
+            try:
+                self._handle(message, fds)
+                self._expire_queued()
+            except Exception:  # noqa: BLE001 - one message's defect ends neither the worker nor its calls
+                log.exception("a control message failed in the WASM worker")
+
+    def _handle(self, message: frames.Control | None, fds: list[int]) -> None:
+        if message is not None and message.op == "call" and fds:
+            self._queue(message, socket.socket(fileno=fds[0]))
+            fds = fds[1:]
+        elif message is not None and message.op == "cancel":
+            self._cancel(message.id, message.reason or "cancelled")
+        for fd in fds:  # whatever else came (a malformed message's are closed already)
+            os.close(fd)
 
     def _queue(self, message: frames.Control, sock: socket.socket) -> None:
         now = time.monotonic()
-        wait = message.wait_seconds if message.wait_seconds is not None else LOAD_WAIT_SECONDS
+        wait = message.wait_seconds if message.wait_seconds is not None else math.inf  # None: no deadline bounds it
         queued = _Queued(message.id, sock, message.artifact or "?", now, now + max(0.0, wait),
                          message.deadline_seconds if message.deadline_seconds is not None else wait)
         queued.work = functools.partial(self._start_queued, queued)
@@ -137,8 +147,10 @@ class Worker:
     def _until_next_expiry(self) -> int | None:
         """Milliseconds until the first queued call's wait runs out (None: nothing queued)."""
         with self._guards_lock:
-            first = min((q.expires_at for q in self._queued.values()), default=None)
-        return None if first is None else max(0, math.ceil((first - time.monotonic()) * 1000))
+            first = min((q.expires_at for q in self._queued.values()), default=math.inf)
+        if math.isinf(first):
+            return None
+        return min(MAX_POLL_MS, max(0, math.ceil((first - time.monotonic()) * 1000)))
 
     def _expire_queued(self) -> None:
         now = time.monotonic()
