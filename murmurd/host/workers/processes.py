@@ -322,13 +322,10 @@ class _Call:
         """What of `early` the fresh socket's buffer takes without waiting (no one reads it yet)."""
         if not early:
             return 0
-        sock.setblocking(False)
         try:
-            return sock.send(early)
+            return sock.send(early, socket.MSG_DONTWAIT)
         except BlockingIOError:
             return 0
-        finally:
-            sock.setblocking(True)
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:

@@ -102,7 +102,8 @@ class Worker:
         poller = select.poll()
         poller.register(self.control, select.POLLIN)
         while True:
-            if not poller.poll(self._until_next_expiry()):
+            wait = self._until_next_expiry()
+            if wait is not None and not poller.poll(wait):  # with nothing queued, the receive waits
                 self._expire_queued()
                 continue
             try:
@@ -208,10 +209,13 @@ class Worker:
     def _await_request(self, sock: socket.socket) -> None:
         """A small request is written before its socket is passed; a large one after. While none
         of it is here the place is given up (`RunGate.away`), so no other call waits on a socket."""
+        try:
+            if sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT):
+                return
+        except BlockingIOError:
+            pass
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        if poller.poll(0):
-            return
         with self.host.gate.away(_never):
             poller.poll()  # readable, or closed: the read that follows tells which
 
