@@ -8,7 +8,8 @@ other threads for one lock and one address space. A worker has its own of each, 
 costs the daemon a socket's write and a few reads.
 
 The calling thread (a pool thread, as for a call in this process) makes a socket pair for the
-call, passes one end to the worker over its control socket, and reads its own end until the
+call, writes a small request into it, passes one end to the worker over its control socket
+(with how long the call may wait there for a place), and reads its own end until the
 call is done: chunks go to the caller's sinks, an input request is answered from the caller's
 session on this thread (blocking, as a host import does), an egress denial is reported to it.
 A cancel of the call's guard, or of a guard it is nested in, reaches the worker as a `cancel`

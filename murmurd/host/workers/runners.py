@@ -1,8 +1,8 @@
 """The threads a worker process runs its calls on: as few as keep its run gate's places busy.
 
 A thread per call, as a thread pool gives, costs the worker more than the calls' own work when
-many arrive at once (`bench/throughput.py`, 16 callers on one worker with one place: about
-5 ms of the worker's CPU per call against 3.3 ms one at a time): every call takes its turn at
+many arrive at once (16 callers on one worker with one place: about 5 ms of the worker's CPU
+per call against 3.3 ms one at a time; `bench/worker_calls.py`): every call takes its turn at
 the one place on a thread of its own, so each turn is a sleep and a wake-up, and the guest's
 stores are mapped and unmapped on a different thread each time. Here a call is queued until a
 thread holds a place for it (`RunGate.call`: the call's store then runs inside that place), and

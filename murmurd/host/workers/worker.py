@@ -3,8 +3,10 @@ calls, so their guest code, their stores' memory and wasmtime's calls into Pytho
 another interpreter lock and in another address space than the daemon's loop.
 
 `python -m murmurd.host.workers.worker FD`: FD is the control socket (`SOCK_SEQPACKET`) the
-daemon passed. Each `call` on it brings the call's own socket; the call runs on a thread of
-this process, in a fresh store as any call does, with the limits, preopen, log and egress
+daemon passed. Each `call` on it brings the call's own socket; the call is queued until a
+thread holds one of the host's run-gate places for it (`runners.py`; a cancel or the end of its
+deadline answers it where it waits), and runs in a fresh store as any call does, with the
+limits, preopen, log and egress
 policy of its grant (the paths are the daemon's: same user, same file system, reached through
 `workdir_fs` without following a symlink). What the guest asks of its session (a chunk, a
 reply, a refused request) goes back on the call's socket. The process ends when the daemon
