@@ -36,6 +36,11 @@ POLL_SECONDS = 0.05  # how often a call waiting for a place looks at its stop co
 Stop = Callable[[], bool]
 
 
+def never() -> bool:
+    """A `Stop` that never stops a wait: for a caller that waits until it has a place."""
+    return False
+
+
 class GateWaitCancelled(Exception):
     """The call was stopped (cancelled, or past a deadline) while it waited for a place."""
 

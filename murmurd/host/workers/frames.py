@@ -152,9 +152,14 @@ def encode(frame: _Frame) -> bytes:
 
 def framed(body: bytes) -> bytes:
     """A frame body with its length before it, in one buffer (for a small frame sent in parts)."""
+    return _length(body) + body
+
+
+def _length(body: bytes | bytearray) -> bytes:
+    """A frame's length prefix; `FrameError` for a body over the limit."""
     if len(body) > MAX_FRAME:
         raise FrameError(f"a frame of {len(body)} bytes is over the {MAX_FRAME}-byte limit")
-    return _LENGTH.pack(len(body)) + body
+    return _LENGTH.pack(len(body))
 
 
 def send_chunk(sock: socket.socket, text: str, *, thinking: bool = False) -> None:
@@ -165,9 +170,7 @@ def send_chunk(sock: socket.socket, text: str, *, thinking: bool = False) -> Non
 
 
 def send_raw(sock: socket.socket, data: bytes | bytearray) -> None:
-    if len(data) > MAX_FRAME:
-        raise FrameError(f"a frame of {len(data)} bytes is over the {MAX_FRAME}-byte limit")
-    _send_parts(sock, _LENGTH.pack(len(data)), data)
+    _send_parts(sock, _length(data), data)
 
 
 def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
@@ -177,21 +180,23 @@ def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
     views = [memoryview(part).cast("B") for part in parts if len(part)]
     timeout = sock.gettimeout()
     due = time.monotonic() + timeout if timeout else None  # for the whole frame, as `sendall`
+    narrowed = False  # the socket's timeout is changed only for a frame that needs a second send
     try:
         while views:
-            if due is not None:
-                left = due - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("timed out sending a frame")
-                sock.settimeout(left)
             sent = sock.sendmsg(views)
             while sent and views:
                 if sent >= len(views[0]):
                     sent -= len(views.pop(0))
                 else:
                     views[0], sent = views[0][sent:], 0
+            if views and due is not None:
+                left = due - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("timed out sending a frame")
+                sock.settimeout(left)
+                narrowed = True
     finally:
-        if due is not None:
+        if narrowed:
             sock.settimeout(timeout)
 
 

@@ -121,8 +121,8 @@ class _Worker:
                     self.control.settimeout(None)
             self.ready = True
 
-    def open_call(self, call_id: int, theirs: socket.socket, artifact: str, guard: CallGuard) -> None:
-        wait, deadline = _wait_bound(guard)
+    def open_call(self, call_id: int, theirs: socket.socket, artifact: str, guards: list[GuardSpec]) -> None:
+        wait, deadline = _wait_bound(guards)
         self._control(Control(op="call", id=call_id, artifact=artifact, wait_seconds=wait if math.isfinite(wait) else None,
                               deadline_seconds=deadline if math.isfinite(deadline) else None), [theirs.fileno()])
 
@@ -283,16 +283,17 @@ class _Call:
         sent_before = key in self.worker.components and not with_bytes
         self.worker.components.add(key)  # before the bytes are made: a call a moment later sends none
         compiled = None if sent_before else bytes(self.loaded.component.serialize())
+        guards = _guard_specs(self.guard)
         request = frames.encode(CallRequest(
             artifact=self.loaded.name, sha256=self.loaded.sha256, compiled=compiled is not None,
-            data=tool_input.data, log_path=tool_input.log_path, grant=_grant_spec(grant), guards=_guard_specs(self.guard)))
+            data=tool_input.data, log_path=tool_input.log_path, grant=_grant_spec(grant), guards=guards))
         early = frames.framed(request) if len(request) <= PRESEND_BYTES else b""
         remote = _RemoteCancel(self.worker, self.call_id, self.guard)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with ours:
             try:
                 sent = self._presend(ours, early)  # there when the worker takes the call: it need not wait
-                self.worker.open_call(self.call_id, theirs, self.loaded.name, self.guard)
+                self.worker.open_call(self.call_id, theirs, self.loaded.name, guards)
             except OSError as exc:
                 raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
             finally:
@@ -426,18 +427,15 @@ def _grant_spec(grant: CallGrant) -> GrantSpec:
                                        instances=limits.instances, deadline_seconds=limits.deadline_seconds))
 
 
-def _wait_bound(guard: CallGuard) -> tuple[float, float]:
+def _wait_bound(guards: list[GuardSpec]) -> tuple[float, float]:
     """How long the call may wait in the worker for a place, as in-process (`ComponentHost._place`):
-    its own deadline, or less of what is left of a call it is nested in; and the nominal deadline
-    that bound is (what a `DeadlineExceeded` names)."""
-    now = time.monotonic()
-    wait, deadline = guard.deadline_seconds, guard.deadline_seconds
-    outer = guard.parent
-    while outer is not None:
-        left = outer.deadline_at - now
-        if left < wait:
-            wait, deadline = max(0.0, left), outer.deadline_seconds
-        outer = outer.parent
+    its own deadline, or less of what is left of a call it is nested in (`_guard_specs`: the
+    call's own first); and the nominal deadline that bound is (what a `DeadlineExceeded` names)."""
+    own, *outers = guards
+    wait, deadline = own.deadline_seconds, own.deadline_seconds
+    for outer in outers:
+        if outer.remaining is not None and outer.remaining < wait:
+            wait, deadline = max(0.0, outer.remaining), outer.deadline_seconds
     return wait, deadline
 
 

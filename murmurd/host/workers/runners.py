@@ -23,15 +23,11 @@ import threading
 from collections import deque
 from collections.abc import Callable
 
-from murmurd.host.run_gate import RunGate
+from murmurd.host.run_gate import RunGate, never
 
 log = logging.getLogger("murmurd.host.workers")
 
 IDLE_SECONDS = 30.0  # a thread with no call queued this long ends
-
-
-def _never() -> bool:
-    return False  # a runner waits for a place until it has one: places come back within a quantum
 
 
 class PlaceRunners:
@@ -100,7 +96,7 @@ class PlaceRunners:
         try:
             while told or self._await_work():
                 told, contending = False, True
-                with self._gate.call(_never):
+                with self._gate.call(never):  # places come back within a quantum: it waits until it has one
                     with self._lock:
                         self._contending -= 1
                     contending = False

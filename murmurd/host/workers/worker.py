@@ -39,6 +39,7 @@ from murmurd.host.http_egress import EgressDenial
 from murmurd.host.interrupt import CallGuard
 from murmurd.host.limits import Limits
 from murmurd.host.loaded import LoadedComponent
+from murmurd.host.run_gate import never
 from murmurd.host.values import ToolInput
 from murmurd.host.wasi import CallGrant
 from murmurd.host.workers import frames
@@ -218,7 +219,7 @@ class Worker:
             pass
         poller = select.poll()
         poller.register(sock, select.POLLIN)
-        with self.host.gate.away(_never):
+        with self.host.gate.away(never):
             poller.poll()  # readable, or closed: the read that follows tells which
 
     def _outcome(self, call_id: int, request: CallRequest, sock: socket.socket, arrived: float) -> Done | Failed:
@@ -259,7 +260,7 @@ class Worker:
             if loaded is None:
                 loaded = self.host.load_compiled(bytes(compiled), name=request.artifact, sha256=request.sha256)
         except HostError as exc:
-            return Failed(error=type(exc).__name__, artifact=exc.artifact, cause=exc.cause)
+            return _failed(exc)
         finally:
             with self._loaded:  # loaded or not, in one step: a waiter sees one or the other
                 if loaded is not None:
@@ -285,10 +286,6 @@ class Worker:
             return Failed(error="HostError", artifact=loaded.name, cause=f"the WASM worker failed: {exc!r}")
         return Done(status=result.status.value, summary=result.summary, data=result.data, data_path=result.data_path,
                     truncated=result.truncated, metadata=list(result.metadata))
-
-
-def _never() -> bool:
-    return False
 
 
 def _failed(exc: HostError) -> Failed:
