@@ -103,3 +103,26 @@ def test_threads_with_nothing_queued_end() -> None:
             break
         ended.wait(0.05)
     assert ended.is_set(), f"{runners.threads} threads still waiting for work"
+
+
+def test_work_no_thread_can_run_is_refused_and_not_left_queued(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No thread runs and none can start: `submit` says so (the worker answers the call that
+    failed), and nothing stays queued for a thread that will never come."""
+    runners = PlaceRunners(RunGate(1, quantum=600))
+
+    def start(_thread: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    ran: list[int] = []
+    try:
+        runners.submit(lambda: ran.append(1))
+    except RuntimeError as exc:
+        assert "can't start new thread" in str(exc)
+    else:
+        raise AssertionError("submit took work no thread will run")
+    assert runners.threads == 0
+    assert not runners._queue, "the refused work stays queued"
+    monkeypatch.undo()
+    names = _names_of_threads_that_ran(runners, 3)  # threads start again: the queue works
+    assert names and ran == []
