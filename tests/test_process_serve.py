@@ -22,6 +22,20 @@ def _built(artifacts) -> None:
     artifacts.example("echo")
 
 
+def _task_ends(served, task_id: str, timeout: float = 60) -> list[dict]:
+    """The task's `task_end` lines, once its trace holds one (waited for, never assumed)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        events = served.all_events()
+        ends = [e for e in events if e["event_type"] == "task_end" and e.get("task_id") == task_id]
+        if ends:
+            return ends
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no task_end for {task_id} after {timeout}s; the traces hold "
+                                 f"{[e['event_type'] for e in events]}")
+        time.sleep(0.05)
+
+
 def _message(text: str) -> dict:
     return {"message": {"messageId": f"m{time.monotonic_ns()}", "role": "user", "parts": [{"text": text}]}}
 
@@ -118,7 +132,7 @@ def test_an_unanswered_request_input_ends_the_task_and_its_cli(tmp_path: Path, a
             served.wait_state(task["id"], "input-required", timeout=300)
             failed = served.wait_state(task["id"], "failed", timeout=300)
             assert cli_processes(tmp_path) == []  # the task's end took the CLI with it
-            ends = [e for e in served.all_events() if e["event_type"] == "task_end"]
+            ends = _task_ends(served, task["id"])
     assert [e["exit_status"] for e in ends] == ["failed"]
     assert ends[0]["error"] == "input-timeout"  # the tool's abort ended the task, not the CLI's own answer
     assert clikit.ANSWER_PREFIX not in json.dumps(failed)

@@ -27,6 +27,8 @@ from typing import Any
 from wasmtime import Engine
 from wasmtime.component import Component, Func, Linker, ResourceAny, Variant
 
+from murmurd.host.prelinked import instantiate
+
 _WAT = r'''
 (component
   (import "wasi:http/types@VERSION" (instance $types
@@ -198,7 +200,7 @@ class Forwarder:
     @classmethod
     def instantiate(cls, store: Any, source: ForwarderSource, version: str) -> Forwarder:
         linker, component = source.prepare(version)
-        instance = linker.instantiate(store, component)
+        instance = instantiate(linker, store, component, "the wasi:http forwarder")
         target, forward = (instance.get_func(store, name) for name in ("target", "forward"))
         if target is None or forward is None:  # pragma: no cover - the text above exports both
             raise RuntimeError("the wasi:http forwarder does not export target and forward")

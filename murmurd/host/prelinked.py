@@ -17,17 +17,44 @@ component and shared by every call and thread:
 What stays per call is everything a guest could observe or change: the `Store` (its memories,
 globals and tables), its WASI context (environment, preopen, output files), its limits and its
 `CallGuard`. Isolation is the store's: two calls through one `PreLinked` share no guest state.
+
+Instantiation is tried again when the kernel refuses, for a moment, what wasmtime needs for a
+module's first instance in this process: its copy-on-write memory image is a sealed memfd, and
+sealing fails with EBUSY while the kernel still holds the just-written pages (seen on a loaded
+two-core machine, where a driver's first turn failed with "cannot add seals to the memfd").
+wasmtime builds that image lazily and keeps no failure, so a second try builds it afresh.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 
-from wasmtime import Store
+from wasmtime import Store, WasmtimeError
 from wasmtime.component import Component, ExportIndex, Func, Instance, Linker
 
 from murmurd.host.errors import ContractError
+
+log = logging.getLogger("murmurd.host.prelinked")
+
+INSTANTIATE_ATTEMPTS = 3
+_PASSING_REFUSALS = ("cannot add seals to the memfd", "cannot create a memfd")
+
+
+def instantiate(linker: Linker, store: Store, component: Component, name: str) -> Instance:
+    """`linker.instantiate`, tried again (up to `INSTANTIATE_ATTEMPTS` in all) when the kernel
+    refused the memory image's memfd for a moment. Any other failure is raised at once."""
+    for attempt in range(1, INSTANTIATE_ATTEMPTS):
+        try:
+            return linker.instantiate(store, component)
+        except WasmtimeError as exc:
+            refusal = next((r for r in _PASSING_REFUSALS if r in str(exc)), None)
+            if refusal is None:
+                raise
+            log.warning("instantiating %s: %s (attempt %d of %d); trying again",
+                        name, refusal, attempt, INSTANTIATE_ATTEMPTS)
+    return linker.instantiate(store, component)
 
 
 @dataclass
@@ -55,7 +82,7 @@ class PreLinked:
 
     def instantiate(self, store: Store) -> Instance:
         """A new instance of the component in `store` (a fresh store per call, or a hook's)."""
-        return self.linker.instantiate(store, self.component)
+        return instantiate(self.linker, store, self.component, self.name)
 
     def export_index(self, interface: str, function: str) -> ExportIndex | None:
         """The component-level index of `interface#function`, resolved at its first use."""
