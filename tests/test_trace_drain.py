@@ -100,3 +100,74 @@ def _names(fd: int) -> str | None:
         return os.readlink(f"/proc/self/fd/{fd}")
     except FileNotFoundError:
         return None
+
+
+async def test_lines_wake_the_drain_once_per_linger_and_a_barrier_at_once(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2, linger_seconds=3600)  # lines alone would wait an hour
+    writers = [TraceWriter(tmp_path, f"t{k}.jsonl", f"ses_{k}", drain=drain) for k in range(10)]
+    for n in range(20):
+        for writer in writers:
+            writer.write("tick", n=n)
+    assert drain.wakes == 1  # 200 lines of 10 traces: one thread told to watch the clock
+    assert all(writer.path.read_text() == "" for writer in writers)  # and none written yet
+    await writers[3].flush()  # a barrier hurries the drain: every waiting trace is written
+    assert drain.wakes == 2
+    assert [json.loads(line)["n"] for line in writers[3].path.read_text().splitlines()] == list(range(20))
+    await asyncio.gather(*(writer.aclose() for writer in writers))
+    for writer in writers:
+        assert [json.loads(line)["n"] for line in writer.path.read_text().splitlines()] == list(range(20))
+
+
+async def test_a_line_reaches_the_file_after_the_linger_with_no_barrier(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2, linger_seconds=0.05)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    writer.write("alone")
+    deadline = asyncio.get_running_loop().time() + 60
+    while writer.path.read_text() == "":  # waits for the drain's own clock, nothing else
+        assert asyncio.get_running_loop().time() < deadline, "the line was never written"
+        await asyncio.sleep(0.01)
+    assert json.loads(writer.path.read_text())["event_type"] == "alone"
+    await writer.aclose()
+
+
+def test_a_blocking_barrier_writes_the_queued_lines_on_its_own_thread(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=2, linger_seconds=3600)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    for n in range(5):
+        writer.write("tick", n=n)
+    assert drain.wakes == 1
+    writer.flush_blocking(timeout=60)  # the drain's thread watches an hour's clock: this one writes
+    assert [json.loads(line)["n"] for line in writer.path.read_text().splitlines()] == list(range(5))
+    assert drain.wakes == 1  # nobody was woken for the barrier
+    writer.write("after")  # the trace is the drain's again
+    writer.close(timeout=60)
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()][-1] == "after"
+
+
+def test_blocking_barriers_racing_the_drain_each_see_their_lines(tmp_path: Path) -> None:
+    """Threads write and flush their traces while the drain writes them too (a linger of 1 ms):
+    after every `flush_blocking` the file holds every line its thread queued before it, in order."""
+    drain = TraceDrain(threads=2, linger_seconds=0.001)
+    writers = [TraceWriter(tmp_path, f"t{k}.jsonl", f"ses_{k}", drain=drain) for k in range(8)]
+    failures: list[str] = []
+
+    def produce(mine: list[TraceWriter]) -> None:
+        for n in range(300):
+            for writer in mine:
+                writer.write("tick", n=n)
+            if n % 25 == 24:
+                for writer in mine:
+                    writer.flush_blocking(timeout=60)
+                    seen = [json.loads(line)["n"] for line in writer.path.read_text().splitlines()]
+                    if seen[: n + 1] != list(range(n + 1)):
+                        failures.append(f"{writer.path.name} after {n}: {len(seen)} lines")
+
+    threads = [threading.Thread(target=produce, args=(writers[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert failures == []
+    for writer in writers:
+        writer.close(timeout=60)
+        assert [json.loads(line)["n"] for line in writer.path.read_text().splitlines()] == list(range(300))

@@ -12,6 +12,12 @@ handed to one drain thread at a time, which writes what is queued and flushes th
 session's lines stay in order; the threads exit after `IDLE_SECONDS` with nothing to write, so an
 idle process (and an idle session) holds no thread for its traces.
 
+Waking a thread costs more than writing a line, so the drain wakes for lines at most once per
+`LINGER_SECONDS` and writes what has gathered by then; a barrier or a close wakes it at once. A
+barrier from a thread that may block (`flush_blocking`) writes the queued lines itself when no
+drain thread is writing that trace: the drain is not woken, and the caller waits for no other
+thread. A line reaches the file at a barrier or within about `LINGER_SECONDS`.
+
 A failed write is sticky: the writer stops writing, and every later `write` or `flush` raises
 `TraceWriteError` naming the first event that could not be written ("E-RUN-007: cannot write
 task_start to trace ..."). The session decides what that means (it ends the session for every
@@ -60,6 +66,7 @@ ALWAYS_PRESENT: dict[str, frozenset[str]] = {
 
 _CLOSE = object()  # the queue item after which the writer closes the file
 DRAIN_THREADS = 2  # every trace of the process is written by at most this many threads
+LINGER_SECONDS = 0.02  # lines wait at most about this long for a drain thread, barriers never
 
 
 def trace_line(event: dict[str, Any]) -> str:
@@ -71,13 +78,18 @@ class TraceDrain:
     demand, each gone after `idle_seconds` without work. A writer is in the ready queue at most
     once, so only one thread writes a given trace at a time."""
 
-    def __init__(self, threads: int = DRAIN_THREADS, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(self, threads: int = DRAIN_THREADS, idle_seconds: float = IDLE_SECONDS,
+                 linger_seconds: float = LINGER_SECONDS) -> None:
         self.max_threads = threads
         self.idle_seconds = idle_seconds
+        self.linger_seconds = linger_seconds
         self.lock = threading.Condition()  # guards this drain and every writer's queue
         self._ready: deque[TraceWriter] = deque()
+        self._due: float | None = None  # when the lines waiting in `_ready` are to be written
+        self._hurry = False  # a writer in `_ready` holds a barrier or a close: write now
         self._threads = 0
         self._idle = 0
+        self.wakes = 0  # times a thread was woken or started for work (read by tests and benches)
 
     @property
     def threads(self) -> int:
@@ -85,28 +97,68 @@ class TraceDrain:
         with self.lock:
             return self._threads
 
-    def schedule(self, writer: TraceWriter) -> None:
-        """Called under `lock`: `writer` has events and no thread on it yet."""
+    def schedule(self, writer: TraceWriter, urgent: bool) -> None:
+        """Called under `lock`: `writer` has items queued and no thread on it yet; `urgent` when
+        one of them is a barrier or a close."""
+        lines_waiting = self._due is not None
         self._ready.append(writer)
+        if self._due is None:
+            self._due = time.monotonic() + self.linger_seconds
+        if urgent:
+            self.hurry()
+        elif not lines_waiting:  # the first lines of a linger: a thread must watch the clock
+            self._wake()
+
+    def hurry(self) -> None:
+        """Called under `lock`: a writer in the ready queue holds a barrier or a close."""
+        if not self._hurry:
+            self._hurry = True
+            self._wake()
+
+    def _wake(self) -> None:
+        self.wakes += 1
         if self._idle:
             self.lock.notify()
         elif self._threads < self.max_threads:
             self._threads += 1
             threading.Thread(target=self._run, name=f"murmurd-trace-{self._threads}", daemon=True).start()
 
+    def unready(self, writer: TraceWriter) -> None:
+        """Called under `lock`: `writer` leaves the ready queue (its caller writes it instead)."""
+        self._ready.remove(writer)
+        if not self._ready:
+            self._due, self._hurry = None, False
+
+    def _requeue(self, writer: TraceWriter, urgent: bool) -> None:
+        """Called under `lock` by a drain thread: `writer` got more items while it was written."""
+        self._ready.append(writer)
+        if self._due is None:
+            self._due = time.monotonic() + self.linger_seconds
+        self._hurry = self._hurry or urgent
+
+    def _wait(self, seconds: float) -> None:
+        self._idle += 1
+        try:
+            self.lock.wait(seconds)
+        finally:
+            self._idle -= 1
+
     def _run(self) -> None:
         with self.lock:
             try:
                 while True:
                     if not self._ready:
-                        self._idle += 1
-                        try:
-                            self.lock.wait(self.idle_seconds)
-                        finally:
-                            self._idle -= 1
+                        self._wait(self.idle_seconds)
                         if not self._ready:
                             return
+                        continue
+                    left = 0.0 if self._hurry or self._due is None else self._due - time.monotonic()
+                    if left > 0:
+                        self._wait(left)
+                        continue
                     writer = self._ready.popleft()
+                    if not self._ready:
+                        self._due, self._hurry = None, False
                     items = writer._take()
                     self.lock.release()
                     try:
@@ -136,6 +188,8 @@ class TraceWriter:
         self._cond = self._drain.lock
         self._pending: deque[Any] = deque()  # events, barriers and _CLOSE, in order
         self._scheduled = False  # queued on the drain or being written by one of its threads
+        self._writing = False  # a thread (a drain's, or one in flush_blocking) is writing a batch
+        self._urgent = False  # a barrier or the close is among the queued items
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
         if fd is not None:
@@ -181,10 +235,19 @@ class TraceWriter:
         self._raise_if_failed()
 
     def flush_blocking(self, timeout: float | None = None) -> None:
-        """`flush` for a caller that is not on an event loop (a worker thread)."""
-        barrier = self._barrier()
-        if barrier is not None:
-            barrier.result(timeout)
+        """`flush` for a caller that is not on an event loop (a worker thread). What is queued is
+        written on the calling thread when no drain thread is writing this trace; else the
+        caller waits (up to `timeout`) for the drain to write past its barrier."""
+        items = self._claim()
+        if items is not None:
+            try:
+                self._write_batch(items)
+            finally:
+                self._unclaim()
+        else:
+            barrier = self._barrier()
+            if barrier is not None:
+                barrier.result(timeout)
         self._raise_if_failed()
 
     async def aclose(self) -> None:
@@ -217,11 +280,36 @@ class TraceWriter:
             self._append(item)
 
     def _append(self, item: Any) -> None:
-        """Called under the lock: queue `item`, and hand the writer to the drain if it has no thread."""
+        """Called under the lock: queue `item`, and hand the writer to the drain if it has no
+        thread; a barrier or the close hurries the drain (a line may wait for the linger)."""
         self._pending.append(item)
+        urgent = not isinstance(item, dict)
+        self._urgent = self._urgent or urgent
         if not self._scheduled:
             self._scheduled = True
-            self._drain.schedule(self)
+            self._drain.schedule(self, self._urgent)
+        elif urgent and not self._writing:  # waiting in the ready queue: hurry it
+            self._drain.hurry()
+
+    def _claim(self) -> list[Any] | None:
+        """Everything queued, taken off the drain for the calling thread to write ([]: nothing
+        is queued, or nothing more will be written); None while a drain thread writes it."""
+        with self._cond:
+            if self._closed or self._failure is not None or not self._scheduled:
+                return []
+            if self._writing:
+                return None
+            self._drain.unready(self)  # scheduled and not being written: it waits there
+            return self._take()
+
+    def _unclaim(self) -> None:
+        """After the calling thread's batch: to the drain if more was queued meanwhile."""
+        with self._cond:
+            self._writing = False
+            if self._pending:
+                self._drain.schedule(self, self._urgent)
+            else:
+                self._scheduled = False
 
     def _barrier(self) -> concurrent.futures.Future[None] | None:
         barrier: concurrent.futures.Future[None] = concurrent.futures.Future()
@@ -262,15 +350,17 @@ class TraceWriter:
     # -- a drain thread ------------------------------------------------------------------------
 
     def _take(self) -> list[Any]:
-        """Under the lock: everything queued, for one batch."""
+        """Under the lock: everything queued, for one batch (its thread the trace's only writer)."""
         items = list(self._pending)
         self._pending.clear()
+        self._writing, self._urgent = True, False
         return items
 
     def _done_batch(self) -> None:
         """Under the lock: back to the drain if more was queued meanwhile, else off it."""
+        self._writing = False
         if self._pending:
-            self._drain._ready.append(self)
+            self._drain._requeue(self, self._urgent)
         else:
             self._scheduled = False
 
