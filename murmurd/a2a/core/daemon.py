@@ -33,6 +33,7 @@ from murmurd.a2a.core.runs import CANCEL_WAIT_SECS, INPUT_TIMEOUT, Run, Runner
 from murmurd.a2a.core.stream import EventLog
 from murmurd.a2a.core.submitting import Intake
 from murmurd.a2a.core.task_log import TaskLog
+from murmurd.a2a.core.waiters import TaskWaiters
 from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState, new_context_id, new_message_id, new_task_id
 from murmurd.a2a.peers.outbound import PeerHeaders
 from murmurd.a2a.peers.peer import PeerClient
@@ -114,7 +115,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._seen_task = False
         self._task_md: set[str] = set()  # ids of the launch task (`--task`)
         self._launch_ended = False
-        self._changed = asyncio.Condition()
+        self._waiters = TaskWaiters()  # blocked callers, woken by their own task's changes
         self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._ending: set[str] = set()  # taken from `_unfinished`, their end being recorded
@@ -166,6 +167,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             if record not in self._queue and record.id not in self._running:
                 logger.warning("launch task %s was claimed elsewhere first; it runs there", record.id)
                 self._records.pop(record.id, None)
+                self._waiters.wake(record.id)
             return
         self._queue.append(record)
         self._schedule()
@@ -243,6 +245,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             self._traceparents.pop(record.id, None)
             if await self.coordination.hand_back(record):  # it waits for another daemon: forgotten here
                 self._records.pop(record.id, None)
+                self._waiters.wake(record.id)
                 continue
             await self._finish(record, TaskState.CANCELED, "canceled: daemon shutting down")
         await self.coordination.stop()

@@ -60,8 +60,7 @@ class Records:
         self.log.publish("status", record.id, record.status_frame(final), final=final)
         if final:
             self.retention.wake()  # retention may have pruned a context's last task
-        async with self._changed:
-            self._changed.notify_all()
+        self._waiters.wake(record.id)
 
     async def _finish_quietly(self, record: TaskRecord, state: TaskState, message: str) -> None:
         """`_finish` for a run's own exit paths: a store failure cannot escape into it."""
@@ -91,8 +90,7 @@ class Records:
         self.task_log.changed(brief)
         self._records.pop(record.id, None)
         self.log.publish("status", record.id, record.status_frame(True), final=True)
-        async with self._changed:
-            self._changed.notify_all()
+        self._waiters.wake(record.id)
 
     def _forget_history_file(self, context_id: str) -> None:
         """Remove `contexts/<context>/` (its history, off the loop) from the daemon's workdir."""

@@ -38,10 +38,9 @@ class Routing:
             await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
 
     async def _wait_terminal(self, record: TaskRecord, timeout: float) -> None:
-        async with self._changed:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(timeout):
-                    await self._changed.wait_for(lambda: record.state.terminal)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._waiters.wait_for(record.id, lambda: record.state.terminal)
 
     # -- what a coordination asks (murmurd.a2a.core.coordination.CoordinationHost) ----------
 
@@ -78,6 +77,7 @@ class Routing:
         if self._records.get(record.id) is record and (queued_too or record not in self._queue):
             self._records.pop(record.id, None)
             self._traceparents.pop(record.id, None)
+            self._waiters.wake(record.id)
 
     def live(self, task_id: str) -> TaskRecord | None:
         return self._records.get(task_id)
@@ -125,8 +125,7 @@ class Routing:
         """Forget a task this daemon does not run after all; a blocking caller waiting on it goes
         on to watch it wherever it runs (`wait_settled`)."""
         self._records.pop(record.id, None)
-        async with self._changed:
-            self._changed.notify_all()
+        self._waiters.wake(record.id)
 
     async def announce(self, record: TaskRecord, *, final: bool) -> None:
         await self._announce(record, final=final)

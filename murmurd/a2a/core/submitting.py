@@ -166,8 +166,7 @@ class Intake:
             return self.coordination.runs_elsewhere(record)
 
         if not elsewhere():
-            async with self._changed:
-                await self._changed.wait_for(lambda: settled() or elsewhere())
+            await self._waiters.wait_for(record.id, lambda: settled() or elsewhere())
         if settled():
             return record
         return await self.coordination.watch(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
