@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,108 @@ def test_blocking_barriers_racing_the_drain_each_see_their_lines(tmp_path: Path)
     for writer in writers:
         writer.close(timeout=60)
         assert [json.loads(line)["n"] for line in writer.path.read_text().splitlines()] == list(range(300))
+
+
+class _Paused(TraceWriter):
+    """A trace whose drain-thread batches wait for `go` (a slow write), and whose batches on a
+    thread named `flusher` wait for `flusher_go` (a switch at the worst moment)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.draining, self.go = threading.Event(), threading.Event()
+        self.flusher_paused, self.flusher_go = threading.Event(), threading.Event()
+
+    def _write_batch(self, items) -> None:  # type: ignore[no-untyped-def]
+        name = threading.current_thread().name
+        if name == "flusher":
+            self.flusher_paused.set()
+            self.flusher_go.wait(30)
+        elif name.startswith("murmurd-trace") and items:
+            self.draining.set()
+            self.go.wait(30)
+        super()._write_batch(items)
+
+
+def _until(condition, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.005)
+
+
+def test_a_blocking_barrier_on_an_idle_trace_takes_nothing_from_a_drain_thread(tmp_path: Path) -> None:
+    """Attack review: `flush_blocking` on an idle trace claimed nothing, yet released the trace
+    afterwards; a drain thread that had taken it meanwhile lost it, and a close then returned
+    before the lines were written (they were dropped)."""
+    drain = TraceDrain(threads=2, linger_seconds=0)
+    writer = _Paused(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    flusher = threading.Thread(target=writer.flush_blocking, kwargs={"timeout": 30}, name="flusher")
+    flusher.start()
+    _until(lambda: writer.flusher_paused.is_set() or not flusher.is_alive(), "the barrier ran")
+    writer.write("l1")
+    writer.write("l2")
+    assert writer.draining.wait(30)  # a drain thread is writing them, held
+    writer.flusher_go.set()
+    flusher.join(30)
+    closer = threading.Thread(target=writer.close, kwargs={"timeout": 30})
+    closer.start()
+    _until(lambda: writer._closed, "the close was asked for")
+    writer.go.set()
+    closer.join(30)
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()] == ["l1", "l2"]
+    assert writer.failure is None
+
+
+def test_a_barrier_while_a_close_is_queued_waits_for_the_close(tmp_path: Path) -> None:
+    """Attack review (older than the linger): a barrier taken while a close was queued returned
+    at once, before the lines queued ahead of it were in the file."""
+    drain = TraceDrain(threads=1, linger_seconds=0)
+    busy = _Paused(tmp_path, "busy.jsonl", "ses_busy", drain=drain)
+    busy.write("slow")
+    assert busy.draining.wait(30)  # the one drain thread is held by another trace
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    writer.write("l1")
+    closer = threading.Thread(target=writer.close, kwargs={"timeout": 30})
+    closer.start()
+    _until(lambda: writer._closed, "the close was queued")
+    seen: list[str] = []
+    flusher = threading.Thread(target=lambda: (writer.flush_blocking(timeout=30), seen.append(writer.path.read_text())))
+    flusher.start()
+    flusher.join(0.5)  # a barrier that does not wait returns here (and then finds no line)
+    busy.go.set()
+    flusher.join(30)
+    closer.join(30)
+    assert [json.loads(line)["event_type"] for line in seen[0].splitlines()] == ["l1"]
+    busy.close(timeout=30)
+
+
+def test_lines_with_blocking_barriers_keep_one_drain_thread(tmp_path: Path) -> None:
+    """Attack review: a drain thread woken for a line that a blocking barrier then wrote itself
+    ended at once, so a session's write-then-barrier started a thread per line."""
+    started = []
+
+    class Counting(TraceDrain):
+        def _run(self) -> None:
+            started.append(threading.current_thread().name)
+            super()._run()
+
+    drain = Counting(threads=2, idle_seconds=10)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    for n in range(500):
+        writer.write("tick", n=n)
+        writer.flush_blocking(timeout=30)
+    writer.close(timeout=30)
+    assert len(started) <= 2, f"{len(started)} drain threads started"
+    assert [json.loads(line)["n"] for line in writer.path.read_text().splitlines()] == list(range(500))
+
+
+def test_a_thread_waiting_out_a_long_linger_still_ends_when_idle(tmp_path: Path) -> None:
+    """Attack review: a drain thread in a linger wait whose lines a blocking barrier took slept
+    the whole linger (an hour here) instead of ending after `idle_seconds`."""
+    drain = TraceDrain(threads=2, idle_seconds=0.1, linger_seconds=3600)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    writer.write("tick")
+    _until(lambda: drain._idle > 0, "a thread waits")
+    writer.flush_blocking(timeout=30)
+    writer.close(timeout=30)
+    _until(lambda: drain.threads == 0, "the drain's threads ended")

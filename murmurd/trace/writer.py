@@ -89,6 +89,7 @@ class TraceDrain:
         self._hurry = False  # a writer in `_ready` holds a barrier or a close: write now
         self._threads = 0
         self._idle = 0
+        self._lingering = 0  # threads in a linger wait: they wake by the next `_due` on their own
         self.wakes = 0  # times a thread was woken or started for work (read by tests and benches)
 
     @property
@@ -106,7 +107,7 @@ class TraceDrain:
             self._due = time.monotonic() + self.linger_seconds
         if urgent:
             self.hurry()
-        elif not lines_waiting:  # the first lines of a linger: a thread must watch the clock
+        elif not lines_waiting and not self._lingering:  # the first lines: a thread must watch the clock
             self._wake()
 
     def hurry(self) -> None:
@@ -136,10 +137,10 @@ class TraceDrain:
             self._due = time.monotonic() + self.linger_seconds
         self._hurry = self._hurry or urgent
 
-    def _wait(self, seconds: float) -> None:
+    def _wait(self, seconds: float) -> bool:
         self._idle += 1
         try:
-            self.lock.wait(seconds)
+            return self.lock.wait(seconds)
         finally:
             self._idle -= 1
 
@@ -148,13 +149,17 @@ class TraceDrain:
             try:
                 while True:
                     if not self._ready:
-                        self._wait(self.idle_seconds)
-                        if not self._ready:
+                        woken = self._wait(self.idle_seconds)
+                        if not self._ready and not woken:  # a whole idle period: gone
                             return
                         continue
                     left = 0.0 if self._hurry or self._due is None else self._due - time.monotonic()
                     if left > 0:
-                        self._wait(left)
+                        self._lingering += 1
+                        try:
+                            self._wait(min(left, self.idle_seconds))
+                        finally:
+                            self._lingering -= 1
                         continue
                     writer = self._ready.popleft()
                     if not self._ready:
@@ -190,6 +195,7 @@ class TraceWriter:
         self._scheduled = False  # queued on the drain or being written by one of its threads
         self._writing = False  # a thread (a drain's, or one in flush_blocking) is writing a batch
         self._urgent = False  # a barrier or the close is among the queued items
+        self._closing: concurrent.futures.Future[None] | None = None  # done once a queued close is written
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
         if fd is not None:
@@ -224,27 +230,33 @@ class TraceWriter:
         """Wait until every event queued so far is written; `TraceWriteError` if one failed. Costs
         no thread hand-off when the drain has already written everything."""
         loop = asyncio.get_running_loop()
+        closing = None
         with self._cond:
-            if self._closed or self._failure is not None or not (self._scheduled or self._pending):
+            if self._closed:
+                barrier, closing = None, self._closing  # a close is queued: it is the barrier
+            elif self._failure is not None or not (self._scheduled or self._pending):
                 barrier = None  # nothing more will be written, or nothing is left to write
             else:
                 barrier = loop.create_future()
                 self._append((loop, barrier))
         if barrier is not None:
             await barrier
+        elif closing is not None and not closing.done():
+            await asyncio.wrap_future(closing)
         self._raise_if_failed()
 
     def flush_blocking(self, timeout: float | None = None) -> None:
         """`flush` for a caller that is not on an event loop (a worker thread). What is queued is
-        written on the calling thread when no drain thread is writing this trace; else the
-        caller waits (up to `timeout`) for the drain to write past its barrier."""
+        written on the calling thread when no drain thread is writing this trace (`timeout` does
+        not bound that: it is this thread's own file writes); else the caller waits (up to
+        `timeout`) for the drain to write past its barrier."""
         items = self._claim()
-        if items is not None:
+        if items:  # a claim: this thread is the trace's only writer until _unclaim
             try:
                 self._write_batch(items)
             finally:
                 self._unclaim()
-        else:
+        elif items is None:
             barrier = self._barrier()
             if barrier is not None:
                 barrier.result(timeout)
@@ -293,9 +305,12 @@ class TraceWriter:
 
     def _claim(self) -> list[Any] | None:
         """Everything queued, taken off the drain for the calling thread to write ([]: nothing
-        is queued, or nothing more will be written); None while a drain thread writes it."""
+        is queued, or nothing more will be written); None while a drain thread writes it or a
+        close is queued (the caller waits on a barrier)."""
         with self._cond:
-            if self._closed or self._failure is not None or not self._scheduled:
+            if self._closed:
+                return None  # a queued close is the barrier (`_barrier`)
+            if self._failure is not None or not self._scheduled:
                 return []
             if self._writing:
                 return None
@@ -314,7 +329,9 @@ class TraceWriter:
     def _barrier(self) -> concurrent.futures.Future[None] | None:
         barrier: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._cond:
-            if self._closed or self._failure is not None:
+            if self._closed:
+                return self._closing  # a close is queued (None: the file is closed): it is the barrier
+            if self._failure is not None:
                 return None  # nothing more will be written
             if not (self._scheduled or self._pending):
                 return None  # everything queued is written
@@ -325,7 +342,7 @@ class TraceWriter:
         """Close now if no drain thread has or will have this writer (True: closed, or was)."""
         with self._cond:
             if self._closed:
-                return True
+                return self._closing is None or self._closing.done()  # else wait for the queued close
             if self._scheduled or self._pending:
                 return False
             self._closed = True
@@ -337,8 +354,9 @@ class TraceWriter:
         done: concurrent.futures.Future[None] = concurrent.futures.Future()
         with self._cond:
             if self._closed:
-                return None
+                return self._closing  # closed by another caller: wait for its close too
             self._closed = True
+            self._closing = done
             self._append(_CLOSE)
             self._append(done)
         return done
