@@ -247,7 +247,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
                 self._records.pop(record.id, None)
                 self._waiters.wake(record.id)
                 continue
-            await self._finish(record, TaskState.CANCELED, "canceled: daemon shutting down")
+            await self._finish_quietly(record, TaskState.CANCELED, "canceled: daemon shutting down")
         await self.coordination.stop()
         for task in self._background:
             task.cancel()

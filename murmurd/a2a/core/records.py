@@ -30,10 +30,16 @@ class HistoryUnreadable(RuntimeError):
 
 class Records:
     async def _finish(self, record: TaskRecord, state: TaskState, message: str | None) -> None:
+        """The task's terminal state, stored and published. Its blocked callers are woken
+        whatever the store did: refused as another daemon's (`put` False: nothing published) or
+        failed (raised: the caller falls back or answers the error), the state they read is set."""
         record.state = state
         record.status_message = message
-        await self._save(record, final=True)
-        self._records.pop(record.id, None)
+        try:
+            await self._save(record, final=True)
+            self._records.pop(record.id, None)
+        finally:
+            self._waiters.wake(record.id)
 
     async def _save(self, record: TaskRecord, *, final: bool, new: bool = False, exclusive: bool = False) -> bool:
         """Store, count and publish the record's state; False (nothing published) when the store

@@ -74,7 +74,8 @@ class Routing:
         self._traceparents[record.id] = traceparent
 
     def release(self, record: TaskRecord, *, queued_too: bool = False) -> None:
-        if self._records.get(record.id) is record and (queued_too or record not in self._queue):
+        if (self._records.get(record.id) is record and record.id not in self._running
+                and (queued_too or record not in self._queue)):  # a claim loop may have started it
             self._records.pop(record.id, None)
             self._traceparents.pop(record.id, None)
             self._waiters.wake(record.id)
