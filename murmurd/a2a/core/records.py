@@ -30,15 +30,15 @@ class HistoryUnreadable(RuntimeError):
 
 class Records:
     async def _finish(self, record: TaskRecord, state: TaskState, message: str | None) -> None:
-        """The task's terminal state, stored and published. Its blocked callers are woken
-        whatever the store did: refused as another daemon's (`put` False: nothing published) or
-        failed (raised: the caller falls back or answers the error), the state they read is set."""
+        """The task's terminal state, stored and published (its blocked callers woken). Refused
+        as another daemon's (`put` False: nothing published), its callers are woken here; when
+        the store raises, the caller falls back to a brief record (`_finish_quietly`, which wakes
+        them once it is stored) or wakes them itself."""
         record.state = state
         record.status_message = message
-        try:
-            await self._save(record, final=True)
-            self._records.pop(record.id, None)
-        finally:
+        published = await self._save(record, final=True)
+        self._records.pop(record.id, None)
+        if not published:
             self._waiters.wake(record.id)
 
     async def _save(self, record: TaskRecord, *, final: bool, new: bool = False, exclusive: bool = False) -> bool:

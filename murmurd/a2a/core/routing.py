@@ -32,7 +32,10 @@ class Routing:
         if record in self._queue:
             self._queue.remove(record)
             self._traceparents.pop(record.id, None)
-            await self._finish(record, TaskState.CANCELED, "canceled by request")
+            try:  # a refused write is the canceller's error; the task's blocked callers see it canceled
+                await self._finish(record, TaskState.CANCELED, "canceled by request")
+            finally:
+                self._waiters.wake(record.id)
         elif record.id in self._running:
             await self._cancel_run(self._running[record.id], "canceled by request")
             await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
