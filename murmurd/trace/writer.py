@@ -101,14 +101,30 @@ class TraceDrain:
     def schedule(self, writer: TraceWriter, urgent: bool) -> None:
         """Called under `lock`: `writer` has items queued and no thread on it yet; `urgent` when
         one of them is a barrier or a close."""
-        lines_waiting = self._due is not None
-        self._ready.append(writer)
-        if self._due is None:
-            self._due = time.monotonic() + self.linger_seconds
+        first = self._enqueue(writer)
         if urgent:
             self.hurry()
-        elif not lines_waiting and not self._lingering:  # the first lines: a thread must watch the clock
+        elif first and not self._lingering:  # the first lines of a linger: a thread must watch the clock
             self._wake()
+
+    def _enqueue(self, writer: TraceWriter) -> bool:
+        """Called under `lock`: `writer` to the ready queue; True when that starts a linger."""
+        self._ready.append(writer)
+        if self._due is not None:
+            return False
+        self._due = time.monotonic() + self.linger_seconds
+        return True
+
+    def _dequeue(self, writer: TraceWriter | None = None) -> TraceWriter:
+        """Called under `lock`: the next writer (or `writer`) off the ready queue; an empty queue
+        has no linger and nothing to hurry."""
+        if writer is None:
+            writer = self._ready.popleft()
+        else:
+            self._ready.remove(writer)
+        if not self._ready:
+            self._due, self._hurry = None, False
+        return writer
 
     def hurry(self) -> None:
         """Called under `lock`: a writer in the ready queue holds a barrier or a close."""
@@ -126,15 +142,11 @@ class TraceDrain:
 
     def unready(self, writer: TraceWriter) -> None:
         """Called under `lock`: `writer` leaves the ready queue (its caller writes it instead)."""
-        self._ready.remove(writer)
-        if not self._ready:
-            self._due, self._hurry = None, False
+        self._dequeue(writer)
 
     def _requeue(self, writer: TraceWriter, urgent: bool) -> None:
         """Called under `lock` by a drain thread: `writer` got more items while it was written."""
-        self._ready.append(writer)
-        if self._due is None:
-            self._due = time.monotonic() + self.linger_seconds
+        self._enqueue(writer)
         self._hurry = self._hurry or urgent
 
     def _wait(self, seconds: float) -> bool:
@@ -161,9 +173,7 @@ class TraceDrain:
                         finally:
                             self._lingering -= 1
                         continue
-                    writer = self._ready.popleft()
-                    if not self._ready:
-                        self._due, self._hurry = None, False
+                    writer = self._dequeue()
                     items = writer._take()
                     self.lock.release()
                     try:

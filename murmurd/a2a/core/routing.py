@@ -32,10 +32,11 @@ class Routing:
         if record in self._queue:
             self._queue.remove(record)
             self._traceparents.pop(record.id, None)
-            try:  # a refused write is the canceller's error; the task's blocked callers see it canceled
+            try:
                 await self._finish(record, TaskState.CANCELED, "canceled by request")
-            finally:
+            except BaseException:  # a refused write is the canceller's error; its blocked callers see it canceled
                 self._waiters.wake(record.id)
+                raise
         elif record.id in self._running:
             await self._cancel_run(self._running[record.id], "canceled by request")
             await self._wait_terminal(record, CANCEL_WAIT_SECS)  # the answer shows it canceled
