@@ -200,3 +200,25 @@ async def test_a_dead_worker_stops_the_daemon_and_is_reported(tmp_path: Path, ho
         daemon._queue.clear()  # the planted bug, so the shutdown below can store what is real
     finally:
         await daemon.stop(grace_seconds=1)
+
+
+async def test_a_stop_whose_cancel_writes_are_refused_still_ends_every_queued_task(
+        tmp_path: Path, host: ComponentHost) -> None:
+    """The store refuses every canceled state (a trigger: the write raises at once): the stop
+    still goes through the whole queue, and each queued task's blocked caller is answered. The
+    first refusal used to cut the stop short, and the queued tasks after it waited for ever."""
+    daemon = await _daemon(tmp_path, host)
+    running = await daemon.submit(Submission(_message("mode:hang")))
+    queued = [await daemon.submit(Submission(TaskMessage(f"msg_q{k}", "user", [{"text": f"queued {k}"}],
+                                                         context_id=f"ctx_queued_{k}"))) for k in range(2)]
+    assert [record.state for record in queued] == [TaskState.SUBMITTED] * 2
+    blocked = [asyncio.create_task(_settled(daemon, record)) for record in queued]
+    refusing = sqlite3.connect(tmp_path / "state" / "tasks.sqlite3")
+    refusing.execute("CREATE TRIGGER refuse_canceled BEFORE UPDATE ON tasks WHEN NEW.state = 'canceled' "
+                     "BEGIN SELECT RAISE(ABORT, 'canceled states refused'); END")
+    refusing.commit()
+    refusing.close()
+    await asyncio.wait_for(daemon.stop(grace_seconds=0.5), 60)
+    answered = await asyncio.wait_for(asyncio.gather(*blocked), 60)
+    assert [record.state for record in answered] == [TaskState.CANCELED] * 2
+    assert running.state.terminal
