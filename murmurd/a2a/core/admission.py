@@ -47,6 +47,11 @@ def runnable(waiting: Iterable[T], busy_contexts: Collection[str], running: int,
     return chosen
 
 
+def starts_at_once(bound: int, running: int, context_busy: bool) -> bool:
+    """An accepted task starts as soon as it is queued: below the bound, its context free."""
+    return running < bound and not context_busy
+
+
 def refusal(
     *, accepting: bool, task_acceptance: str, bound: int, running: int, waiting: int, context_busy: bool,
     queue_depth: int, finishing: int = 0, exit_after_task: bool = False,
@@ -60,8 +65,8 @@ def refusal(
     count against the bound, except that under `after_task: exit` the first one ends the intake."""
     if not accepting or (finishing and exit_after_task):
         return "rejected: the capsule is shutting down"
-    if running < bound and not context_busy:
-        return None  # it starts now
+    if starts_at_once(bound, running, context_busy):
+        return None
     if task_acceptance == "single":
         return "rejected: the capsule accepts a single task at a time and one is running"
     if task_acceptance == "queue" and waiting >= queue_depth:

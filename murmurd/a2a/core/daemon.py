@@ -31,7 +31,7 @@ from murmurd.a2a.core.records import Records
 from murmurd.a2a.core.routing import Routing
 from murmurd.a2a.core.runs import CANCEL_WAIT_SECS, INPUT_TIMEOUT, Run, Runner
 from murmurd.a2a.core.stream import EventLog
-from murmurd.a2a.core.submitting import Intake
+from murmurd.a2a.core.submitting import Intake, Pending
 from murmurd.a2a.core.task_log import TaskLog
 from murmurd.a2a.core.waiters import TaskWaiters
 from murmurd.a2a.core.tasks import TaskMessage, TaskRecord, TaskState, new_context_id, new_message_id, new_task_id
@@ -117,6 +117,8 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._launch_ended = False
         self._waiters = TaskWaiters()  # blocked callers, woken by their own task's changes
         self._submitting = asyncio.Lock()  # one submission at a time (see `submit`)
+        self._placing: dict[str, Pending] = {}  # accepted, being stored and queued (see `submit`)
+        self._drained = False  # `stop` has emptied the queue for good
         self._unfinished: list[tuple[TaskRecord, Run]] = []  # runs that ended leaving their task live
         self._ending: set[str] = set()  # taken from `_unfinished`, their end being recorded
         self._dialects: OrderedDict[str, Any] = OrderedDict()  # task id -> its dialect, most recent kept
@@ -228,6 +230,11 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         closes it after the HTTP server has stopped)."""
         self.accepting = False
         self.stopped.set()
+        placing = [asyncio.ensure_future(p.written.wait()) for p in self._placing.values()]
+        if placing:  # accepted before the stop: queued (and canceled below) once written, or refused
+            await asyncio.wait(placing, timeout=grace_seconds)
+            for waiting in placing:
+                waiting.cancel()
         runs = [run.task for run in self._running.values() if run.task is not None]
         if runs:
             await asyncio.wait(runs, timeout=grace_seconds)
@@ -241,13 +248,8 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             await self._end_unfinished_marked(record, run)
         self._queue.extendleft(reversed(self.coordination.take_deferred()))  # they never started either
         while self._queue:
-            record = self._queue.popleft()
-            self._traceparents.pop(record.id, None)
-            if await self.coordination.hand_back(record):  # it waits for another daemon: forgotten here
-                self._records.pop(record.id, None)
-                self._waiters.wake(record.id)
-                continue
-            await self._finish_quietly(record, TaskState.CANCELED, "canceled: daemon shutting down")
+            await self._give_up_queued(self._queue.popleft())
+        self._drained = True  # a placement written from now on gives itself up (`_reserve`)
         await self.coordination.stop()
         for task in self._background:
             task.cancel()
@@ -258,6 +260,16 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             await self._own.close()
         if close_store:
             await self.store.close()
+
+    async def _give_up_queued(self, record: TaskRecord) -> None:
+        """A queued task the stopping daemon will not start: handed back to another daemon
+        (forgotten here) or canceled."""
+        self._traceparents.pop(record.id, None)
+        if await self.coordination.hand_back(record):
+            self._records.pop(record.id, None)
+            self._waiters.wake(record.id)
+            return
+        await self._finish_quietly(record, TaskState.CANCELED, "canceled: daemon shutting down")
 
     async def _idle_watch(self) -> None:
         """Upstream's idle rule: no message within the window runs the loop once with an empty

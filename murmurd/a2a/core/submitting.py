@@ -7,9 +7,13 @@ Where a new task runs is its coordination's to say (`Coordination.place`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from murmurd.a2a.core.admission import Ambiguous, Reply, Waiter, refusal, route_message
+from murmurd.a2a.core.admission import Ambiguous, Reply, Waiter, refusal, route_message, starts_at_once
 from murmurd.a2a.core.intake import (
     AmbiguousReply,
     ContextRefused,
@@ -27,19 +31,41 @@ from murmurd.a2a.core.tenancy import CONTEXT_REFUSED, hidden_from
 
 DIALECT_MEMORY = 10_000
 
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A decided submission whose record is still to be written, by its caller after the
+    submission lock: an accepted task on its way to its coordination (stored, then queued here or
+    left for another daemon), or a rejection to record. `write` does that (raising what refused
+    it); `written` is set when it is over, either way. `starts`: an accepted task judged to start
+    at once (it counts as running until placed, else as waiting)."""
+
+    record: TaskRecord
+    write: Callable[[], Awaitable[None]]
+    written: asyncio.Event
+    starts: bool = False
+
 
 class Intake:
     async def submit(self, submission: Submission) -> TaskRecord:
         """Accept, queue, reject, or deliver as a reply; return the task record.
 
-        One submission at a time: routing a reply, judging the lifecycle (the bound, `single`,
-        `queue_depth`), recording the task and queueing it happen under one lock, so concurrent
-        sends cannot all pass the check before any of them is queued, nor two of them claim one
-        client-chosen id."""
+        One decision at a time: routing a reply, judging the lifecycle (the bound, `single`,
+        `queue_depth`) and reserving an accepted task's place happen under one lock, so
+        concurrent sends cannot all pass the check before any of them counts, nor two of them
+        claim one client-chosen id. The store write that records the task comes after the lock,
+        beside other sends' writes (the SQLite store commits what is queued together); until it
+        is placed the task counts as what it will be once queued (`_placing`, `_judge`)."""
         async with self._submitting:
-            return await self._submit_locked(submission)
+            decided = await self._submit_locked(submission)
+        if isinstance(decided, TaskRecord):
+            return decided
+        await decided.write()  # returns in the step that queued the task: it has not run yet
+        return decided.record
 
-    async def _submit_locked(self, submission: Submission) -> TaskRecord:
+    async def _submit_locked(self, submission: Submission) -> TaskRecord | Pending:
         if submission.requested_id is not None and await self._known(submission.requested_id):
             # the id a client chose is taken (a concurrent send won the race): refused, never
             # delivered to that task nor answered with it (it may be another credential's)
@@ -84,24 +110,49 @@ class Intake:
         )
 
         def received() -> None:  # traced once the task exists: a send refused its id records nothing
-            self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
-                                     message_id=submission.message.message_id, principal=submission.principal,
-                                     traceparent_from_caller=submission.traceparent)
+            try:
+                self.session.trace.write("a2a_task_received", task_id=record.id, context_id=record.context_id,
+                                         message_id=submission.message.message_id, principal=submission.principal,
+                                         traceparent_from_caller=submission.traceparent)
+            except Exception:  # noqa: BLE001 - the task is stored: a trace closed by a stop does not undo it
+                logger.warning("task %s: its a2a_task_received line was not traced", record.id, exc_info=True)
 
         exclusive = submission.confined_to is not None
-        reason = self._refusal(record.context_id)
+        reason, starts = self._judge(record.context_id)
         if reason is not None:
             record.state, record.status_message = TaskState.REJECTED, reason
-            await self._save(record, final=True, new=True, exclusive=exclusive)
-            received()
-            return record
+
+            async def reject() -> None:
+                await self._save(record, final=True, new=True, exclusive=exclusive)
+                received()
+
+            return Pending(record, reject, asyncio.Event())  # counts nowhere
 
         async def store() -> None:
             await self._save(record, final=False, new=True, exclusive=exclusive)
             received()
 
-        await self.coordination.place(record, submission.traceparent, store)
-        return record
+        return self._reserve(record, submission.traceparent, store, starts)
+
+    def _reserve(self, record: TaskRecord, traceparent: str | None,
+                 store: Callable[[], Awaitable[None]], starts: bool) -> Pending:
+        """An accepted task, one of `_placing` from now until its coordination has it (queued
+        here, or waiting in the store for another daemon) or refused it."""
+        written = asyncio.Event()
+
+        async def place() -> None:
+            try:
+                await self.coordination.place(record, traceparent, store)
+            finally:
+                del self._placing[record.id]  # in the step that queued it: never counted twice
+                written.set()
+            if self._drained and self.is_queued(record):  # written after a stop emptied the queue
+                self._queue.remove(record)
+                await self._give_up_queued(record)
+
+        placement = Pending(record, place, written, starts)
+        self._placing[record.id] = placement
+        return placement
 
     async def _check_joinable(self, context_id: str, creator: str) -> None:
         """ContextRefused unless every credential that created a task in `context_id` is
@@ -114,12 +165,14 @@ class Intake:
         """TooManyOpenContexts when a peer's new task would open one context more than
         `max_open_contexts` (a context it already has an unfinished task in is open already)."""
         assert self.max_open_contexts is not None
+        for placing in [p for p in self._placing.values() if p.record.principal == submission.principal]:
+            await placing.written.wait()  # the credential's sends decided before this one count once stored
         held, among = await self.store.open_contexts(submission.principal, submission.context_id)
         if not among and held >= self.max_open_contexts:
             raise TooManyOpenContexts(self.max_open_contexts)
 
     async def _known(self, task_id: str) -> bool:
-        return task_id in self._records or await self.store.get(task_id) is not None
+        return task_id in self._records or task_id in self._placing or await self.store.get(task_id) is not None
 
     def _deliver(self, run: Run, message: TaskMessage) -> TaskRecord:
         """The message is the reply `run` waits for: it works again at once (a blocking send
@@ -131,18 +184,24 @@ class Intake:
             leave_input_required(record)
         return record
 
-    def _refusal(self, context_id: str) -> str | None:
+    def _judge(self, context_id: str) -> tuple[str | None, bool]:
+        """Why a new task in `context_id` is rejected (None: accepted), and whether it starts at
+        once. A task being placed counts as what it will be once queued: running when it was
+        judged to start at once (`_schedule` starts it in the step that queues it), else waiting."""
         # A run whose task already reads terminal (`tasks/get` answers it) is only releasing its
         # slot: a caller who saw `completed` and sends again must not be told one is running.
         # What it accepts waits for that slot in the queue, a moment at most.
-        live = [r for r in self._running.values() if not r.record.state.terminal]
-        waiting = [*self._queue, *self.coordination.deferred()]
-        context_busy = any(r.record.context_id == context_id for r in live) or any(
-            q.context_id == context_id for q in waiting)
-        return refusal(accepting=self.accepting, task_acceptance=self.policy.task_acceptance,
-                       bound=self.policy.bound, running=len(live), waiting=len(waiting),
-                       finishing=len(self._running) - len(live), exit_after_task=self.policy.after_task == "exit",
-                       context_busy=context_busy, queue_depth=self.policy.queue_depth)
+        live = [r.record.context_id for r in self._running.values() if not r.record.state.terminal]
+        finishing = len(self._running) - len(live)
+        placing = self._placing.values()
+        live += [p.record.context_id for p in placing if p.starts]
+        waiting = [*self._queue, *self.coordination.deferred(), *(p.record for p in placing if not p.starts)]
+        context_busy = context_id in live or any(q.context_id == context_id for q in waiting)
+        reason = refusal(accepting=self.accepting, task_acceptance=self.policy.task_acceptance,
+                         bound=self.policy.bound, running=len(live), waiting=len(waiting),
+                         finishing=finishing, exit_after_task=self.policy.after_task == "exit",
+                         context_busy=context_busy, queue_depth=self.policy.queue_depth)
+        return reason, reason is None and starts_at_once(self.policy.bound, len(live), context_busy)
 
     def remember_dialect(self, task_id: str, dialect: Any) -> None:
         """Which wire dialect created a task, so get/cancel answer in kind (bounded: recent tasks)."""
@@ -172,7 +231,11 @@ class Intake:
         return await self.coordination.watch(record, settled=(TaskState.INPUT_REQUIRED,), timeout=None)
 
     async def get(self, task_id: str) -> TaskRecord:
-        record = self._records.get(task_id) or await self.store.get(task_id)
+        """The task as stored, or live here. A live task that reads terminal may not be stored
+        (or synced) yet: it is read from the store, whose answer waits for that write."""
+        record = self._records.get(task_id)
+        if record is None or record.state.terminal:
+            record = await self.store.get(task_id) or record
         if record is None:
             raise TaskNotFound(task_id)
         return record

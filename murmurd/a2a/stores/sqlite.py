@@ -1,16 +1,15 @@
 """Task records in one SQLite file beside the daemon: the embedded default.
 
-SQLite runs on one dedicated thread per store: the event loop never blocks on disk, and
-writes from many asyncio tasks are serialised without locks of our own.
+SQLite runs on one dedicated thread per store (`sqlite_thread.StoreThread`): the event loop never
+blocks on disk, writes from many asyncio tasks are serialised without locks of our own, and the
+terminal states of tasks that end together share one sync.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
@@ -32,6 +31,7 @@ from murmurd.a2a.stores.base import (
     member_name,
 )
 from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
+from murmurd.a2a.stores.sqlite_thread import LostSync, StoreThread
 from murmurd.text import json_text
 
 DEFAULT_FILENAME = "tasks.sqlite3"
@@ -57,7 +57,14 @@ CREATE TABLE IF NOT EXISTS context_members (
     principal TEXT NOT NULL,
     PRIMARY KEY (context_id, principal)
 );
+CREATE TABLE IF NOT EXISTS store_syncs (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    n INTEGER NOT NULL
+);
 """
+
+# One commit at `synchronous=FULL`: it syncs the write-ahead log, and with it every commit before.
+_SYNC_MARK = "INSERT INTO store_syncs (id, n) VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = n + 1"
 
 # Issue 21: the creating credential in a column of its own (filtered without parsing the record),
 # and every context's members (who created a task in it), kept when its tasks are pruned.
@@ -84,17 +91,19 @@ def _row(record: TaskRecord) -> tuple[str, str, str, int, int, str, str | None]:
             json_text(record.to_json()), record.principal)
 
 
-def _prepare(db: sqlite3.Connection) -> None:
+def _prepare(db: sqlite3.Connection) -> bool:
     """WAL, the schema, and a quick integrity check: a damaged file is refused at start-up,
-    not discovered by the first client whose task lands on a broken page."""
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=FULL")
+    not discovered by the first client whose task lands on a broken page. True in WAL mode: commits
+    are synced by the store (`_sync_log`); a file system without it syncs every commit itself."""
+    wal = str(db.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() == "wal"
+    db.execute("PRAGMA synchronous=NORMAL" if wal else "PRAGMA synchronous=FULL")
     db.executescript(_SCHEMA)
     if not any(column[1] == "principal" for column in db.execute("PRAGMA table_info(tasks)").fetchall()):
         db.executescript("BEGIN;" + _ADD_PRINCIPAL + "COMMIT;")
     problems = [row[0] for row in db.execute("PRAGMA quick_check(5)").fetchall()]
     if problems != ["ok"]:
         raise sqlite3.DatabaseError("integrity check failed: " + "; ".join(problems))
+    return wal
 
 
 def _filters(context_id: str | None, state: TaskState | None,
@@ -116,16 +125,19 @@ def _filters(context_id: str | None, state: TaskState | None,
 
 
 class SqliteTaskStore:
-    """Task records in one SQLite file (WAL, a commit per write; terminal states fsynced)."""
+    """Task records in one SQLite file (WAL, a commit per write; terminal states synced before
+    they are answered)."""
 
     def __init__(self, path: Path, retention: Retention = NO_RETENTION) -> None:
         self.path = Path(path)
         self.retention = retention
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="murmurd-taskstore")
+        self._thread = StoreThread(self._connect, self._sync_log)
         self._db: sqlite3.Connection | None = None
+        self._wal = False  # the connection's journal is a write-ahead log (store thread)
+        self._shut = False  # the connection was closed: no other is opened (store thread)
+        self._synced_at_close = False  # and everything written before it was synced (store thread)
         self._closed = False
         self._terminal_puts = 0  # touched on the store thread only
-        self._synchronous: str | None = None  # the connection's `PRAGMA synchronous` (store thread)
 
     @classmethod
     async def open(cls, path: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
@@ -139,11 +151,13 @@ class SqliteTaskStore:
         return await cls.open(Path(state_dir) / DEFAULT_FILENAME, retention)
 
     def _connect(self) -> sqlite3.Connection:
+        if self._shut:
+            raise RuntimeError("task store is closed")
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
             try:
-                _prepare(db)
+                self._wal = _prepare(db)
             except sqlite3.Error as exc:
                 db.close()
                 raise TaskStoreError(
@@ -152,37 +166,47 @@ class SqliteTaskStore:
                     "to start with an empty store"
                 ) from None
             self._db = db
-            self._synchronous = "FULL"  # what `_prepare` set
         return self._db
 
-    async def _call(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+    def _sync_log(self) -> None:
+        """On the store thread: every commit so far on disk. In WAL mode, one more commit at
+        `synchronous=FULL` (a one-row counter) syncs the log, which holds every commit before it;
+        without WAL each commit synced itself."""
+        db = self._db
+        if db is None:
+            if self._synced_at_close:
+                return  # closing synced everything before it
+            raise TaskStoreError(f"task store {self.path}: closed before its writes were synced")
+        if not self._wal:
+            return
+        db.execute("PRAGMA synchronous=FULL")
+        try:
+            db.execute(_SYNC_MARK)
+        except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_IOERR:
+                raise LostSync(f"task store {self.path}: the disk refused to sync it ({exc})") from None
+            raise
+        finally:
+            db.execute("PRAGMA synchronous=NORMAL")
+
+    async def _call(self, fn: Callable[[sqlite3.Connection], _T], *, durable: bool = False) -> _T:
         if self._closed:
             raise RuntimeError("task store is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(self._connect()))
+        return await self._thread.run(fn, durable=durable)
 
     async def put(self, record: TaskRecord) -> bool:
         row = _row(record)  # serialise on the caller's thread: the record may change later
         # Every commit survives a daemon crash (WAL). A terminal state, which carries the answer,
-        # is also synced to disk before put returns (FULL), which syncs everything before it;
-        # the intermediate states (submitted, working, input-required) skip that fsync (NORMAL).
-        level = "FULL" if record.state.terminal else "NORMAL"
-
+        # is also on disk before put returns (the batch's sync, which covers everything before
+        # it); the intermediate states (submitted, working, input-required) are not waited on.
         terminal = record.state.terminal
 
         def upsert(db: sqlite3.Connection) -> None:
-            self._sync(db, level)
             db.execute(_UPSERT, row)
             self._count_terminal(db, terminal)
 
-        await self._call(upsert)
+        await self._call(upsert, durable=terminal)
         return True
-
-    def _sync(self, db: sqlite3.Connection, level: str) -> None:
-        """On the store thread: `PRAGMA synchronous`, set only when it changes."""
-        if self._synchronous != level:
-            db.execute(f"PRAGMA synchronous={level}")
-            self._synchronous = level
 
     def _count_terminal(self, db: sqlite3.Connection, terminal: bool) -> None:
         """On the store thread: one more terminal write; past the slack, a count prune."""
@@ -197,7 +221,6 @@ class SqliteTaskStore:
         terminal = record.state.terminal
 
         def insert(db: sqlite3.Connection) -> CreateRefusal | None:
-            self._sync(db, "FULL" if terminal else "NORMAL")
             db.execute("BEGIN IMMEDIATE")  # the one writer: the checks and the insert are one step
             try:
                 refusal: CreateRefusal | None = None
@@ -218,7 +241,7 @@ class SqliteTaskStore:
                 self._count_terminal(db, terminal)
             return refusal
 
-        return await self._call(insert)
+        return await self._call(insert, durable=terminal)
 
     async def context_members(self, context_id: str) -> set[str]:
         rows = await self._call(lambda db: db.execute(
@@ -323,7 +346,7 @@ class SqliteTaskStore:
                 raise
             return [r.id for r in records]
 
-        return await self._call(run)
+        return await self._call(run, durable=True)
 
     def _decode(self, task_id: str, row: str) -> TaskRecord:
         try:
@@ -346,13 +369,17 @@ class SqliteTaskStore:
     async def close(self) -> None:
         if self._closed:
             return
-        loop = asyncio.get_running_loop()
 
-        def shut() -> None:
-            if self._db is not None:
-                self._db.close()
+        def shut(db: sqlite3.Connection) -> None:
+            try:
+                self._sync_log()  # what this batch wrote before the close is synced with the rest
+                self._synced_at_close = True
+            finally:
+                db.close()
                 self._db = None
+                self._shut = True
 
-        await loop.run_in_executor(self._executor, shut)
+        if self._db is not None:
+            await self._thread.run(shut)
         self._closed = True
-        self._executor.shutdown(wait=True)
+        await self._thread.stop()

@@ -1,0 +1,173 @@
+"""The thread a SQLite task store runs on: its operations in arrival order, a batch at a time.
+
+Every operation queued while one batch ran is the next batch. Writes commit without a sync
+(WAL, `synchronous=NORMAL`: a commit survives a crash of the daemon, not of the machine); a
+durable one (a terminal state, which carries the task's answer) is answered only after the
+batch's one sync of what was written (a last commit at `synchronous=FULL`), so tasks that end together cost one sync between them, not
+one each (group commit). What ran before the batch's first durable write is answered before that
+sync; what ran after it (a read that may have seen that write's answer) only after it: no caller
+hears of a terminal state the disk may not hold.
+
+A sync the disk refuses is sticky (`LostSync`): the kernel may drop the pages of a failed fsync,
+so no later sync vouches for what was written before it, and every durable write is refused
+until the store is opened again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from murmurd.a2a.stores.base import TaskStoreError
+
+_T = TypeVar("_T")
+
+
+class LostSync(TaskStoreError):
+    """The disk refused to sync the store: what was written since the last good sync may be lost."""
+
+BATCH_LIMIT = 256  # operations run before the waiting ones are answered (a read's latency bound)
+
+
+@dataclass
+class _Op:
+    fn: Callable[[sqlite3.Connection], Any]
+    durable: bool
+    future: asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop
+
+
+@dataclass
+class _Outcomes:
+    """What a batch answers, grouped by the event loop each caller waits on."""
+
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any, BaseException | None]]] = \
+        field(default_factory=dict)
+
+    def add(self, op: _Op, result: Any, error: BaseException | None) -> None:
+        self.by_loop.setdefault(op.loop, []).append((op.future, result, error))
+
+    def post(self) -> None:
+        """One wake-up per loop for the whole group."""
+        for loop, settled in self.by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle, settled)
+            except RuntimeError:  # that loop is closed: no one is left to answer
+                pass
+        self.by_loop = {}
+
+
+def _settle(settled: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, error in settled:
+        if future.done():  # its caller was cancelled
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+
+_STOP = object()
+
+
+class StoreThread:
+    """Runs `fn(connection)` calls for one store on one thread of its own.
+
+    `connect` opens (or returns) the connection, on this thread; `sync` makes every commit so far
+    durable (a commit that syncs the log), or raises what every durable caller of the batch is told."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], sync: Callable[[], None],
+                 name: str = "murmurd-taskstore") -> None:
+        self._connect = connect
+        self._sync = sync
+        self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
+        self._name = name
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+        self.batches = 0  # batches run (the benches and tests read it)
+        self.syncs = 0  # syncs made
+        self._lost: str | None = None  # why durable writes are refused (a sync the disk refused)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], _T], *, durable: bool = False) -> _T:
+        """`fn(connection)` on the store thread; with `durable`, answered once it is synced."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._ensure_started()
+        self._queue.put(_Op(fn, durable, future, loop))
+        return await future
+
+    def _ensure_started(self) -> None:
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    thread = threading.Thread(target=self._serve, name=self._name, daemon=True)
+                    thread.start()
+                    self._thread = thread
+
+    async def stop(self) -> None:
+        """Let every queued operation run and end the thread."""
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
+
+    def _serve(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch: list[_Op] = []
+            stopping = first is _STOP
+            if not stopping:
+                batch.append(first)  # type: ignore[arg-type]
+            while not stopping and len(batch) < BATCH_LIMIT:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                else:
+                    batch.append(item)  # type: ignore[arg-type]
+            if batch:
+                self._run_batch(batch)
+            if stopping:
+                return
+
+    def _run_batch(self, batch: list[_Op]) -> None:
+        self.batches += 1
+        early, late = _Outcomes(), _Outcomes()  # answered before the sync, after it
+        unsynced: list[tuple[_Op, Any]] = []
+        for op in batch:
+            try:
+                result, error = op.fn(self._connect()), None
+            except BaseException as exc:  # noqa: BLE001 - handed to its caller, never lost here
+                result, error = None, exc
+            if op.durable and error is None:
+                unsynced.append((op, result))
+            else:
+                (late if unsynced else early).add(op, result, error)
+        early.post()
+        if not unsynced:
+            return
+        refused = self._synced()
+        for op, result in unsynced:  # each caller its own exception (a traceback is per raise)
+            late.add(op, None if refused else result, None if refused is None else refused[0](refused[1]))
+        late.post()
+
+    def _synced(self) -> tuple[type[TaskStoreError], str] | None:
+        """Sync; None when done, else the error (class, words) each durable write waiting on it gets."""
+        if self._lost is not None:
+            return LostSync, self._lost
+        try:
+            self._sync()
+        except LostSync as exc:
+            self._lost = f"{exc}; durable writes are refused until the store is opened again"
+            return LostSync, self._lost
+        except BaseException as exc:  # noqa: BLE001 - told to every durable caller of the batch
+            return TaskStoreError, f"the task store could not sync ({type(exc).__name__}: {exc})"
+        self.syncs += 1
+        return None
