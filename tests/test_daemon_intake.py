@@ -50,6 +50,17 @@ async def _daemon(tmp_path: Path, host: ComponentHost, max_open_contexts: int | 
     return daemon
 
 
+def _sqlite(daemon: CapsuleDaemon) -> SqliteTaskStore:
+    assert isinstance(daemon.store, SqliteTaskStore)
+    return daemon.store
+
+
+def _sends(daemon: CapsuleDaemon, count: int, context_id: str | None = None) -> list[asyncio.Future[TaskRecord]]:
+    """`count` operator sends at once (in `context_id`, else each in a new context)."""
+    return [asyncio.ensure_future(daemon.submit(Submission(_message(f"task {n}", context_id), context_id=context_id)))
+            for n in range(count)]
+
+
 def _message(text: str, context_id: str | None = None) -> TaskMessage:
     return TaskMessage("msg_1", "user", [{"text": text}], context_id=context_id)
 
@@ -96,11 +107,10 @@ async def _settled(daemon: CapsuleDaemon, record: TaskRecord) -> TaskRecord:
 
 async def test_sends_that_arrive_together_are_written_together(tmp_path: Path, host: ComponentHost) -> None:
     daemon = await _daemon(tmp_path, host)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     try:
         async with HeldStore(store) as held:
-            sends = [asyncio.ensure_future(daemon.submit(Submission(_message(f"task {n}")))) for n in range(30)]
+            sends = _sends(daemon, 30)
             await held.queued(30)  # all thirty creates wait at once: the lock did not hold them back
             assert len(daemon._placing) == 30 and not any(s.done() for s in sends)
             batches = store._thread.batches
@@ -119,11 +129,10 @@ async def test_a_send_decided_while_others_are_written_counts_them(tmp_path: Pat
     """Bound 1, a queue of 2: of six sends in six contexts decided while none is stored yet, one
     starts, two wait and three are rejected, as if each had been stored before the next came."""
     daemon = await _daemon(tmp_path, host, max_concurrent_tasks=1, queue_depth=2)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     try:
         async with HeldStore(store) as held:
-            sends = [asyncio.ensure_future(daemon.submit(Submission(_message(f"task {n}")))) for n in range(6)]
+            sends = _sends(daemon, 6)
             await held.queued(6)
             assert [p.starts for p in daemon._placing.values()] == [True, False, False]
             await held.release()
@@ -142,8 +151,7 @@ async def test_a_send_decided_while_others_are_written_counts_them(tmp_path: Pat
 async def test_single_acceptance_rejects_a_second_send_while_the_first_is_written(
         tmp_path: Path, host: ComponentHost) -> None:
     daemon = await _daemon(tmp_path, host, task_acceptance="single", max_concurrent_tasks=1)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     try:
         async with HeldStore(store) as held:
             first = asyncio.ensure_future(daemon.submit(Submission(_message("first"))))
@@ -161,15 +169,13 @@ async def test_single_acceptance_rejects_a_second_send_while_the_first_is_writte
 
 async def test_two_sends_in_one_context_never_run_together(tmp_path: Path, host: ComponentHost) -> None:
     daemon = await _daemon(tmp_path, host)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     try:
         first_record = await daemon.submit(Submission(_message("first")))
         await _settled(daemon, first_record)
         context = first_record.context_id
         async with HeldStore(store) as held:
-            sends = [asyncio.ensure_future(daemon.submit(Submission(_message(f"again {n}", context), context_id=context)))
-                     for n in range(3)]
+            sends = _sends(daemon, 3, context)
             await held.queued(3)
             assert [p.starts for p in daemon._placing.values()] == [True, False, False]
             await held.release()
@@ -187,10 +193,9 @@ async def test_two_sends_in_one_context_never_run_together(tmp_path: Path, host:
 
 async def test_a_stop_waits_for_the_sends_it_accepted_and_cancels_them(tmp_path: Path, host: ComponentHost) -> None:
     daemon = await _daemon(tmp_path, host, max_concurrent_tasks=1)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     async with HeldStore(store) as held:
-        sends = [asyncio.ensure_future(daemon.submit(Submission(_message(f"task {n}")))) for n in range(4)]
+        sends = _sends(daemon, 4)
         await held.queued(4)
         stopping = asyncio.ensure_future(daemon.stop(grace_seconds=WAIT, close_store=False))
         await asyncio.sleep(0)  # the stop has begun: no longer accepting
@@ -213,8 +218,7 @@ async def test_a_peers_sends_decided_together_never_open_more_contexts_than_its_
     waited for (stored) before that one is judged, so six at once open three, not six. (The
     SQLite store's one thread would keep that order by itself; PostgreSQL's pool does not.)"""
     daemon = await _daemon(tmp_path, host, max_open_contexts=3, max_concurrent_tasks=1)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
 
     def peer_send(n: int) -> Submission:
         return Submission(_message(f"peer {n}"), origin="peer", trust="peer", principal="peer-a", confined_to="peer-a")
@@ -274,10 +278,9 @@ async def test_a_send_written_after_a_stop_emptied_the_queue_is_canceled_not_lef
     """With no grace the stop goes on without waiting for the writes; each send written after
     the queue was emptied cancels itself, so no blocked caller waits on a task nothing will run."""
     daemon = await _daemon(tmp_path, host, max_concurrent_tasks=1)
-    store = daemon.store
-    assert isinstance(store, SqliteTaskStore)
+    store = _sqlite(daemon)
     async with HeldStore(store) as held:
-        sends = [asyncio.ensure_future(daemon.submit(Submission(_message(f"task {n}")))) for n in range(3)]
+        sends = _sends(daemon, 3)
         await held.queued(3)
         stopping = asyncio.ensure_future(daemon.stop(grace_seconds=0, close_store=False))
         for _ in range(100_000):
