@@ -20,7 +20,9 @@ logger = logging.getLogger("murmurd.a2a")
 
 class Routing:
     async def cancel(self, task_id: str) -> TaskRecord:
-        record = await self.get(task_id)
+        # the live record when there is one: a run that is recording its end is never cut short
+        # because the store does not hold that end yet (`get` reads the store for it)
+        record = self._records.get(task_id) or await self.get(task_id)
         if record.state.terminal:
             raise TaskNotCancelable(f"task {task_id} is already {record.state.value}")
         if self.coordination.runs_elsewhere(record):
