@@ -3,10 +3,10 @@
 Every operation queued while one batch ran is the next batch. Writes commit without a sync
 (WAL, `synchronous=NORMAL`: a commit survives a crash of the daemon, not of the machine); a
 durable one (a terminal state, which carries the task's answer) is answered only after the
-batch's one sync of what was written (a last commit at `synchronous=FULL`), so tasks that end together cost one sync between them, not
-one each (group commit). What ran before the batch's first durable write is answered before that
-sync; what ran after it (a read that may have seen that write's answer) only after it: no caller
-hears of a terminal state the disk may not hold.
+batch's one sync of what was written (a last commit at `synchronous=FULL`), so tasks that end
+together cost one sync between them, not one each (group commit). What ran before the batch's
+first durable write is answered before that sync; what ran after it (a read that may have seen
+that write's answer) only after it: no caller hears of a terminal state the disk may not hold.
 
 A sync the disk refuses is sticky (`LostSync`): the kernel may drop the pages of a failed fsync,
 so no later sync vouches for what was written before it, and every durable write is refused
@@ -30,6 +30,7 @@ _T = TypeVar("_T")
 
 class LostSync(TaskStoreError):
     """The disk refused to sync the store: what was written since the last good sync may be lost."""
+
 
 BATCH_LIMIT = 256  # operations run before the waiting ones are answered (a read's latency bound)
 
@@ -118,23 +119,16 @@ class StoreThread:
 
     def _serve(self) -> None:
         while True:
-            first = self._queue.get()
-            batch: list[_Op] = []
-            stopping = first is _STOP
-            if not stopping:
-                batch.append(first)  # type: ignore[arg-type]
-            while not stopping and len(batch) < BATCH_LIMIT:
+            items = [self._queue.get()]  # waits for work; then takes what else is queued
+            while len(items) < BATCH_LIMIT and items[-1] is not _STOP:
                 try:
-                    item = self._queue.get_nowait()
+                    items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-                if item is _STOP:
-                    stopping = True
-                else:
-                    batch.append(item)  # type: ignore[arg-type]
+            batch: list[_Op] = [item for item in items if item is not _STOP]  # type: ignore[misc]
             if batch:
                 self._run_batch(batch)
-            if stopping:
+            if items[-1] is _STOP:
                 return
 
     def _run_batch(self, batch: list[_Op]) -> None:
