@@ -90,7 +90,7 @@ def _napping_capsule(root: Path) -> Path:
     the task is surely running when Ctrl-C comes (it could only complete after ten minutes)."""
     nap = {"stop_reason": "tool_call", "content": [
         {"type": "text", "text": "Taking a long nap now. "},
-        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "sleep 600"}}]}
+        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "600"}}]}
     woke = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Woke up."}]}
     manifest = {
         "name": "napper", "version": "0.1.0",

@@ -220,8 +220,9 @@ async def test_a_peers_sends_decided_together_never_open_more_contexts_than_its_
     daemon = await _daemon(tmp_path, host, max_open_contexts=3, max_concurrent_tasks=1)
     store = _sqlite(daemon)
 
-    def peer_send(n: int) -> Submission:
-        return Submission(_message(f"peer {n}"), origin="peer", trust="peer", principal="peer-a", confined_to="peer-a")
+    def peer_send(n: int) -> Submission:  # a task that asks for input: its context stays open
+        return Submission(_message(f"mode:ask peer {n}"), origin="peer", trust="peer", principal="peer-a",
+                          confined_to="peer-a")
 
     try:
         async with HeldStore(store) as held:
@@ -245,8 +246,9 @@ async def test_on_postgresql_a_peers_next_send_waits_for_its_last_to_be_stored(
     daemon = await _daemon(tmp_path, host, max_open_contexts=1, dsn=postgres_dsn)
     locker = await asyncpg.connect(postgres_dsn)
 
-    def peer_send(n: int) -> Submission:
-        return Submission(_message(f"peer {n}"), origin="peer", trust="peer", principal="peer-a", confined_to="peer-a")
+    def peer_send(n: int) -> Submission:  # a task that asks for input: its context stays open
+        return Submission(_message(f"mode:ask peer {n}"), origin="peer", trust="peer", principal="peer-a",
+                          confined_to="peer-a")
 
     try:
         locking = locker.transaction()
