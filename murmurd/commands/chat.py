@@ -15,10 +15,14 @@ which upstream keeps open through `input-required`, carries on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import queue
+import signal
 import sys
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +66,35 @@ def _save_history(readline: Any, path: Path) -> None:
         pass
 
 
+class _CtrlC:
+    """Ctrl-C while a task is followed: noted by a handler and acted on between frames, never
+    raised inside the frame queue's `get` (an exception raised there can leave the queue's lock
+    held, and the cancel's own wait for the stream's end then never returns); raised only around
+    a prompt (`raising`), which nothing else ends."""
+
+    def __init__(self) -> None:
+        self.pressed = threading.Event()
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        self._previous = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGINT, self._previous)
+
+    def _note(self, _signum: int, _frame: Any) -> None:
+        self.pressed.set()
+
+    @contextlib.contextmanager
+    def raising(self) -> Iterator[None]:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, self._note)
+
+
 class Conversation:
     def __init__(self, url: str, shown_url: str, token: str | None) -> None:
         self.url, self.shown_url, self.token = url, shown_url, token
@@ -88,16 +121,22 @@ class Conversation:
                 frames.put(END)
 
         threading.Thread(target=read, name="chat stream", daemon=True).start()
+        with _CtrlC() as ctrl_c:
+            self._follow(frames, ctrl_c)
+
+    def _follow(self, frames: queue.Queue[Any], ctrl_c: _CtrlC) -> None:
+        from murmurd.a2a.peers.client import ClientError
+
         task_id: str | None = None
         at_line_start = True
         while True:
+            if ctrl_c.pressed.is_set():
+                self._cancel(task_id, frames)
+                return
             try:
                 item = frames.get(timeout=0.2)
             except queue.Empty:
                 continue
-            except KeyboardInterrupt:
-                self._cancel(task_id, frames)
-                return
             if item is END:
                 if not at_line_start:
                     self.out("\n")
@@ -132,14 +171,14 @@ class Conversation:
                 if not at_line_start:
                     self.out("\n")
                 at_line_start = True
-                if not self._answer(str(status.get("message") or ""), task_id, frames):
+                if not self._answer(str(status.get("message") or ""), task_id, frames, ctrl_c):
                     return
             elif state in ("failed", "canceled", "rejected"):
                 message = str(status.get("message") or "").removeprefix(f"{state}: ")
                 self.out(f"{'' if at_line_start else chr(10)}[{state}{': ' + message if message else ''}]\n")
                 at_line_start = True
 
-    def _answer(self, question: str, task_id: str | None, frames: queue.Queue[Any]) -> bool:
+    def _answer(self, question: str, task_id: str | None, frames: queue.Queue[Any], ctrl_c: _CtrlC) -> bool:
         """Prompt for the reply to `question`; False when Ctrl-C canceled the task instead."""
         from murmurd.a2a.peers import tasks_client
         from murmurd.a2a.peers.client import ClientError
@@ -147,7 +186,8 @@ class Conversation:
         self.out(f"? {question}\n")
         while True:
             try:
-                answer = input("reply> ")
+                with ctrl_c.raising():  # a prompt is left only by an exception
+                    answer = input("reply> ")
             except KeyboardInterrupt:
                 self._cancel(task_id, frames)
                 return False
@@ -177,13 +217,14 @@ class Conversation:
         except ClientError as exc:
             self.out(f"\nerror: cancel {task_id}: {exc}\n")
             return
-        try:
-            while True:
-                item = frames.get(timeout=CANCEL_WAIT_SECONDS)
-                if item is END or (getattr(item, "kind", None) == "status" and item.state in TERMINAL):
-                    break
-        except queue.Empty:
-            pass
+        deadline = time.monotonic() + CANCEL_WAIT_SECONDS  # in all: a stream still sending does not hold it
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                item = frames.get(timeout=left)
+            except queue.Empty:
+                break
+            if item is END or (getattr(item, "kind", None) == "status" and item.state in TERMINAL):
+                break
         self.out(f"\n[canceled {task_id}]\n")
 
 
