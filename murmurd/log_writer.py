@@ -35,6 +35,7 @@ from typing import Any, TextIO
 MAX_BATCH = 512  # lines written with one `write`
 MAX_PENDING = 10_000  # lines queued and not yet written; past it a line is dropped, and counted
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # the same, in (roughly counted) bytes
+RECORD_BYTES = 256  # what a record counts against MAX_PENDING_BYTES besides its message and traceback
 FLUSH_SECONDS = 5.0  # how long `flush` and `close` wait for the writer (a reader that stopped reading)
 DROPPED_LOGGER = "murmurd.log"
 
@@ -80,28 +81,28 @@ class BackgroundStreamHandler(logging.Handler):
                 self.stream.write(self.format(record) + "\n")
                 self.stream.flush()
                 return
-            ready = self._prepared(record)
-            self._enqueue(ready, len(ready.msg) + len(ready.exc_text or "") + 256)
+            self._enqueue(self._prepared(record))
         except Exception:  # noqa: BLE001 - as every handler: a failed record never fails its caller
             self.handleError(record)
 
     def queue_text(self, text: str) -> None:
         """`text` written as it is (a newline included or not), in order with the records."""
-        self._enqueue(text, len(text))
+        self._enqueue(text)
 
-    def _enqueue(self, item: _Item, size: int) -> None:
+    def _enqueue(self, item: logging.LogRecord | str) -> None:
+        size = _cost(item)
         with self._count_lock:
             if self._pending >= self.max_pending or self._pending_bytes + size > self.max_pending_bytes:
                 if self._dropping is not None:
                     self._dropping.count += 1
                     return
-                self._dropping = mark = _Dropped()
-                item, size = mark, 0  # the mark takes the line's place
-            else:
-                self._dropping = None
-                self._pending += 1
-                self._pending_bytes += size
-            self._queue.put(item)  # under the lock: a mark stays after every line kept before it
+                self._dropping = _Dropped()
+                self._queue.put(self._dropping)  # the mark takes the line's place, after every line kept
+                return
+            self._dropping = None
+            self._pending += 1
+            self._pending_bytes += size
+            self._queue.put(item)  # under the lock: a mark never overtakes a line kept before it
         if self._thread is None:
             self._start_writer()
 
@@ -143,7 +144,10 @@ class BackgroundStreamHandler(logging.Handler):
 
     def _write(self, items: list[logging.LogRecord | str | _Dropped]) -> None:
         texts: list[str] = []
-        size = kept = 0
+        kept = [item for item in items if not isinstance(item, _Dropped)]
+        with self._count_lock:  # what was counted when queued, however its writing goes
+            self._pending -= len(kept)
+            self._pending_bytes -= sum(_cost(item) for item in kept)
         for item in items:
             if isinstance(item, _Dropped):
                 with self._count_lock:
@@ -151,20 +155,10 @@ class BackgroundStreamHandler(logging.Handler):
                     if self._dropping is item:  # no line dropped at this mark after now
                         self._dropping = None
                 item = _dropped_record(count)
-            else:
-                kept += 1
             try:
-                if isinstance(item, str):
-                    texts.append(item)
-                    size += len(item)
-                else:
-                    texts.append(self.format(item) + "\n")
-                    size += len(item.msg) + len(item.exc_text or "") + 256
+                texts.append(item if isinstance(item, str) else self.format(item) + "\n")
             except Exception:  # noqa: BLE001
                 self.handleError(item)
-        with self._count_lock:
-            self._pending -= kept
-            self._pending_bytes -= size
         if texts:
             self._write_texts(texts, items)
 
@@ -265,6 +259,13 @@ class QueuedStderr(io.TextIOBase):
     @property
     def errors(self) -> str | None:  # type: ignore[override]
         return self.original.errors
+
+
+def _cost(item: logging.LogRecord | str) -> int:
+    """What a queued item counts against MAX_PENDING_BYTES (roughly its size)."""
+    if isinstance(item, str):
+        return len(item)
+    return len(item.msg) + len(item.exc_text or "") + RECORD_BYTES
 
 
 def _dropped_record(count: int) -> logging.LogRecord:

@@ -229,3 +229,28 @@ def test_the_drop_note_is_a_record_of_the_logs_format() -> None:
     note = records[-1]
     assert note["level"] == "WARNING" and note["logger"] == "murmurd.log"
     assert note["message"].startswith("15 log lines dropped here")
+
+
+def test_the_byte_bound_holds_the_same_after_lines_were_dropped() -> None:
+    """Each time the reader stops, as many lines are kept as the first time: what the queue
+    counts is given back exactly as its lines are written (the drop notes counted nothing)."""
+    stream = HeldStream()
+    handler = BackgroundStreamHandler(stream, max_pending_bytes=10 * (len("line 000") + 256) + 50)
+    log = _logger("bytes", handler)
+    kept: list[int] = []
+    try:
+        for cycle in range(3):
+            stream.release.clear()
+            stream.entered.clear()
+            log.info("held %d", cycle)  # the writer takes it and waits on the stream
+            assert stream.entered.wait(60)
+            for n in range(100, 140):
+                log.info("line %d", n)
+            stream.release.set()
+            handler.flush()
+            lines = stream.getvalue().splitlines()
+            kept.append(len([line for line in lines[lines.index(f"held {cycle}"):] if line.startswith("line ")]))
+    finally:
+        stream.release.set()
+        handler.close()
+    assert kept == [10, 10, 10]
