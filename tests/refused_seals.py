@@ -12,41 +12,23 @@ from __future__ import annotations
 import errno
 import json
 import sys
-import threading
 from pathlib import Path
 
 import pyseccomp as seccomp
 
 from murmurd.host import ComponentHost, HostError, ToolInput
+from refusing_kernel import load_supervised
 
 F_ADD_SEALS = 1033
-SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
 
 
 def main(wasm: Path, refusals: int) -> dict:
     host = ComponentHost()
     tool = host.load(wasm)  # compiled here, before the filter: only instantiation is watched
-    seals = {"refused": 0, "passed": 0}
     seal_filter = seccomp.SyscallFilter(seccomp.ALLOW)
     seal_filter.add_rule(seccomp.NOTIFY, "fcntl", seccomp.Arg(1, seccomp.EQ, F_ADD_SEALS))
-    loaded = threading.Event()
-
-    def supervise() -> None:
-        loaded.wait()
-        while True:
-            notice = seal_filter.receive_notify()
-            if seals["refused"] < refusals:
-                seals["refused"] += 1
-                answer = seccomp.NotificationResponse(error=-errno.EBUSY, flags=0, id=notice.id, val=0)
-            else:
-                seals["passed"] += 1
-                answer = seccomp.NotificationResponse(
-                    error=0, flags=SECCOMP_USER_NOTIF_FLAG_CONTINUE, id=notice.id, val=0)
-            seal_filter.respond_notify(answer)
-
-    threading.Thread(target=supervise, daemon=True).start()  # started before the filter: not under it
-    seal_filter.load()  # this thread only (no TSYNC): the call below runs here
-    loaded.set()
+    # this thread only (no TSYNC): the call below runs here
+    seals = load_supervised(seal_filter, lambda counts: errno.EBUSY if counts["refused"] < refusals else None)
     try:
         result = host.call_tool_sync(tool, ToolInput(data="sealed"))
         outcome: dict = {"result": json.loads(result.data)}

@@ -19,9 +19,7 @@ import pyseccomp as seccomp
 
 from murmurd.a2a.core.tasks import TaskRecord, TaskState, new_context_id, new_task_id
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
-
-SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
-
+from refusing_kernel import load_supervised
 
 def record(state: TaskState) -> TaskRecord:
     return TaskRecord(id=new_task_id(), context_id=new_context_id(), state=state, result_text="the answer")
@@ -49,29 +47,12 @@ async def writes(path: Path, armed: threading.Event) -> dict[str, str]:
 
 
 def main(path: Path) -> dict:
-    syncs = {"refused": 0, "passed": 0}
     armed = threading.Event()
     sync_filter = seccomp.SyscallFilter(seccomp.ALLOW)
     for call in ("fsync", "fdatasync"):
         sync_filter.add_rule(seccomp.NOTIFY, call)
-    loaded = threading.Event()
-
-    def supervise() -> None:
-        loaded.wait()
-        while True:
-            notice = sync_filter.receive_notify()
-            if armed.is_set():
-                syncs["refused"] += 1
-                answer = seccomp.NotificationResponse(error=-errno.EIO, flags=0, id=notice.id, val=0)
-            else:
-                syncs["passed"] += 1
-                answer = seccomp.NotificationResponse(
-                    error=0, flags=SECCOMP_USER_NOTIF_FLAG_CONTINUE, id=notice.id, val=0)
-            sync_filter.respond_notify(answer)
-
-    threading.Thread(target=supervise, daemon=True).start()  # started before the filter: not under it
-    sync_filter.load()  # this thread and the threads it starts from now on (the store's among them)
-    loaded.set()
+    # this thread and the threads it starts from now on (the store's among them)
+    syncs = load_supervised(sync_filter, lambda _counts: errno.EIO if armed.is_set() else None)
     return {**asyncio.run(writes(path, armed)), **syncs}
 
 
