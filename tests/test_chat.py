@@ -6,6 +6,7 @@ program goes on, the conversation is one threaded context, and lines land in rea
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,17 @@ def _chat(served: Served, home: Path) -> pexpect.spawn:
     return child
 
 
+def _threads_taking_ctrl_c(pid: int) -> list[str]:
+    """The threads of `pid` that do not block SIGINT: the kernel hands a Ctrl-C to any of them,
+    and one handed to another thread does not wake the main thread's wait at a prompt."""
+    taking = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        if not int(status["SigBlk"], 16) & (1 << (signal.SIGINT - 1)):
+            taking.append("MainThread" if task.name == str(pid) else status["Name"].strip())
+    return taking
+
+
 def _tasks(served: Served) -> list[dict]:
     return served.rpc("ListTasks", {"pageSize": 100})["result"].get("tasks", [])
 
@@ -48,6 +60,7 @@ def test_chat_streams_shows_tools_asks_inline_and_ctrl_c_cancels(served: Served,
         child.expect_exact(f"⚙ echo: {CHECKED}")  # the tool call, shown when it ran
         child.expect_exact(f"? {QUESTION}")
         child.expect_exact("reply> ")
+        assert _threads_taking_ctrl_c(child.pid) == ["MainThread"]  # the stream's thread is running now
         child.sendline("approve")
         child.expect_exact(APPROVED)
         child.expect_exact("you> ")

@@ -66,25 +66,6 @@ def _save_history(readline: Any, path: Path) -> None:
         pass
 
 
-WAKE_SECONDS = 0.2  # how often a prompt's wait looks for a Ctrl-C that came before it began
-
-
-@contextlib.contextmanager
-def prompt_wakeups() -> Iterator[None]:
-    """readline misses a Ctrl-C that lands between showing its prompt and starting its wait: the
-    signal is noted, the wait starts anyway, and the KeyboardInterrupt comes only with the next
-    key (a test that sends Ctrl-C as soon as it sees the prompt waited forever on a loaded
-    machine). A timer's signal interrupts the wait every WAKE_SECONDS; readline then looks at
-    the signals noted meanwhile and raises the Ctrl-C."""
-    previous = signal.signal(signal.SIGALRM, lambda _signum, _frame: None)
-    signal.setitimer(signal.ITIMER_REAL, WAKE_SECONDS, WAKE_SECONDS)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 class _CtrlC:
     """Ctrl-C while a task is followed: noted by a handler and acted on between frames, never
     raised inside the frame queue's `get` (an exception raised there can leave the queue's lock
@@ -139,7 +120,14 @@ class Conversation:
             finally:
                 frames.put(END)
 
-        threading.Thread(target=read, name="chat stream", daemon=True).start()
+        # Ctrl-C is the main thread's alone: the kernel may hand a process's signal to any thread
+        # not blocking it, and one handed to the stream's thread does not wake the main thread's
+        # wait at a prompt, which then sat until the next key. The thread inherits the mask.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            threading.Thread(target=read, name="chat stream", daemon=True).start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         with _CtrlC() as ctrl_c:
             self._follow(frames, ctrl_c)
 
@@ -205,7 +193,7 @@ class Conversation:
         self.out(f"? {question}\n")
         while True:
             try:
-                with ctrl_c.raising(), prompt_wakeups():  # a prompt is left only by an exception
+                with ctrl_c.raising():  # a prompt is left only by an exception
                     answer = input("reply> ")
             except KeyboardInterrupt:
                 self._cancel(task_id, frames)
@@ -258,8 +246,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     print(f"chatting with {args.url} ({HELP})", flush=True)
     while True:
         try:
-            with prompt_wakeups():
-                line = input("you> ")
+            line = input("you> ")
         except KeyboardInterrupt:
             print("\n(Ctrl-D or /quit to leave)", flush=True)
             continue
