@@ -132,9 +132,6 @@ class Workdir:
     def result(self) -> Path:
         return self.path(self.book(RESULT))
 
-    def tool_dir(self, name: str) -> Path:
-        return self.path(self.book(f"tools/{component(name)}"))
-
     def create(self) -> None:
         """The root (with its parents: an operator's path) and the layout's directories."""
         self.root.mkdir(parents=True, exist_ok=True)

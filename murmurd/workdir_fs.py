@@ -22,8 +22,9 @@ import os
 import re
 import shutil
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import BinaryIO, TextIO
 
@@ -381,44 +382,64 @@ def fd_path(fd: int) -> str:
 
 
 
-def lay_down(
-    parent: Path, name: str, dirs: Iterable[str], files: Iterable[tuple[str, bytes]], *, append: str | None = None,
-) -> tuple[int, int | None]:
+@dataclass(frozen=True)
+class TreePlan:
+    """The shape of a tree `lay_down` makes, its names checked and split once (`plan_tree`), so a
+    tree laid down for every new session pays for no parsing. Directories come each after its
+    parent; `files` are names only, their bytes given to each `lay_down`."""
+
+    dirs: tuple[tuple[str, ...], ...]
+    files: tuple[tuple[str, ...], ...]
+    append: tuple[str, ...] | None
+    parents: frozenset[tuple[str, ...]]  # the directories something is made in (opened on the way)
+
+
+def plan_tree(dirs: Iterable[str], files: Iterable[str], *, append: str | None = None) -> TreePlan:
+    """The plan of a tree of `dirs` and `files` (root-relative names; refused as `split_relative`
+    refuses them), with `append` the file kept open for appending, if any."""
+    made = tuple(split_relative(rel) for rel in dirs)
+    written = tuple(split_relative(rel) for rel in files)
+    kept = split_relative(append) if append is not None else None
+    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts in written} | ({kept[:-1]} if kept else set())
+    return TreePlan(made, written, kept, frozenset(parents))
+
+
+def lay_down(parent: Path, name: str, tree: TreePlan, contents: Sequence[bytes]) -> tuple[int, int | None]:
     """Create the directory `name` in `parent` (`FileExistsError` if anything is there) and, in one
-    pass beneath it, `dirs` (each named after its parent) and `files` (root-relative names, their
-    bytes). The tree is new, made here: every directory is created and opened beneath its parent's
+    pass beneath it, `tree`'s directories and files (`contents[i]` the bytes of `tree.files[i]`).
+    The tree is new, made here: every directory is created and opened beneath its parent's
     descriptor, every file created exclusively (`O_EXCL | O_NOFOLLOW`) and written with plain
     `write`s, so nothing planted is followed or written through, and no temporary name is needed
-    (no reader has the tree yet). With `append`, that file is created empty as well and kept open
-    for appending. Returns descriptors of the new directory and of `append` (None without it),
-    which the caller closes."""
+    (no reader has the tree yet). `tree.append` is created empty as well and kept open for
+    appending. Returns descriptors of the new directory and of that file (None without it), which
+    the caller closes."""
     leaf = split_relative(name)
     if len(leaf) != 1:
         raise UnsafePathError(name, "is not a plain directory name", errno.EINVAL)
+    if len(contents) != len(tree.files):
+        raise ValueError(f"{len(tree.files)} files planned, {len(contents)} contents given")
     try:
         top = os.open(parent, _ROOT)
     except OSError as exc:
         raise type(exc)(exc.errno, f"{str(parent)!r} cannot be opened: {exc.strerror}", str(parent)) from None
-    made = [split_relative(rel) for rel in dirs]
-    written = [(split_relative(rel), data) for rel, data in files]
-    kept = split_relative(append) if append is not None else None
-    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts, _ in written} | ({kept[:-1]} if kept else set())
+    parents = tree.parents
     opened: dict[tuple[str, ...], int] = {}
     appending: int | None = None
     try:
         os.mkdir(name, 0o755, dir_fd=top)
         opened[()] = os.open(name, _DIR, dir_fd=top)
-        for parts in made:
+        for parts in tree.dirs:
             at = opened[parts[:-1]]  # KeyError: a directory named before its parent
             os.mkdir(parts[-1], 0o755, dir_fd=at)
             if parts in parents:  # opened only to make or write something in it
                 opened[parts] = os.open(parts[-1], _DIR, dir_fd=at)
-        for parts, data in written:
+        for parts, data in zip(tree.files, contents):
             fd = _open_leaf(opened[parts[:-1]], parts[-1], _NEW, "/".join(parts))
             try:
                 _write_all(fd, data)
             finally:
                 os.close(fd)
+        kept = tree.append
         if kept is not None:
             appending = _open_leaf(opened[kept[:-1]], kept[-1], _NEW | os.O_APPEND, "/".join(kept))
         root = opened.pop(())

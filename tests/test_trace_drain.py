@@ -79,7 +79,7 @@ async def test_a_barrier_with_nothing_queued_returns_and_a_failed_write_is_named
 
 async def test_closing_an_idle_trace_needs_no_drain_thread_and_a_busy_one_writes_every_line(tmp_path: Path) -> None:
     drain = TraceDrain(threads=2)
-    root_fd, trace_fd = workdir_fs.lay_down(tmp_path, "ses_idle", (), (), append="trace.jsonl")
+    root_fd, trace_fd = workdir_fs.lay_down(tmp_path, "ses_idle", workdir_fs.plan_tree((), (), append="trace.jsonl"), ())
     os.close(root_fd)
     assert trace_fd is not None
     idle = TraceWriter(tmp_path / "ses_idle", "trace.jsonl", "ses_idle", drain=drain, fd=trace_fd)

@@ -210,10 +210,9 @@ def _open_fds() -> set[str]:
 def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appender(tmp_path: Path) -> None:
     before = _open_fds()
     skill = b"x" * 300_000  # more than one write(2) may take at once
-    root_fd, trace_fd = workdir_fs.lay_down(
-        tmp_path, "ses_a", ("out", "tools", "tools/ask"),
-        (("tools/ask/murmur.yaml", b"name: ask\n"), ("tools/ask/skill.md", skill), ("MURMUR.md", b"# hi\n")),
-        append="trace.jsonl")
+    tree = workdir_fs.plan_tree(("out", "tools", "tools/ask"), ("tools/ask/murmur.yaml", "tools/ask/skill.md", "MURMUR.md"),
+                                append="trace.jsonl")
+    root_fd, trace_fd = workdir_fs.lay_down(tmp_path, "ses_a", tree, (b"name: ask\n", skill, b"# hi\n"))
     try:
         root = tmp_path / "ses_a"
         assert os.fstat(root_fd).st_ino == root.stat().st_ino
@@ -235,8 +234,12 @@ def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appen
     os.symlink(tmp_path / "ses_a", tmp_path / "ses_b")
     for name in ("ses_a", "ses_b"):
         with pytest.raises(FileExistsError):
-            workdir_fs.lay_down(tmp_path, name, ("out",), (("MURMUR.md", b"planted?\n"),), append="trace.jsonl")
+            workdir_fs.lay_down(tmp_path, name, workdir_fs.plan_tree(("out",), ("MURMUR.md",), append="trace.jsonl"),
+                                (b"planted?\n",))
     assert (tmp_path / "ses_a/MURMUR.md").read_bytes() == b"# hi\n"
     assert _open_fds() == before
     with pytest.raises(UnsafePathError):
-        workdir_fs.lay_down(tmp_path, "../up", (), ())
+        workdir_fs.lay_down(tmp_path, "../up", workdir_fs.plan_tree((), ()), ())
+    for refused in ("../x", "/abs", "a\x00b"):  # a plan's names are checked once, when planned
+        with pytest.raises(UnsafePathError):
+            workdir_fs.plan_tree((), (refused,))

@@ -73,7 +73,7 @@ class ShellPolicy:
     workdir_guard: WorkdirGuard | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        workdir = Path(self.workdir)
+        workdir = self.workdir if isinstance(self.workdir, Path) else Path(self.workdir)  # one per session: no reparse
         object.__setattr__(self, "workdir", workdir)
         object.__setattr__(self, "allow", frozenset(self.allow))
         object.__setattr__(self, "strip_env", tuple(self.strip_env))

@@ -79,13 +79,13 @@ class ArtifactManager:
                 except HostError as exc:
                     raise ImportFailed(f"artifact-manager: pull {name} {version}: {exc}") from exc
             try:
-                directory = install_artifact(staged.workdir, artifact)
+                install_artifact(staged.workdir, artifact)
             except OSError as exc:  # e.g. a tool planted a symlink at tools/<name>
                 raise ImportFailed(f"artifact-manager: pull {name} {version}: cannot install: {exc}") from None
             lock = lock or LockFile()
             lock.upsert(artifact)
             save_lock(staged.manifest_dir, lock)
             ref = ArtifactRef(name=artifact.name, version=artifact.version, runtime=artifact.kind)
-            installed = InstalledArtifact(ref, artifact, directory, component)
+            installed = InstalledArtifact(ref, artifact, component)
             staged.artifacts[name] = installed
             return _summary(installed)

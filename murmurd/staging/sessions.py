@@ -32,6 +32,6 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     session_id = new_session_id()
     layout = session_workdir(staged, session_id)
     fresh = template.lay_down(layout.root, session_id)
-    installed = {name: replace(a, directory=layout.tool_dir(name)) for name, a in staged.artifacts.items()}
-    return replace(staged, session_id=session_id, workdir=layout, artifacts=installed,
+    # a copy of its own: an artifact pulled at run time is this session's alone
+    return replace(staged, session_id=session_id, workdir=layout, artifacts=dict(staged.artifacts),
                    history_home=staged.history_workdir, fresh=fresh)

@@ -65,8 +65,7 @@ class StagingError(RuntimeError):
 @dataclass
 class InstalledArtifact:
     ref: ArtifactRef
-    resolved: ResolvedArtifact
-    directory: Path
+    resolved: ResolvedArtifact  # installed in `tools/<name>/` of each session
     component: LoadedComponent | None  # None for skills
 
     @property
@@ -172,7 +171,7 @@ def _oversized_skill(artifact: ResolvedArtifact) -> list[str]:
             f"{MAX_SKILL_BYTES} bytes"]
 
 
-def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
+def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> None:
     """Write an artifact's manifest under `tools/<name>/`, and its payload when it is a skill (text
     the session reads from there). A component's `.wasm` is not copied: it runs from the compile
     cache, shared by every session (as `staging.sessions` does for context sessions), and a copy
@@ -181,7 +180,6 @@ def install_artifact(workdir: Workdir, resolved: ResolvedArtifact) -> Path:
     if resolved.kind == "skill":
         workdir_fs.copy_into(resolved.payload, workdir.root,
                              workdir.book(tool_file(resolved.name, resolved.installed_name)))
-    return workdir.tool_dir(resolved.name)
 
 
 def _write_shell_manifests(workdir: Workdir, binaries: list[str]) -> None:
@@ -214,8 +212,8 @@ def _lay_out(
     layout.create()
     installed: dict[str, InstalledArtifact] = {}
     for ref, artifact in zip(manifest.artifacts, resolved):
-        directory = install_artifact(layout, artifact)
-        installed[ref.name] = InstalledArtifact(ref, artifact, directory, components.get(ref.name))
+        install_artifact(layout, artifact)
+        installed[ref.name] = InstalledArtifact(ref, artifact, components.get(ref.name))
     _write_shell_manifests(layout, shell_allow)
 
     grants = compute_grants(manifest, env)

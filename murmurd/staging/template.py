@@ -143,24 +143,23 @@ class FreshWorkdir:
 
 @dataclass(frozen=True)
 class SessionTemplate:
-    """The directories (each after its parent) and files (root-relative names, bytes) of a fresh
-    session workdir, and `MURMUR.md` split where the session id goes."""
+    """The tree of a fresh session workdir (its names checked and split once) with the bytes of
+    its files, and `MURMUR.md` split where the session id goes."""
 
     key: tuple[Any, ...]
-    dirs: tuple[str, ...]
-    files: tuple[tuple[str, bytes], ...]
+    tree: workdir_fs.TreePlan  # its files: `contents`' names, then MURMUR.md; trace.jsonl appended
+    contents: tuple[bytes, ...]
     inventory: tuple[bytes, bytes]
 
     def lay_down(self, root: Path, session_id: str) -> FreshWorkdir:
         """Create `root` (`<parent>/<session_id>`, which must not exist), everything in it and its
         empty `trace.jsonl`; the root comes back held, the trace open."""
         head, tail = self.inventory
-        inventory = (INVENTORY, head + session_id.encode() + tail)
         if root.name != component(session_id):
             raise ValueError(f"{root} is not the workdir of {session_id}")
-        root_fd, trace_fd = workdir_fs.lay_down(root.parent, root.name, self.dirs, (*self.files, inventory),
-                                                append=TRACE)
-        assert trace_fd is not None  # asked for with append
+        root_fd, trace_fd = workdir_fs.lay_down(root.parent, root.name, self.tree,
+                                                (*self.contents, head + session_id.encode() + tail))
+        assert trace_fd is not None  # planned with append
         return FreshWorkdir(root, SessionHold.of_descriptor(root_fd), trace_fd)
 
 
@@ -196,7 +195,8 @@ def build_template(staged: StagedView) -> SessionTemplate:
         _with_parents(rel.rsplit("/", 1)[0], dirs)
     head, mark, tail = inventory_text(staged, _SESSION_MARK).partition(_SESSION_MARK)
     assert mark and _SESSION_MARK not in tail, "MURMUR.md names the session exactly once"
-    return SessionTemplate(_key(staged), tuple(dirs), tuple(files), (head.encode(), tail.encode()))
+    tree = workdir_fs.plan_tree(dirs, [*(rel for rel, _ in files), INVENTORY], append=TRACE)
+    return SessionTemplate(_key(staged), tree, tuple(data for _, data in files), (head.encode(), tail.encode()))
 
 
 def _artifact_files(name: str, artifact: InstalledView) -> list[tuple[str, bytes]]:
