@@ -103,12 +103,21 @@ def test_watch_renders_the_live_stream(tmp_path: Path, artifacts) -> None:
                                    stderr=subprocess.PIPE, text=True, cwd=ROOT)
         lines: list[str] = []
         threading.Thread(target=lambda: lines.extend(watcher.stdout), daemon=True).start()  # type: ignore[arg-type]
-        time.sleep(1.5)
-        task = served.send("watch me")
-        served.wait_state(task["id"], "completed")
-        deadline = time.monotonic() + 10
-        while not any("completed" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # the watch has no frame of its own to say it is subscribed: send until a task is rendered
+        # whole (one sent before the subscription, or while it was made, is missed in part)
+        def rendered(task_id: str) -> bool:
+            text = "".join(lines)
+            return f"[{task_id}] working" in text and f"[{task_id}] completed" in text
+
+        deadline = time.monotonic() + 120
+        while True:
+            task = served.send("watch me")
+            served.wait_state(task["id"], "completed")
+            patience = time.monotonic() + 10
+            while not rendered(task["id"]) and time.monotonic() < patience:
+                time.sleep(0.05)
+            if rendered(task["id"]) or time.monotonic() > deadline:
+                break
         watcher.terminate()
         watcher.wait(timeout=10)
         text = "".join(lines)
@@ -128,7 +137,10 @@ def test_send_to_an_unreachable_peer_fails_clearly() -> None:
 def test_send_reports_json_rpc_errors(tmp_path: Path, artifacts) -> None:
     for name in ("chaos-driver", "ask"):
         artifacts.fixture(name)
-    with serving(chaos_capsule(tmp_path), tmp_path / "state", "--task-acceptance", "none") as served:
+    # `none` runs only its launch task, then exits after a 1 s linger: a launch task that hangs keeps
+    # it up for as long as the `send` takes to start on a loaded machine
+    with serving(chaos_capsule(tmp_path), tmp_path / "state", "--task-acceptance", "none",
+                 "--task", "mode:hang", "--grace", "1") as served:
         proc = _murmurd("send", served.url, "anyone?")
         assert proc.returncode == 1
         assert "JSON-RPC error -32601" in proc.stderr and "task_acceptance none" in proc.stderr
