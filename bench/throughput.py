@@ -10,6 +10,12 @@ a new context (no `contextId`). Every answer is checked ("answer: <text>", compl
 - the reference: a2a-sdk's JSON-RPC app with a trivial executor (bench/a2a.py's, under uvicorn in
   a subprocess).
 
+Each run also times murmurd's own WASM call alone: the same chaos driver called as many times,
+by as many threads, through `ComponentHost.call_tool_sync` in a process of its own with every
+call in-process (bench/worker_calls.py; no HTTP, session or worker process around it), CPU ms
+per call. The issue's second goal reads murmurd's CPU per task against the reference's plus that
+call's, run by run.
+
 Per run and server: CPU ms per task from `/proc/PID/stat` (utime + stime of the server process,
 all its threads, over the run, divided by tasks; the kernel's share beside it), tasks/s (tasks /
 wall time of the run), round-trip p50 / p99, and the server's thread count after the run. The
@@ -53,6 +59,7 @@ def _bench_a2a() -> ModuleType:
 A2A = _bench_a2a()
 sys.path.insert(0, str(HERE))
 from procstat import cpu_ms, threads  # noqa: E402
+from worker_calls import measure as measure_calls  # noqa: E402
 
 
 def start_murmurd(capsule: Path, state_dir: Path, bound: int, extra: tuple[str, ...] = ()) -> object:
@@ -124,7 +131,8 @@ def spread(values: list[float], digits: int = 2) -> str:
     return f"{ordered[0]:.{digits}f} / {statistics.median(ordered):.{digits}f} / {ordered[-1]:.{digits}f}"
 
 
-def report(runs: dict[str, list[Run]], threads_before: dict[str, int], args: argparse.Namespace) -> None:
+def report(runs: dict[str, list[Run]], calls: list[float], threads_before: dict[str, int],
+           args: argparse.Namespace) -> None:
     print(f"throughput: {args.tasks} one-turn tasks from {args.clients} clients, each in a new context, "
           f"{args.runs} runs per server (min / median / max); murmurd bound {args.bound}")
     print(f"   {'server':<9} {'CPU ms/task':>22} {'kernel share':>13} {'tasks/s':>22} {'p50 ms':>22}"
@@ -142,6 +150,10 @@ def report(runs: dict[str, list[Run]], threads_before: dict[str, int], args: arg
         print(f"   murmurd / reference {label:<12} {medians:6.2f}x  (per run {min(per_run):.2f}-{max(per_run):.2f}x)")
 
     ratios("CPU/task", "cpu_per_task")
+    with_call = [m.cpu_per_task / (r.cpu_per_task + c) for m, r, c in zip(mine, ref, calls)]
+    print(f"   WASM call alone (in-process, {args.clients} callers) CPU ms/call {spread(calls):>22}")
+    print(f"   murmurd / (reference + WASM call) {statistics.median(with_call):6.2f}x"
+          f"  (per run {min(with_call):.2f}-{max(with_call):.2f}x; issue 29's goal <= 1.5x)")
     ratios("tasks/s", "rate")
     ratios("p50", "p50")
     ratios("p99", "p99")
@@ -164,10 +176,12 @@ async def run(args: argparse.Namespace) -> None:
                 await measure(server, args.clients * 2, args.clients)
             threads_before = {name: threads(server.proc.pid) for name, server in order.items()}
             runs: dict[str, list[Run]] = {name: [] for name in order}
+            calls: list[float] = []
             for _ in range(args.runs):
                 for name, server in order.items():
                     runs[name].append(await measure(server, args.tasks, args.clients))
-            report(runs, threads_before, args)
+                calls.append(measure_calls(False, args.clients, args.tasks)["total"])
+            report(runs, calls, threads_before, args)
         finally:
             for server in servers:
                 server.stop()

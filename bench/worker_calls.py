@@ -75,7 +75,8 @@ def _child(workers: bool, callers: int, calls: int) -> dict[str, float]:
             "total": (own1 - own0 + worker1 - worker0) / calls, "wall": wall * 1000 / calls}
 
 
-def _measure(workers: bool, callers: int, calls: int) -> dict[str, float]:
+def measure(workers: bool, callers: int, calls: int) -> dict[str, float]:
+    """One variant in a process of its own: CPU ms per call (caller, worker, total) and wall ms."""
     out = subprocess.run(
         [sys.executable, __file__, "--child", "worker" if workers else "in-process", "--callers", str(callers),
          "--calls", str(calls)], capture_output=True, text=True, timeout=600, check=True)
@@ -103,7 +104,7 @@ def main() -> None:
     results: dict[tuple[bool, int], list[dict[str, float]]] = {v: [] for v in variants}
     for _ in range(args.runs):
         for workers, callers in variants:
-            results[(workers, callers)].append(_measure(workers, callers, args.calls))
+            results[(workers, callers)].append(measure(workers, callers, args.calls))
     print(f"worker calls: {args.calls} chaos-driver calls per run, {args.runs} runs (min / median / max), ms per call")
     print(f"   {'variant':<24} {'caller CPU':>20} {'worker CPU':>20} {'total CPU':>20} {'wall':>20}  total / in-process")
     for workers, callers in variants:

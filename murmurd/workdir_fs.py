@@ -393,6 +393,12 @@ class TreePlan:
     append: tuple[str, ...] | None
     parents: frozenset[tuple[str, ...]]  # the directories something is made in (opened on the way)
 
+    def __post_init__(self) -> None:
+        """However made, a plan holds plain names only: each part one component, never `..`."""
+        for parts in (*self.dirs, *self.files, *((self.append,) if self.append is not None else ())):
+            if not parts or any(not part or part in (".", "..") or "/" in part or "\x00" in part for part in parts):
+                raise UnsafePathError("/".join(parts), "is not a plain workdir-relative name", errno.EINVAL)
+
 
 def plan_tree(dirs: Iterable[str], files: Iterable[str], *, append: str | None = None) -> TreePlan:
     """The plan of a tree of `dirs` and `files` (root-relative names; refused as `split_relative`

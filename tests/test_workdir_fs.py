@@ -243,3 +243,6 @@ def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appen
     for refused in ("../x", "/abs", "a\x00b"):  # a plan's names are checked once, when planned
         with pytest.raises(UnsafePathError):
             workdir_fs.plan_tree((), (refused,))
+    for parts in (("..",), ("a/b",), ("",), ()):  # nor can a plan made by hand hold one
+        with pytest.raises(UnsafePathError):
+            workdir_fs.TreePlan((), (parts,), None, frozenset())
