@@ -189,9 +189,10 @@ class AgentLoop:
         def turn() -> tuple[int, ToolResult, int]:
             """The turn's whole off-loop part in one hand-off (issue 29): the input count, the
             driver call (on the component host's worker), the output count."""
-            input_tokens = count_input()
+            data = json.dumps(request)
+            input_tokens = count_input(data if request is full else None)
             result = self.host.call_tool_sync(
-                driver.component, ToolInput(data=json.dumps(request)), grant=grant,
+                driver.component, ToolInput(data=data), grant=grant,
                 session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk, guard=guard,
             )
             raw = result.data if result.data is not None else (result.summary or "")
@@ -225,17 +226,18 @@ class AgentLoop:
         return build_request(model=setup.model, max_tokens=setup.max_tokens, system=setup.system,
                              messages=messages, tools=setup.tools, prompt_cache_key=cache_key)
 
-    def _input_count(self, messages: list[Message], full: dict[str, Any]) -> Callable[[], int]:
+    def _input_count(self, messages: list[Message], full: dict[str, Any]) -> Callable[[str | None], int]:
         """What counts the tokens of the full request, run off the event loop with the driver call
         (milliseconds for a long conversation), once per turn: the compaction check after a turn
         counted the very request the next turn sends, so that count is reused while the
-        conversation is unchanged."""
+        conversation is unchanged. Given the full request's JSON already made (the driver's input
+        when it is sent whole), it counts that text instead of serializing the request again."""
         key = tuple(m.id for m in messages)
         counted, self._counted = self._counted, None
         if counted is not None and counted[0] == key:
             tokens = counted[1]
-            return lambda: tokens
-        return lambda: count_tokens(json.dumps(full))
+            return lambda _text: tokens
+        return lambda text: count_tokens(text if text is not None else json.dumps(full))
 
     def _account(self, input_tokens: int, output_tokens: int) -> None:
         self.totals.input_tokens += input_tokens
