@@ -24,7 +24,7 @@ import shutil
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import BinaryIO, TextIO
 
@@ -391,23 +391,34 @@ class TreePlan:
     dirs: tuple[tuple[str, ...], ...]
     files: tuple[tuple[str, ...], ...]
     append: tuple[str, ...] | None
-    parents: frozenset[tuple[str, ...]]  # the directories something is made in (opened on the way)
+    # the directories something is made in (opened on the way): derived here, never given
+    parents: frozenset[tuple[str, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
-        """However made, a plan holds plain names only: each part one component, never `..`."""
-        for parts in (*self.dirs, *self.files, *((self.append,) if self.append is not None else ())):
-            if not parts or any(not part or part in (".", "..") or "/" in part or "\x00" in part for part in parts):
-                raise UnsafePathError("/".join(parts), "is not a plain workdir-relative name", errno.EINVAL)
+        """However made, a plan holds plain names only, in tuples of its own (a list it was given
+        and changed later changes nothing): each part one component, never `..`."""
+        dirs, files = tuple(_plain(parts) for parts in self.dirs), tuple(_plain(parts) for parts in self.files)
+        kept = _plain(self.append) if self.append is not None else None
+        object.__setattr__(self, "dirs", dirs)
+        object.__setattr__(self, "files", files)
+        object.__setattr__(self, "append", kept)
+        parents = {parts[:-1] for parts in (*dirs, *files)} | ({kept[:-1]} if kept is not None else set())
+        object.__setattr__(self, "parents", frozenset(parents))
+
+
+def _plain(parts: Iterable[str]) -> tuple[str, ...]:
+    held = tuple(parts)
+    if not held or any(not isinstance(part, str) or not part or part in (".", "..") or "/" in part or "\x00" in part
+                       for part in held):
+        raise UnsafePathError("/".join(map(str, held)), "is not a plain workdir-relative name", errno.EINVAL)
+    return held
 
 
 def plan_tree(dirs: Iterable[str], files: Iterable[str], *, append: str | None = None) -> TreePlan:
     """The plan of a tree of `dirs` and `files` (root-relative names; refused as `split_relative`
     refuses them), with `append` the file kept open for appending, if any."""
-    made = tuple(split_relative(rel) for rel in dirs)
-    written = tuple(split_relative(rel) for rel in files)
-    kept = split_relative(append) if append is not None else None
-    parents = {parts[:-1] for parts in made} | {parts[:-1] for parts in written} | ({kept[:-1]} if kept else set())
-    return TreePlan(made, written, kept, frozenset(parents))
+    return TreePlan(tuple(split_relative(rel) for rel in dirs), tuple(split_relative(rel) for rel in files),
+                    split_relative(append) if append is not None else None)
 
 
 def lay_down(parent: Path, name: str, tree: TreePlan, contents: Sequence[bytes]) -> tuple[int, int | None]:
@@ -432,8 +443,8 @@ def lay_down(parent: Path, name: str, tree: TreePlan, contents: Sequence[bytes])
     opened: dict[tuple[str, ...], int] = {}
     appending: int | None = None
     try:
-        os.mkdir(name, 0o755, dir_fd=top)
-        opened[()] = os.open(name, _DIR, dir_fd=top)
+        os.mkdir(leaf[0], 0o755, dir_fd=top)  # the checked name: `ses_x/` would follow a symlink swapped in
+        opened[()] = os.open(leaf[0], _DIR, dir_fd=top)
         for parts in tree.dirs:
             at = opened[parts[:-1]]  # KeyError: a directory named before its parent
             os.mkdir(parts[-1], 0o755, dir_fd=at)

@@ -245,4 +245,10 @@ def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appen
             workdir_fs.plan_tree((), (refused,))
     for parts in (("..",), ("a/b",), ("",), ()):  # nor can a plan made by hand hold one
         with pytest.raises(UnsafePathError):
-            workdir_fs.TreePlan((), (parts,), None, frozenset())
+            workdir_fs.TreePlan((), (parts,), None)
+    files = [("MURMUR.md",)]  # nor one changed after it was made: the plan holds copies
+    plan = workdir_fs.TreePlan((), files, None)
+    files[0] = ("..", "escaped.txt")
+    os.close(workdir_fs.lay_down(tmp_path, "ses_copy", plan, (b"x",))[0])
+    assert (tmp_path / "ses_copy/MURMUR.md").read_bytes() == b"x" and not (tmp_path / "escaped.txt").exists()
+
