@@ -228,14 +228,15 @@ def test_a_legacy_random_id_still_loads_and_never_poses_as_the_latest(tmp_path: 
     """Sessions from before UUIDv7 ids (random hex) load by id and suffix, and sort by their
     directory's time: a random `ses_f...` is not the latest just because it sorts last."""
     root = tmp_path / "workdir"
-    legacy = "ses_f3b2" + "0" * 27 + "1"
+    fresh = v7_id(now_ms())
+    tail = next(t for t in ("01", "02") if not fresh.endswith(t))  # the fresh id's random end never shares it
+    legacy = "ses_f3b2" + "0" * 26 + tail
     old = place(root, legacy, IDLE.read_text().replace(IDLE_ID, legacy))
     os.utime(old, (1_000_000, 1_000_000))  # 1970: older than any UUIDv7 session
-    fresh = v7_id(now_ms())
     place(root, fresh, IDLE.read_text().replace(IDLE_ID, fresh))
     assert _session_of(capsys, "--workdir", str(root)) == fresh
     assert _session_of(capsys, "--workdir", str(root), legacy) == legacy
-    assert _session_of(capsys, "--workdir", str(root), "01") == legacy
+    assert _session_of(capsys, "--workdir", str(root), tail) == legacy
     code, out, _ = murmurd(capsys, "trace", "report", "--json", "--workdir", str(root), "--since", "1h")
     assert [s["session_id"] for s in json.loads(out)["sessions"]] == [fresh]
 
