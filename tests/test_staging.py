@@ -253,6 +253,22 @@ def test_a_pull_with_a_hash_mismatch_writes_nothing(tmp_path, host, artifacts, r
     assert not (capsule / "murmur.lock").exists()
 
 
+def test_a_pull_in_one_context_session_stays_in_it(tmp_path, host, artifacts, registry) -> None:
+    """Context sessions are other callers' conversations: an artifact one pulls at run time is
+    its own, never the staged capsule's or another session's (each copy has its own map)."""
+    from murmurd.staging.manager import ArtifactManager
+    from murmurd.staging.sessions import open_session_staging
+
+    base = stage_capsule(_pull_capsule(tmp_path, artifacts, {}), host=host, registry=registry)
+    one, other = open_session_staging(base), open_session_staging(base)
+    ArtifactManager(one, host).pull("write-file", "0.1.0")
+    assert "write-file" in one.artifacts and (one.workdir.tools / "write-file").is_dir()
+    later = open_session_staging(base)
+    for staged in (base, other, later):
+        assert list(staged.artifacts) == ["echo"]
+        assert not (staged.workdir.tools / "write-file").exists()
+
+
 def test_publish_and_install_from_the_command_line(tmp_path: Path, artifacts) -> None:
     import subprocess
     import sys

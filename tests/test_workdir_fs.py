@@ -246,6 +246,9 @@ def test_lay_down_makes_a_new_tree_in_one_pass_and_hands_back_its_root_and_appen
     for parts in (("..",), ("a/b",), ("",), ()):  # nor can a plan made by hand hold one
         with pytest.raises(UnsafePathError):
             workdir_fs.TreePlan((), (parts,), None)
+    with pytest.raises(ValueError, match="1 files planned, 0 contents given"):  # before anything is made
+        workdir_fs.lay_down(tmp_path, "ses_short", workdir_fs.plan_tree((), ("MURMUR.md",)), ())
+    assert not (tmp_path / "ses_short").exists() and _open_fds() == before
     files = [("MURMUR.md",)]  # nor one changed after it was made: the plan holds copies
     plan = workdir_fs.TreePlan((), files, None)
     files[0] = ("..", "escaped.txt")
