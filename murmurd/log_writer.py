@@ -32,6 +32,8 @@ import weakref
 from queue import Empty, SimpleQueue
 from typing import Any, TextIO
 
+from murmurd.workdir_fs import write_all
+
 MAX_BATCH = 512  # lines written with one `write`
 MAX_PENDING = 10_000  # lines queued and not yet written; past it a line is dropped, and counted
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # the same, in (roughly counted) bytes
@@ -172,7 +174,7 @@ class BackgroundStreamHandler(logging.Handler):
                 encoding = getattr(self.stream, "encoding", None) or "utf-8"
                 errors = getattr(self.stream, "errors", None) or "backslashreplace"
                 for chunk in _whole_lines([text.encode(encoding, errors) for text in texts]):
-                    _write_all(fd, chunk)
+                    write_all(fd, chunk)
         except Exception:  # noqa: BLE001 - a closed or broken stream: reported as logging does
             last = next((item for item in reversed(items) if isinstance(item, logging.LogRecord)), None)
             if last is not None:
@@ -204,7 +206,6 @@ class BackgroundStreamHandler(logging.Handler):
         if thread is not None and thread is not threading.current_thread():
             thread.join(FLUSH_SECONDS)
         super().close()
-
 
 
 class QueuedStderr(io.TextIOBase):
@@ -288,9 +289,3 @@ def _whole_lines(texts: list[bytes]) -> list[bytes]:
     if current:
         chunks.append(b"".join(current))
     return chunks
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]

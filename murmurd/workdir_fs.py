@@ -252,7 +252,7 @@ def _replace(root: Path, rel: RelPath, fill: Callable[[int], object]) -> None:
 def write_bytes(root: Path, rel: RelPath, data: bytes) -> None:
     """Replace the file `rel` with `data` (parents created); a symlink there is replaced.
     Plain `write`s on the descriptor: no file object, whose making costs an `fstat` and a seek."""
-    _replace(root, rel, lambda fd: _write_all(fd, data))
+    _replace(root, rel, lambda fd: write_all(fd, data))
 
 
 def write_text(root: Path, rel: RelPath, text: str) -> None:
@@ -266,7 +266,7 @@ def copy_into(source: Path, root: Path, rel: RelPath) -> None:
     def fill(sink: int) -> None:
         with open(source, "rb") as origin:
             while chunk := origin.read(_CHUNK):
-                _write_all(sink, chunk)
+                write_all(sink, chunk)
 
     _replace(root, rel, fill)
 
@@ -380,8 +380,6 @@ def fd_path(fd: int) -> str:
     return f"/proc/self/fd/{fd}"
 
 
-
-
 @dataclass(frozen=True)
 class TreePlan:
     """The shape of a tree `lay_down` makes, its names checked and split once (`plan_tree`), so a
@@ -453,7 +451,7 @@ def lay_down(parent: Path, name: str, tree: TreePlan, contents: Sequence[bytes])
         for parts, data in zip(tree.files, contents):
             fd = _open_leaf(opened[parts[:-1]], parts[-1], _NEW, "/".join(parts))
             try:
-                _write_all(fd, data)
+                write_all(fd, data)
             finally:
                 os.close(fd)
         kept = tree.append
@@ -471,7 +469,8 @@ def lay_down(parent: Path, name: str, tree: TreePlan, contents: Sequence[bytes])
     return root, appending
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """All of `data` to `fd` with plain `write(2)`s (a pipe or socket may take part of it each time)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]

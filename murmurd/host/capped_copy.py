@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 
+from murmurd.workdir_fs import write_all
+
 LOG_BYTES_PER_STREAM = 4 * 1024 * 1024
 KEPT_TAIL = 64 * 1024
 _CHUNK = 64 * 1024
@@ -27,8 +29,8 @@ def copy_stretch(source: int, start: int, end: int, sink: int, label: str, *, li
     head_end = start + limit - tail
     _copy(source, start, head_end, sink)
     cut = length - limit
-    _write_all(sink, f"\n[murmurd: {cut} bytes of {label} cut here; a call's log keeps at most "
-                     f"{limit} bytes of each stream]\n".encode())
+    write_all(sink, f"\n[murmurd: {cut} bytes of {label} cut here; a call's log keeps at most "
+                    f"{limit} bytes of each stream]\n".encode())
     _copy(source, end - tail, end, sink)
 
 
@@ -44,11 +46,5 @@ def _copy(source: int, start: int, end: int, sink: int) -> None:
         chunk = os.pread(source, min(_CHUNK, end - offset), offset)
         if not chunk:  # the file shrank since its size was taken
             return
-        _write_all(sink, chunk)
+        write_all(sink, chunk)
         offset += len(chunk)
-
-
-def _write_all(sink: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(sink, view):]
