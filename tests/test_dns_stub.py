@@ -78,3 +78,31 @@ def test_a_connection_is_admitted_by_its_destination_and_a_granted_port_only() -
         assert relay.admits("192.0.2.10", 443) and not relay.admits("192.0.2.10", 8080)
     finally:
         relay.stop()
+
+
+def test_two_threads_stopping_a_relay_at_once_both_return_and_its_thread_ends() -> None:
+    """A CLI's end is reached twice at once (a tool that ended the task kills it, and so does the
+    reader that saw it die): each stop takes what is left, and neither finds the thread gone."""
+    import threading
+
+    from murmurd.containment.egress_relay import EgressGrant, EgressRelay
+
+    for _ in range(20):
+        relay = EgressRelay(EgressGrant(frozenset({("10.0.0.5", 8080)})))
+        relay._thread = running = threading.Thread(target=relay._run, daemon=True)  # as `start` does, no listeners
+        running.start()
+        relay._ready.wait(30)
+        failures: list[BaseException] = []
+
+        def stop() -> None:
+            try:
+                relay.stop()
+            except BaseException as exc:  # noqa: BLE001 - what the test looks for
+                failures.append(exc)
+
+        stoppers = [threading.Thread(target=stop) for _ in range(4)]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join(60)
+        assert failures == [] and not running.is_alive()

@@ -111,6 +111,7 @@ class EgressRelay:
         self._stopping: asyncio.Event | None = None
         self._ready = threading.Event()
         self._stop_requested = threading.Event()
+        self._stop_lock = threading.Lock()
         self._launch_pairs: set[tuple[str, int]] = set()
         self._bindings = dns_stub.NameBindings()
         self._open = 0
@@ -150,21 +151,23 @@ class EgressRelay:
         self._thread.start()
 
     def stop(self) -> None:
-        """Close everything the relay holds and end its thread (idempotent)."""
+        """Close everything the relay holds and end its thread (idempotent; two threads may call
+        it at once: each takes what is left to close, and only one joins the thread)."""
         self._stop_requested.set()
+        with self._stop_lock:
+            thread, self._thread = self._thread, None
+            sockets, self._sockets = self._sockets, []
         for end in (self._mine, self._theirs):
             end.close()
-        if self._thread is not None:
+        if thread is not None:
             self._ready.wait(STOP_TIMEOUT_SECONDS)
             loop, stopping = self._loop, self._stopping
             if loop is not None and stopping is not None:
                 with contextlib.suppress(RuntimeError):  # the loop already ended
                     loop.call_soon_threadsafe(stopping.set)
-            self._thread.join(STOP_TIMEOUT_SECONDS)
-            self._thread = None
-        for _label, sock in self._sockets:
+            thread.join(STOP_TIMEOUT_SECONDS)
+        for _label, sock in sockets:
             sock.close()
-        self._sockets = []
 
     # ------------------------------------------------------------------ the relay's own loop
 

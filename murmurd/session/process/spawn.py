@@ -31,6 +31,7 @@ import os
 import resource
 import signal
 import subprocess
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -112,6 +113,8 @@ class CliProcess:
         self.proc = proc
         self.group = group
         self.relay = relay
+        self._kill_lock = threading.Lock()  # a tool's end and the reader's end both kill: one at a time
+        self._killed = False
         shell_watchdog.register(proc.pid)
 
     @classmethod
@@ -148,7 +151,16 @@ class CliProcess:
 
     def kill(self) -> None:
         """SIGKILL the CLI's process group and its cgroup (a wrapper's children with it: codex's
-        npm wrapper on Node 20 spawns the native binary as a child), then reap it. Blocking."""
+        npm wrapper on Node 20 spawns the native binary as a child), then reap it. Blocking. A
+        second call (a tool that ended the task and the reader's own end both kill) waits for the
+        first and does nothing more: a reaped process's group id is never signalled."""
+        with self._kill_lock:
+            if self._killed:
+                return
+            self._killed = True
+            self._kill()
+
+    def _kill(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
