@@ -27,6 +27,7 @@ from murmurd.contract import ROLE_EXPORTS, Role, versioned
 from murmurd.host.context import CallContext, SessionContext
 from murmurd.host.errors import CallCancelled, ContractError, HookError, InstantiationError
 from murmurd.host.failures import classify
+from murmurd.host.frozen_types import FuncShape, invoke
 from murmurd.host import hook_legacy
 from murmurd.host.bridge import WasmPool
 from murmurd.host.hook_values import HANDLER_EVENT, HookOutput, handler_result_from_wasm, to_wasm
@@ -56,7 +57,7 @@ class _Live:
         self.store = store
         self.call = call
         self.output = output
-        self.funcs: dict[str, Func] = {}
+        self.funcs: dict[str, tuple[Func, FuncShape]] = {}
 
     def close(self) -> None:
         """Free the guest's memory now and flush its last output to the log."""
@@ -161,9 +162,9 @@ class HookInstance:
             call = live.call
             call.guard, call.import_failure, call.stage = guard, None, "call"
             guard.install(live.store)
-            func = live.funcs[handler]
+            func, shape = live.funcs[handler]
             with self.host.ticker.active(guard):
-                raw = func(live.store, value)
+                raw = invoke(func, live.store, shape, value)
                 func.post_return(live.store)
         except WasmtimeError as exc:
             failed = live or self._live
@@ -214,7 +215,7 @@ class HookInstance:
             if func is None:
                 self._drop()
                 raise ContractError(self.name, f"does not export {self.lifecycle}#{handler}")
-            live.funcs[handler] = func
+            live.funcs[handler] = (func, prelinked.shape(store, func, self.lifecycle, handler))
         self.instantiations += 1
         return live
 

@@ -414,10 +414,7 @@ class ComponentHost:
                 with self.ticker.active(call.guard):
                     instance = prelinked.instantiate(store)
                     call.stage = "call"
-                    func = prelinked.func(store, instance, interface, function)
-                    result = func(store, *args)
-                    func.post_return(store)
-                    return result
+                    return prelinked.call(store, instance, interface, function, *args)
             finally:
                 store.close()
                 if wasi_given:  # wasmtime's handles to the output files went with the store

@@ -27,6 +27,7 @@ from typing import Any
 from wasmtime import Engine
 from wasmtime.component import Component, Func, Linker, ResourceAny, Variant
 
+from murmurd.host.frozen_types import FuncShape, invoke
 from murmurd.host.prelinked import instantiate
 
 _WAT = r'''
@@ -175,6 +176,7 @@ class ForwarderSource:
         self.engine = engine
         self._components: dict[str, Component] = {}
         self._linker: Linker | None = None
+        self._shapes: dict[str, tuple[FuncShape, FuncShape]] = {}  # (target, forward) per version
         self._lock = threading.Lock()
 
     def prepare(self, version: str) -> tuple[Linker, Component]:
@@ -189,6 +191,16 @@ class ForwarderSource:
                 component = self._components[version] = Component(self.engine, forwarder_wat(version))
             return self._linker, component
 
+    def shapes(self, version: str, store: Any, target: Func, forward: Func) -> tuple[FuncShape, FuncShape]:
+        """The types of `target` and `forward` (one version's), read at their first call."""
+        shapes = self._shapes.get(version)
+        if shapes is None:
+            with target.type(store) as target_type, forward.type(store) as forward_type:
+                shapes = (FuncShape.of(target_type), FuncShape.of(forward_type))
+            with self._lock:
+                shapes = self._shapes.setdefault(version, shapes)
+        return shapes
+
 
 @dataclass
 class Forwarder:
@@ -196,6 +208,8 @@ class Forwarder:
 
     _target: Func
     _forward: Func
+    _target_shape: FuncShape
+    _forward_shape: FuncShape
 
     @classmethod
     def instantiate(cls, store: Any, source: ForwarderSource, version: str) -> Forwarder:
@@ -204,11 +218,11 @@ class Forwarder:
         target, forward = (instance.get_func(store, name) for name in ("target", "forward"))
         if target is None or forward is None:  # pragma: no cover - the text above exports both
             raise RuntimeError("the wasi:http forwarder does not export target and forward")
-        return cls(target, forward)
+        return cls(target, forward, *source.shapes(version, store, target, forward))
 
     def target(self, store: Any, request: ResourceAny) -> tuple[str | None, str | None]:
         """The request's scheme (`http`, `https`, or the other scheme's text) and authority."""
-        scheme, authority = self._target(store, request)
+        scheme, authority = invoke(self._target, store, self._target_shape, request)
         self._target.post_return(store)
         if isinstance(scheme, Variant):
             scheme = {"HTTP": "http", "HTTPS": "https"}.get(scheme.tag, scheme.payload if scheme.tag == "other" else None)
@@ -216,6 +230,6 @@ class Forwarder:
 
     def forward(self, store: Any, request: ResourceAny, options: ResourceAny | None) -> Any:
         """Send the request through wasmtime's native client; the guest gets what it answers."""
-        result = self._forward(store, request, options)
+        result = invoke(self._forward, store, self._forward_shape, request, options)
         self._forward.post_return(store)
         return result

@@ -21,6 +21,7 @@ from wasmtime import WasmtimeError
 from wasmtime.component import Linker, ResourceAny, Variant
 
 from murmurd.host.context import CallContext
+from murmurd.host.frozen_types import add_func
 from murmurd.host.egress import request_origin
 from murmurd.host.http_egress import OUTGOING_HANDLER, EgressDenial
 from murmurd.host.imports import call_context
@@ -91,4 +92,4 @@ def define_http_filter(linker: Linker, version: str) -> None:
     linker.allow_shadowing = True
     with linker.root() as root:
         with root.add_instance(f"{OUTGOING_HANDLER}@{version}") as instance:
-            instance.add_func("handle", _guarded_handle)
+            add_func(instance, "handle", _guarded_handle)

@@ -18,6 +18,7 @@ from wasmtime import _value as wasm_value
 from wasmtime.component import Linker
 
 from murmurd.host.context import CallContext
+from murmurd.host.frozen_types import add_func
 
 HostFunction = Callable[..., Any]
 
@@ -59,5 +60,5 @@ def define(linker: Linker, interfaces: Iterable[HostInterface]) -> None:
         for interface in interfaces:
             with root.add_instance(interface.name) as instance:
                 for function, impl in interface.functions.items():
-                    instance.add_func(function, _adapt(interface.name, function, impl))
+                    add_func(instance, function, _adapt(interface.name, function, impl))
 

@@ -30,11 +30,13 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from wasmtime import Store, WasmtimeError
 from wasmtime.component import Component, ExportIndex, Func, Instance, Linker
 
 from murmurd.host.errors import ContractError
+from murmurd.host.frozen_types import FuncShape, invoke
 
 log = logging.getLogger("murmurd.host.prelinked")
 
@@ -74,6 +76,7 @@ class PreLinked:
     linker: Linker
     http_versions: tuple[str, ...]
     _indices: dict[tuple[str, str], ExportIndex | None] = field(default_factory=dict)
+    _shapes: dict[tuple[str, str], FuncShape] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -102,3 +105,22 @@ class PreLinked:
         if func is None:
             raise ContractError(self.name, f"does not export {interface}#{function}")
         return func
+
+    def shape(self, store: Store, func: Func, interface: str, function: str) -> FuncShape:
+        """The type of `interface#function` (`func`, in any instance of this component), read
+        at its first use and kept (`frozen_types.py`): an export's type is its component's."""
+        key = (interface, function)
+        shape = self._shapes.get(key)
+        if shape is None:
+            with func.type(store) as ty:
+                shape = FuncShape.of(ty)
+            with self._lock:
+                shape = self._shapes.setdefault(key, shape)
+        return shape
+
+    def call(self, store: Store, instance: Instance, interface: str, function: str, *args: Any) -> Any:
+        """Call the instance's `interface#function` with `args` and finish it (`post_return`)."""
+        func = self.func(store, instance, interface, function)
+        result = invoke(func, store, self.shape(store, func, interface, function), *args)
+        func.post_return(store)
+        return result

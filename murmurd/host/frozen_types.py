@@ -1,0 +1,238 @@
+"""Component function types read once, for calls into and out of guests.
+
+wasmtime-py converts every argument and result by walking the function's type through the C
+API again at every call: each `fields`, `cases`, `element`, `ok` or `err` is a fresh round of
+FFI calls that builds new type objects (freed again by their finalizers), and a variant's
+conversion asks for its cases several times. One call of a driver that makes one `wasi:http`
+request built and freed about 80 type objects that way, most for wasi:http's `error-code` (39
+cases) in `result<own<future-incoming-response>, error-code>`, which `handle` passes twice
+(`docs/benchmarks.md`, "Issue 29: component types read once").
+
+Here a type is read once into a frozen copy: the same wasmtime-py classes, whose questions
+(`fields`, `cases`, ...) are answered from Python lists, so every conversion is still
+wasmtime-py's own code. A function's frozen shape is kept where its type cannot change:
+
+- an export of one loaded component (`PreLinked`, the forwarder): its type is the component's;
+- a host function: the type the importing component gives it, which wasmtime passes at every
+  call and which any component may choose. The shape is used only when that type is equal to
+  the one it was read from (`wasmtime_component_valtype_equal`, wasmtime's own structural
+  comparison); another type is read afresh, as wasmtime-py would, so a component importing a
+  name with a different signature never has its values converted by the wrong shape.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from ctypes import byref, pointer
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from wasmtime import _ffi as ffi
+from wasmtime._slab import Slab
+from wasmtime.component import Func
+from wasmtime.component._enter import catch_exceptions, enter_wasm
+from wasmtime.component._linker import LinkerInstance
+from wasmtime.component._types import (
+    FuncType, ListType, OptionType, RecordType, ResultType, TupleType, ValType, VariantLikeType, VariantType,
+    valtype_from_ptr,
+)
+
+MAX_SHAPES = 4  # signatures kept per host function; past that each call reads its type afresh
+
+
+class _FrozenList(ListType):
+    element = None  # shadows the property: the instance holds the frozen element type
+
+
+class _FrozenRecord(RecordType):
+    fields = None
+
+
+class _FrozenTuple(TupleType):
+    elements = None
+
+
+class _FrozenVariant(VariantType):
+    cases = None
+    tagged = False
+
+    def _tagged(self) -> bool:
+        return self.tagged
+
+
+class _FrozenOption(OptionType):
+    payload = None
+    tagged = False
+
+    def _tagged(self) -> bool:
+        return self.tagged
+
+
+class _FrozenResult(ResultType):
+    ok = None
+    err = None
+    tagged = False
+
+    def _tagged(self) -> bool:
+        return self.tagged
+
+
+def freeze(ty: ValType | None) -> ValType | None:
+    """A copy of `ty` whose structure is read now, once (types without structure stay as they are)."""
+    if ty is None:
+        return None
+    frozen: Any
+    if isinstance(ty, ListType):
+        frozen = _FrozenList.__new__(_FrozenList)
+        frozen.element = freeze(ty.element)
+    elif isinstance(ty, RecordType):
+        frozen = _FrozenRecord.__new__(_FrozenRecord)
+        frozen.fields = [(name, freeze(field)) for name, field in ty.fields]
+    elif isinstance(ty, TupleType):
+        frozen = _FrozenTuple.__new__(_FrozenTuple)
+        frozen.elements = [freeze(element) for element in ty.elements]
+    elif isinstance(ty, VariantType):
+        frozen = _FrozenVariant.__new__(_FrozenVariant)
+        frozen.cases = [(name, freeze(case)) for name, case in ty.cases]
+    elif isinstance(ty, OptionType):
+        frozen = _FrozenOption.__new__(_FrozenOption)
+        frozen.payload = freeze(ty.payload)
+    elif isinstance(ty, ResultType):
+        frozen = _FrozenResult.__new__(_FrozenResult)
+        frozen.ok, frozen.err = freeze(ty.ok), freeze(ty.err)
+    else:  # primitives, enums, flags, resources: nothing is read from them at a conversion
+        return ty
+    if isinstance(frozen, VariantLikeType):
+        frozen.tagged = VariantLikeType._tagged(frozen)  # on the frozen cases: read once too
+    return frozen
+
+
+@dataclass(frozen=True)
+class FuncShape:
+    """A function's parameter and result types, frozen."""
+
+    params: tuple[ValType, ...]
+    result: ValType | None
+
+    @classmethod
+    def of(cls, ty: FuncType) -> FuncShape:
+        return cls(tuple(freeze(param) for _name, param in ty.params), freeze(ty.result))  # type: ignore[misc]
+
+
+def invoke(func: Func, store: Any, shape: FuncShape, *params: Any) -> Any:
+    """`func(store, *params)` as wasmtime-py's `Func.__call__` does it, with `shape` for types.
+    `shape` must be the type of `func` (`FuncShape.of(func.type(store))` of the same export)."""
+    if len(params) != len(shape.params):
+        raise TypeError(f"wrong number of parameters provided: given {len(params)}, expected {len(shape.params)}")
+    param_capi = (ffi.wasmtime_component_val_t * len(params))()
+    lowered = 0
+    try:
+        for ty, value in zip(shape.params, params):
+            ty.convert_to_c(store, value, pointer(param_capi[lowered]))
+            lowered += 1
+        result_space = ffi.wasmtime_component_val_t() if shape.result is not None else None
+        result_capi = byref(result_space) if result_space is not None else None
+        enter_wasm(lambda: ffi.wasmtime_component_func_call(
+            byref(func._func), store._context(), param_capi, lowered, result_capi, 1 if result_space is not None else 0))
+        if result_space is None:
+            return None
+        return shape.result.convert_from_c(result_space)  # type: ignore[union-attr]
+    finally:
+        for index in range(lowered):
+            ffi.wasmtime_component_val_delete(byref(param_capi[index]))
+
+
+class _Signature:
+    """A host function type's parameter and result value types, as wasmtime's C values, for
+    comparing another type with it in wasmtime itself."""
+
+    def __init__(self, raw: Any) -> None:
+        self.types: list[Any] = []
+        count = ffi.wasmtime_component_func_type_param_count(raw)
+        for index in range(count):
+            name, length, valtype = ctypes.POINTER(ctypes.c_char)(), ctypes.c_size_t(), ffi.wasmtime_component_valtype_t()
+            if not ffi.wasmtime_component_func_type_param_nth(raw, index, byref(name), byref(length), byref(valtype)):
+                raise TypeError("a host function's type lost a parameter")
+            self.types.append(valtype)
+        result = ffi.wasmtime_component_valtype_t()
+        self.has_result = bool(ffi.wasmtime_component_func_type_result(raw, byref(result)))
+        if self.has_result:
+            self.types.append(result)
+
+    def equals(self, other: _Signature) -> bool:
+        return (self.has_result == other.has_result and len(self.types) == len(other.types)
+                and all(ffi.wasmtime_component_valtype_equal(byref(a), byref(b)) for a, b in zip(self.types, other.types)))
+
+    def close(self) -> None:
+        for valtype in self.types:
+            ffi.wasmtime_component_valtype_delete(byref(valtype))
+        self.types = []
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class _HostFunction:
+    """A host function and the shapes of the signatures components have imported it with."""
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self._shapes: tuple[tuple[_Signature, FuncShape], ...] = ()
+        self._lock = threading.Lock()
+
+    def shape(self, raw: Any) -> FuncShape:
+        """The shape of the type wasmtime passed for this call (`raw`, the importer's)."""
+        signature, kept = _Signature(raw), False
+        try:
+            for known, shape in self._shapes:
+                if known.equals(signature):
+                    return shape
+            with FuncType._from_ptr(raw, owner=self) as ty:  # wasmtime's for the call: not freed here
+                shape = FuncShape.of(ty)
+            with self._lock:  # another thread may have kept this very signature meanwhile
+                if len(self._shapes) < MAX_SHAPES and not any(known.equals(signature) for known, _ in self._shapes):
+                    self._shapes, kept = (*self._shapes, (signature, shape)), True
+            return shape
+        finally:
+            if not kept:
+                signature.close()
+
+
+_FUNCTIONS: Slab[_HostFunction] = Slab()
+
+
+@ffi.wasmtime_component_func_callback_t  # type: ignore[misc]
+def _trampoline(idx: Any, context: Any, ty_raw: Any, args: Any, nargs: int, results: Any, nresults: int) -> Any:
+    def run(store: Any) -> None:
+        host = _FUNCTIONS.get(idx or 0)
+        shape = host.shape(ty_raw)
+        if len(shape.params) != nargs or (shape.result is None) != (nresults == 0):
+            raise TypeError("a host function's values do not match its type")
+        values = [ty.convert_from_c(args[index]) for index, ty in enumerate(shape.params)]
+        result = host.function(store, *values)
+        if shape.result is None:
+            if result is not None:
+                raise TypeError("a host function without a result returned a value")
+        else:
+            shape.result.convert_to_c(store, result, results)
+    return catch_exceptions(context, run)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _finalize(idx: Any) -> None:
+    if _FUNCTIONS:
+        _FUNCTIONS.deallocate(idx or 0)
+
+
+def add_func(instance: LinkerInstance, name: str, function: Callable[..., Any]) -> None:
+    """`instance.add_func(name, function)`, converting through frozen shapes."""
+    instance._assert_not_locked()
+    name_bytes = name.encode("utf-8")
+    idx = _FUNCTIONS.allocate(_HostFunction(function))
+    error = ffi.wasmtime_component_linker_instance_add_func(
+        instance.ptr(), ctypes.create_string_buffer(name_bytes), len(name_bytes), _trampoline, idx, _finalize)
+    if error:
+        from wasmtime import WasmtimeError
+
+        raise WasmtimeError._from_ptr(error)
