@@ -9,7 +9,8 @@ exercised by every driver, tool, hook and wasi:http test, which all convert thro
 from __future__ import annotations
 
 import pytest
-from wasmtime import Engine, Store
+from wasmtime import Engine, Store, WasmtimeError
+from wasmtime.component import _enter as wasmtime_enter
 from wasmtime.component import Component, Linker
 
 from murmurd.host import frozen_types
@@ -53,7 +54,7 @@ def _linker(engine: Engine, seen: list[object]) -> Linker:
     return linker
 
 
-def _run(engine: Engine, linker: Linker, component: Component, value: object) -> object:
+def _run(engine: Engine, linker: Linker, component: Component, *values: object) -> object:
     store = Store(engine)
     try:
         instance = linker.instantiate(store, component)
@@ -61,7 +62,7 @@ def _run(engine: Engine, linker: Linker, component: Component, value: object) ->
         assert func is not None
         with func.type(store) as ty:
             shape = FuncShape.of(ty)
-        result = invoke(func, store, shape, value)
+        result = invoke(func, store, shape, *values)
         func.post_return(store)
         return result
     finally:
@@ -100,15 +101,59 @@ def test_a_signature_seen_again_uses_the_shape_kept_for_it() -> None:
     assert len(host._shapes) == 2
 
 
-def test_a_host_function_whose_answer_does_not_fit_its_type_fails_the_call() -> None:
-    """As wasmtime-py's own trampoline: the call traps, and the conversion's error is raised."""
+def test_a_host_function_whose_answer_does_not_fit_its_type_traps_naming_it() -> None:
+    """A trap that names the failure, never an exception parked in wasmtime-py's process-wide
+    LAST_EXCEPTION (where another thread's call would raise it)."""
     engine = Engine()
     linker = Linker(engine)
     with linker.root() as root:
         with root.add_instance("test:frozen/host") as instance:
             frozen_types.add_func(instance, "twice", lambda _store, _value: "not a number")
-    with pytest.raises(TypeError, match="expected int for U32"):
+    with pytest.raises(WasmtimeError, match="host function failed: TypeError.*expected int for U32"):
         _run(engine, linker, _component(engine, "u32", "i32"), 1)
+    assert wasmtime_enter.LAST_EXCEPTION is None
+
+
+def _huge_parameter_component(engine: Engine, depth: int) -> Component:
+    """Exports `run()`, which calls the host's `f(x: option<t>)` with `none`, where `t` is named
+    tuples of tuples `depth` deep: 2^depth leaves, a type a few hundred bytes long."""
+    types = " ".join(f"(type $t{i} (tuple {f'$t{i - 1}' if i > 1 else 'u32'} {f'$t{i - 1}' if i > 1 else 'u32'}))"
+                     for i in range(1, depth + 1))
+    return Component(engine, f"""
+(component
+  (import "test:frozen/host" (instance $host
+    {types}
+    (export "f" (func (param "x" (option $t{depth}))))))
+  (core module $Mem (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))
+  (core instance $mem (instantiate $Mem))
+  (core func $f (canon lower (func $host "f") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+  (core module $M
+    (import "host" "f" (func $f (param i32)))
+    (func (export "run") (call $f (i32.const 0))))
+  (core instance $m (instantiate $M (with "host" (instance (export "f" (func $f))))))
+  (func (export "run") (canon lift (core func $m "run")))
+)""")
+
+
+def test_a_type_too_large_to_freeze_is_converted_with_wasmtime_pys_own_types() -> None:
+    """2^13 leaves unfold into more parts than a shape holds: the call converts lazily (the
+    value is `none`), and what is kept for the signature is no frozen copy of it."""
+    engine = Engine()
+    seen: list[object] = []
+    linker = Linker(engine)
+    with linker.root() as root:
+        with root.add_instance("test:frozen/host") as instance:
+            frozen_types.add_func(instance, "f", lambda _store, value: seen.append(value))
+    host = _host_function()
+    component = _huge_parameter_component(engine, 13)
+    for _ in range(2):
+        assert _run(engine, linker, component, *()) is None
+    assert seen == [None, None]
+    assert [shape for _signature, shape in host._shapes] == [frozen_types.LAZY]
+    small = _huge_parameter_component(engine, 5)  # 32 leaves: frozen and kept
+    assert _run(engine, linker, small, *()) is None
+    assert not host._shapes[1][1].lazy
 
 
 def test_invoke_refuses_the_wrong_number_of_arguments() -> None:
@@ -123,5 +168,35 @@ def test_invoke_refuses_the_wrong_number_of_arguments() -> None:
             shape = FuncShape.of(ty)
         with pytest.raises(TypeError, match="given 2, expected 1"):
             invoke(func, store, shape, 1, 2)
+    finally:
+        store.close()
+
+
+def test_an_export_too_large_to_freeze_is_called_with_wasmtime_pys_own_types() -> None:
+    engine = Engine()
+    types = " ".join(f"(type $t{i} (tuple {f'$t{i - 1}' if i > 1 else 'u32'} {f'$t{i - 1}' if i > 1 else 'u32'}))"
+                     for i in range(1, 14))
+    component = Component(engine, f"""
+(component
+  {types}
+  (core module $Mem (memory (export "memory") 1)
+    (func (export "realloc") (param i32 i32 i32 i32) (result i32) (i32.const 1024)))
+  (core instance $mem (instantiate $Mem))
+  (core module $M
+    (import "mem" "memory" (memory 1))
+    (func (export "take") (param i32) (result i32) (i32.load (local.get 0))))
+  (core instance $m (instantiate $M (with "mem" (instance $mem))))
+  (func (export "take") (param "x" (option $t13)) (result u32)
+    (canon lift (core func $m "take") (memory (core memory $mem "memory")) (realloc (core func $mem "realloc"))))
+)""")
+    store = Store(engine)
+    try:
+        func = Linker(engine).instantiate(store, component).get_func(store, "take")
+        assert func is not None
+        with func.type(store) as ty:
+            shape = FuncShape.of(ty)
+        assert shape is frozen_types.LAZY
+        assert invoke(func, store, shape, None) == 0  # the option's discriminant, as the guest read it
+        func.post_return(store)
     finally:
         store.close()

@@ -18,6 +18,12 @@ wasmtime-py's own code. A function's frozen shape is kept where its type cannot 
   the one it was read from (`wasmtime_component_valtype_equal`, wasmtime's own structural
   comparison); another type is read afresh, as wasmtime-py would, so a component importing a
   name with a different signature never has its values converted by the wrong shape.
+
+A guest chooses its types, and named types shared inside one unfold into up to a million
+parts: a shape holds at most `MAX_FROZEN_PARTS`, and a function whose types are larger is
+called with wasmtime-py's own types, read as far as its values need (`LAZY`). A host function's
+failure is a trap that names it, never an exception parked in wasmtime-py's process-wide
+`LAST_EXCEPTION`, where another thread's call could raise it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ctypes import byref, pointer
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from wasmtime import WasmtimeError
 from wasmtime import _ffi as ffi
 from wasmtime._slab import Slab
 from wasmtime.component import Func
@@ -35,10 +42,10 @@ from wasmtime.component._enter import catch_exceptions, enter_wasm
 from wasmtime.component._linker import LinkerInstance
 from wasmtime.component._types import (
     FuncType, ListType, OptionType, RecordType, ResultType, TupleType, ValType, VariantLikeType, VariantType,
-    valtype_from_ptr,
 )
 
 MAX_SHAPES = 4  # signatures kept per host function; past that each call reads its type afresh
+MAX_FROZEN_PARTS = 4096  # parts of a function's types a shape holds (wasi:http's `handle`: 106)
 
 
 class _FrozenList(ListType):
@@ -78,29 +85,53 @@ class _FrozenResult(ResultType):
         return self.tagged
 
 
-def freeze(ty: ValType | None) -> ValType | None:
-    """A copy of `ty` whose structure is read now, once (types without structure stay as they are)."""
+class TypeTooLarge(Exception):
+    """A type with more parts than a frozen shape may hold (`MAX_FROZEN_PARTS`)."""
+
+
+class _Budget:
+    """Parts a freeze may still read: a guest chooses its types, and named types shared inside
+    one (`tuple<t, t>` of `tuple<u, u>` ...) unfold into up to a million parts, which wasmtime-py
+    would read only as far as a value needs."""
+
+    def __init__(self, parts: int) -> None:
+        self.left = parts
+
+    def take(self, parts: int) -> None:
+        self.left -= parts
+        if self.left < 0:
+            raise TypeTooLarge()
+
+
+def freeze(ty: ValType | None, budget: _Budget | None = None) -> ValType | None:
+    """A copy of `ty` whose structure is read now, once (types without structure stay as they
+    are); `TypeTooLarge` past `MAX_FROZEN_PARTS` parts, counted before each list of them is read."""
     if ty is None:
         return None
+    budget = budget if budget is not None else _Budget(MAX_FROZEN_PARTS)
+    budget.take(1)
     frozen: Any
     if isinstance(ty, ListType):
         frozen = _FrozenList.__new__(_FrozenList)
-        frozen.element = freeze(ty.element)
+        frozen.element = freeze(ty.element, budget)
     elif isinstance(ty, RecordType):
+        budget.take(ffi.wasmtime_component_record_type_field_count(ty.ptr()))
         frozen = _FrozenRecord.__new__(_FrozenRecord)
-        frozen.fields = [(name, freeze(field)) for name, field in ty.fields]
+        frozen.fields = [(name, freeze(field, budget)) for name, field in ty.fields]
     elif isinstance(ty, TupleType):
+        budget.take(ffi.wasmtime_component_tuple_type_types_count(ty.ptr()))
         frozen = _FrozenTuple.__new__(_FrozenTuple)
-        frozen.elements = [freeze(element) for element in ty.elements]
+        frozen.elements = [freeze(element, budget) for element in ty.elements]
     elif isinstance(ty, VariantType):
+        budget.take(ffi.wasmtime_component_variant_type_case_count(ty.ptr()))
         frozen = _FrozenVariant.__new__(_FrozenVariant)
-        frozen.cases = [(name, freeze(case)) for name, case in ty.cases]
+        frozen.cases = [(name, freeze(case, budget)) for name, case in ty.cases]
     elif isinstance(ty, OptionType):
         frozen = _FrozenOption.__new__(_FrozenOption)
-        frozen.payload = freeze(ty.payload)
+        frozen.payload = freeze(ty.payload, budget)
     elif isinstance(ty, ResultType):
         frozen = _FrozenResult.__new__(_FrozenResult)
-        frozen.ok, frozen.err = freeze(ty.ok), freeze(ty.err)
+        frozen.ok, frozen.err = freeze(ty.ok, budget), freeze(ty.err, budget)
     else:  # primitives, enums, flags, resources: nothing is read from them at a conversion
         return ty
     if isinstance(frozen, VariantLikeType):
@@ -110,19 +141,31 @@ def freeze(ty: ValType | None) -> ValType | None:
 
 @dataclass(frozen=True)
 class FuncShape:
-    """A function's parameter and result types, frozen."""
+    """A function's parameter and result types, frozen; or, for a function whose types are too
+    large to freeze (`lazy`), nothing: its calls convert with wasmtime-py's own types."""
 
-    params: tuple[ValType, ...]
-    result: ValType | None
+    params: tuple[ValType, ...] = ()
+    result: ValType | None = None
+    lazy: bool = False
 
     @classmethod
     def of(cls, ty: FuncType) -> FuncShape:
-        return cls(tuple(freeze(param) for _name, param in ty.params), freeze(ty.result))  # type: ignore[misc]
+        budget = _Budget(MAX_FROZEN_PARTS)
+        try:
+            params = tuple(freeze(param, budget) for _name, param in ty.params)
+            return cls(params, freeze(ty.result, budget))  # type: ignore[arg-type]
+        except TypeTooLarge:
+            return LAZY
+
+
+LAZY = FuncShape(lazy=True)
 
 
 def invoke(func: Func, store: Any, shape: FuncShape, *params: Any) -> Any:
     """`func(store, *params)` as wasmtime-py's `Func.__call__` does it, with `shape` for types.
     `shape` must be the type of `func` (`FuncShape.of(func.type(store))` of the same export)."""
+    if shape.lazy:  # too large to freeze: wasmtime-py reads the types, only as far as the values need
+        return func(store, *params)
     if len(params) != len(shape.params):
         raise TypeError(f"wrong number of parameters provided: given {len(params)}, expected {len(shape.params)}")
     param_capi = (ffi.wasmtime_component_val_t * len(params))()
@@ -206,17 +249,33 @@ _FUNCTIONS: Slab[_HostFunction] = Slab()
 def _trampoline(idx: Any, context: Any, ty_raw: Any, args: Any, nargs: int, results: Any, nresults: int) -> Any:
     def run(store: Any) -> None:
         host = _FUNCTIONS.get(idx or 0)
-        shape = host.shape(ty_raw)
-        if len(shape.params) != nargs or (shape.result is None) != (nresults == 0):
-            raise TypeError("a host function's values do not match its type")
-        values = [ty.convert_from_c(args[index]) for index, ty in enumerate(shape.params)]
-        result = host.function(store, *values)
-        if shape.result is None:
-            if result is not None:
-                raise TypeError("a host function without a result returned a value")
-        else:
-            shape.result.convert_to_c(store, result, results)
+        try:
+            shape = host.shape(ty_raw)
+            if not shape.lazy:
+                _answer(host.function, store, shape.params, shape.result, args, nargs, results, nresults)
+                return
+            with FuncType._from_ptr(ty_raw, owner=host) as ty:  # wasmtime's for the call: not freed here
+                _answer(host.function, store, tuple(param for _name, param in ty.params), ty.result,
+                        args, nargs, results, nresults)
+        except WasmtimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a trap that names it, never wasmtime-py's process-wide LAST_EXCEPTION
+            raise WasmtimeError(f"host function failed: {exc!r}"[:4096]) from None
     return catch_exceptions(context, run)
+
+
+def _answer(function: Callable[..., Any], store: Any, params: tuple[ValType, ...], result_type: ValType | None,
+            args: Any, nargs: int, results: Any, nresults: int) -> None:
+    """One host function call: its arguments lifted with `params`, its answer lowered with `result_type`."""
+    if len(params) != nargs or (result_type is None) != (nresults == 0):
+        raise TypeError("a host function's values do not match its type")
+    values = [ty.convert_from_c(args[index]) for index, ty in enumerate(params)]
+    result = function(store, *values)
+    if result_type is None:
+        if result is not None:
+            raise TypeError("a host function without a result returned a value")
+    else:
+        result_type.convert_to_c(store, result, results)
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -233,6 +292,4 @@ def add_func(instance: LinkerInstance, name: str, function: Callable[..., Any]) 
     error = ffi.wasmtime_component_linker_instance_add_func(
         instance.ptr(), ctypes.create_string_buffer(name_bytes), len(name_bytes), _trampoline, idx, _finalize)
     if error:
-        from wasmtime import WasmtimeError
-
         raise WasmtimeError._from_ptr(error)
