@@ -32,7 +32,8 @@ import ctypes
 import threading
 from ctypes import byref, pointer
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable, Hashable
+from typing import Any
 
 from wasmtime import WasmtimeError
 from wasmtime import _ffi as ffi
@@ -60,29 +61,26 @@ class _FrozenTuple(TupleType):
     elements = None
 
 
-class _FrozenVariant(VariantType):
+class _FrozenTagged:
+    """Whether a variant-like type's values are `Variant`s, worked out once at its freeze."""
+
+    tagged = False
+
+    def _tagged(self) -> bool:
+        return self.tagged
+
+
+class _FrozenVariant(_FrozenTagged, VariantType):
     cases = None
-    tagged = False
-
-    def _tagged(self) -> bool:
-        return self.tagged
 
 
-class _FrozenOption(OptionType):
+class _FrozenOption(_FrozenTagged, OptionType):
     payload = None
-    tagged = False
-
-    def _tagged(self) -> bool:
-        return self.tagged
 
 
-class _FrozenResult(ResultType):
+class _FrozenResult(_FrozenTagged, ResultType):
     ok = None
     err = None
-    tagged = False
-
-    def _tagged(self) -> bool:
-        return self.tagged
 
 
 class TypeTooLarge(Exception):
@@ -103,12 +101,11 @@ class _Budget:
             raise TypeTooLarge()
 
 
-def freeze(ty: ValType | None, budget: _Budget | None = None) -> ValType | None:
+def freeze(ty: ValType | None, budget: _Budget) -> ValType | None:
     """A copy of `ty` whose structure is read now, once (types without structure stay as they
-    are); `TypeTooLarge` past `MAX_FROZEN_PARTS` parts, counted before each list of them is read."""
+    are); `TypeTooLarge` once `budget` runs out, counted before each list of parts is read."""
     if ty is None:
         return None
-    budget = budget if budget is not None else _Budget(MAX_FROZEN_PARTS)
     budget.take(1)
     frozen: Any
     if isinstance(ty, ListType):
@@ -159,6 +156,25 @@ class FuncShape:
 
 
 LAZY = FuncShape(lazy=True)
+
+
+class ExportShapes:
+    """The shapes of one component's exports, each read at its first call and kept: an
+    export's type is its component's, the same in every instance and store."""
+
+    def __init__(self) -> None:
+        self._shapes: dict[Hashable, FuncShape] = {}
+        self._lock = threading.Lock()
+
+    def of(self, key: Hashable, store: Any, func: Func) -> FuncShape:
+        """The shape of `func`, the export `key` names (in any instance of the component)."""
+        shape = self._shapes.get(key)
+        if shape is None:
+            with func.type(store) as ty:
+                shape = FuncShape.of(ty)
+            with self._lock:
+                shape = self._shapes.setdefault(key, shape)
+        return shape
 
 
 def invoke(func: Func, store: Any, shape: FuncShape, *params: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 from wasmtime import Engine
 from wasmtime.component import Component, Func, Linker, ResourceAny, Variant
 
-from murmurd.host.frozen_types import FuncShape, invoke
+from murmurd.host.frozen_types import ExportShapes, FuncShape, invoke
 from murmurd.host.prelinked import instantiate
 
 _WAT = r'''
@@ -176,7 +176,7 @@ class ForwarderSource:
         self.engine = engine
         self._components: dict[str, Component] = {}
         self._linker: Linker | None = None
-        self._shapes: dict[str, tuple[FuncShape, FuncShape]] = {}  # (target, forward) per version
+        self.shapes = ExportShapes()  # target's and forward's, per version
         self._lock = threading.Lock()
 
     def prepare(self, version: str) -> tuple[Linker, Component]:
@@ -190,16 +190,6 @@ class ForwarderSource:
             if component is None:
                 component = self._components[version] = Component(self.engine, forwarder_wat(version))
             return self._linker, component
-
-    def shapes(self, version: str, store: Any, target: Func, forward: Func) -> tuple[FuncShape, FuncShape]:
-        """The types of `target` and `forward` (one version's), read at their first call."""
-        shapes = self._shapes.get(version)
-        if shapes is None:
-            with target.type(store) as target_type, forward.type(store) as forward_type:
-                shapes = (FuncShape.of(target_type), FuncShape.of(forward_type))
-            with self._lock:
-                shapes = self._shapes.setdefault(version, shapes)
-        return shapes
 
 
 @dataclass
@@ -218,7 +208,8 @@ class Forwarder:
         target, forward = (instance.get_func(store, name) for name in ("target", "forward"))
         if target is None or forward is None:  # pragma: no cover - the text above exports both
             raise RuntimeError("the wasi:http forwarder does not export target and forward")
-        return cls(target, forward, *source.shapes(version, store, target, forward))
+        return cls(target, forward, source.shapes.of((version, "target"), store, target),
+                   source.shapes.of((version, "forward"), store, forward))
 
     def target(self, store: Any, request: ResourceAny) -> tuple[str | None, str | None]:
         """The request's scheme (`http`, `https`, or the other scheme's text) and authority."""

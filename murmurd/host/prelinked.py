@@ -36,7 +36,7 @@ from wasmtime import Store, WasmtimeError
 from wasmtime.component import Component, ExportIndex, Func, Instance, Linker
 
 from murmurd.host.errors import ContractError
-from murmurd.host.frozen_types import FuncShape, invoke
+from murmurd.host.frozen_types import ExportShapes, FuncShape, invoke
 
 log = logging.getLogger("murmurd.host.prelinked")
 
@@ -76,7 +76,7 @@ class PreLinked:
     linker: Linker
     http_versions: tuple[str, ...]
     _indices: dict[tuple[str, str], ExportIndex | None] = field(default_factory=dict)
-    _shapes: dict[tuple[str, str], FuncShape] = field(default_factory=dict)
+    _shapes: ExportShapes = field(default_factory=ExportShapes)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -108,15 +108,8 @@ class PreLinked:
 
     def shape(self, store: Store, func: Func, interface: str, function: str) -> FuncShape:
         """The type of `interface#function` (`func`, in any instance of this component), read
-        at its first use and kept (`frozen_types.py`): an export's type is its component's."""
-        key = (interface, function)
-        shape = self._shapes.get(key)
-        if shape is None:
-            with func.type(store) as ty:
-                shape = FuncShape.of(ty)
-            with self._lock:
-                shape = self._shapes.setdefault(key, shape)
-        return shape
+        at its first use and kept (`frozen_types.py`)."""
+        return self._shapes.of((interface, function), store, func)
 
     def call(self, store: Store, instance: Instance, interface: str, function: str, *args: Any) -> Any:
         """Call the instance's `interface#function` with `args` and finish it (`post_return`)."""
