@@ -198,13 +198,14 @@ def start_murmurd(capsule: Path, state_dir: Path) -> Server:
     return Server("murmurd", proc, url, capsule / "workdir", lines)
 
 
-def chaos_capsule(root: Path) -> Path:
+def chaos_capsule(root: Path, driver: Path = FIXTURES / "chaos-driver") -> Path:
+    """The chaos capsule; `driver` another driver that answers plain text the same way."""
     directory = root / "chaos"
     directory.mkdir(parents=True)
     manifest = {
         "name": "chaos", "version": "1.0.0",
         "artifacts": [
-            {"name": "chaos-driver", "runtime": "driver", "source": str(FIXTURES / "chaos-driver"),
+            {"name": "chaos-driver", "runtime": "driver", "source": str(driver),
              "local_source": True, "capabilities": {"limits": {"deadline_seconds": 600}}},
             {"name": "ask", "runtime": "tool", "source": str(FIXTURES / "ask"), "local_source": True},
             {"name": "echo", "runtime": "tool", "source": str(EXAMPLES / "echo"), "local_source": True},

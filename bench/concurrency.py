@@ -24,7 +24,7 @@ Two `murmurd serve` daemons of the same capsule run in the same bench: one with
 
 Loopback only; every loop bounded in count and time; stops by itself.
 
-    .venv/bin/python bench/concurrency.py [--tasks 64] [--latency 1.0] [--serial-tasks 4]
+    .venv/bin/python bench/concurrency.py [--tasks 64] [--latency 1.0] [--serial-tasks 4] [--driver wat]
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
+from wasmtime import wat2wasm
 
 ROOT = Path(__file__).resolve().parent.parent
-DRIVER = ROOT / "tests" / "fixtures" / "http-driver"
+DRIVERS = {"python": ROOT / "tests" / "fixtures" / "http-driver", "wat": ROOT / "tests" / "fixtures" / "http-driver.wat"}
 sys.path.insert(0, str(ROOT / "bench"))
 import procstat  # noqa: E402
 
@@ -70,9 +71,11 @@ def provider(latency: float) -> Iterator[tuple[str, dict[str, float]]]:
         def log_message(self, *_args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 512
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 512  # listen()'s backlog, read in __init__: at 5, SYNs overflow and retry after 1 s
+
+    server = Server(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -82,12 +85,16 @@ def provider(latency: float) -> Iterator[tuple[str, dict[str, float]]]:
         server.server_close()
 
 
-def capsule(root: Path, endpoint: str) -> Path:
+def capsule(root: Path, endpoint: str, driver: str = "python") -> Path:
     directory = root / "slow-provider"
     directory.mkdir(parents=True, exist_ok=True)
+    source = DRIVERS[driver]
+    if source.suffix == ".wat":
+        source = directory / "http-driver.wasm"
+        source.write_bytes(wat2wasm(DRIVERS[driver].read_text()))
     manifest = {
         "name": "slow-provider", "version": "1.0.0",
-        "artifacts": [{"name": "http-driver", "runtime": "driver", "source": str(DRIVER), "local_source": True,
+        "artifacts": [{"name": "http-driver", "runtime": "driver", "source": str(source), "local_source": True,
                        "capabilities": {"network": {"allow": [endpoint]}, "limits": {"deadline_seconds": 120}}}],
         "capabilities": {"network": {"allow": [endpoint]}},
         "inference": {"endpoint": endpoint + "/v1", "model": "stand-in", "driver": {"artifact": "http-driver"}},
@@ -222,12 +229,14 @@ def main() -> None:
     parser.add_argument("--session-idle", type=float, default=3.0, help="--session-idle of the concurrent daemon")
     parser.add_argument("--slow-latency", type=float, default=8.0, help="provider latency while tasks/get is measured")
     parser.add_argument("--wasm-processes", type=int, default=None, help="murmurd --wasm-processes (default: its own)")
+    parser.add_argument("--driver", choices=sorted(DRIVERS), default="python",
+                        help="python: componentize-py (its interpreter starts per call); wat: written by hand")
     args = parser.parse_args()
     extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
 
     with tempfile.TemporaryDirectory(prefix="murmurd-bench-") as tmp, provider(args.latency) as (endpoint, setting):
         root = Path(tmp)
-        capsule_dir = capsule(root, endpoint)
+        capsule_dir = capsule(root, endpoint, args.driver)
         concurrent = Daemon(capsule_dir, root / "state-n", args.bound, session_idle=args.session_idle, extra=extra)
         serial = Daemon(capsule_dir, root / "state-1", 1, extra=extra)
         try:
@@ -250,7 +259,7 @@ def main() -> None:
             serial.stop()
 
     rate_n, rate_1 = args.tasks / wall_n, args.serial_tasks / wall_1
-    print(f"provider latency {args.latency:.2f} s; concurrent daemon bound {args.bound}")
+    print(f"provider latency {args.latency:.2f} s; concurrent daemon bound {args.bound}; driver {args.driver}")
     print(f"bound {args.bound}: {args.tasks} tasks in {args.tasks} contexts: wall {wall_n:.2f} s, {rate_n:.2f} tasks/s")
     print(f"daemon CPU {cpu_n * 1000 / args.tasks:.1f} ms per task ({cpu_n:.2f} s in {wall_n:.2f} s); "
           f"the client's {client_n * 1000 / args.tasks:.1f} ms; load average {os.getloadavg()[0]:.1f}")

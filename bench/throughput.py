@@ -6,11 +6,14 @@ connection sending its share one after another as blocking A2A 1.0 `SendMessage`
 a new context (no `contextId`). Every answer is checked ("answer: <text>", completed).
 
 - murmurd: `murmurd serve --max-concurrent-tasks <bound>` (default 64) of the chaos capsule
-  (tests/fixtures/chaos-driver, a real driver component that answers at once).
+  (tests/fixtures/chaos-driver, a real driver component that answers at once). With `--driver
+  wat` its driver is tests/fixtures/echo-driver.wat instead: the same answer, written by hand,
+  with no Python interpreter to start per call (componentize-py's start is the guest's own cost;
+  upstream's published drivers, built from Rust, start as this one does).
 - the reference: a2a-sdk's JSON-RPC app with a trivial executor (bench/a2a.py's, under uvicorn in
   a subprocess).
 
-Each run also times murmurd's own WASM call alone: the same chaos driver called as many times,
+Each run also times murmurd's own WASM call alone: the same driver called as many times,
 by as many threads, through `ComponentHost.call_tool_sync` in a process of its own with every
 call in-process (bench/worker_calls.py; no HTTP, session or worker process around it), CPU ms
 per call. The issue's second goal reads murmurd's CPU per task against the reference's plus that
@@ -24,7 +27,7 @@ and murmurd / reference ratios of the medians (and the range of the per-run rati
 
 Loopback only; every loop bounded in count and time; stops by itself.
 
-    .venv/bin/python bench/throughput.py [--tasks 300] [--clients 16] [--runs 3] [--bound 64]
+    .venv/bin/python bench/throughput.py [--tasks 300] [--clients 16] [--runs 3] [--bound 64] [--driver wat]
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+
+from wasmtime import wat2wasm
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,6 +64,7 @@ def _bench_a2a() -> ModuleType:
 A2A = _bench_a2a()
 sys.path.insert(0, str(HERE))
 from procstat import cpu_ms, threads  # noqa: E402
+from worker_calls import DRIVER as CHAOS_WASM  # noqa: E402
 from worker_calls import measure as measure_calls  # noqa: E402
 
 
@@ -161,7 +167,7 @@ def report(runs: dict[str, list[Run]], calls: list[float], threads_before: dict[
 
 async def run(args: argparse.Namespace) -> None:
     print(f"python {sys.version.split()[0]}, wasmtime {A2A._version('wasmtime')}, a2a-sdk {A2A._version('a2a-sdk')},"
-          f" {os.cpu_count()} CPUs")
+          f" {os.cpu_count()} CPUs; driver {args.driver}")
     with tempfile.TemporaryDirectory(prefix="murmurd-throughput-") as tmp:
         root = Path(tmp)
         servers = []
@@ -169,7 +175,12 @@ async def run(args: argparse.Namespace) -> None:
             reference = A2A.start_reference()
             servers.append(reference)
             extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
-            murmurd = start_murmurd(A2A.chaos_capsule(root), root / "state", args.bound, extra)
+            driver = A2A.FIXTURES / "chaos-driver"
+            if args.driver == "wat":
+                driver = root / "echo-driver.wasm"
+                driver.write_bytes(wat2wasm((A2A.FIXTURES / "echo-driver.wat").read_text()))
+            call_driver = driver if args.driver == "wat" else CHAOS_WASM
+            murmurd = start_murmurd(A2A.chaos_capsule(root, driver), root / "state", args.bound, extra)
             servers.append(murmurd)
             order = {"a2a-sdk": reference, "murmurd": murmurd}
             for server in order.values():  # warm-up: imports, compile caches, first-call costs
@@ -180,7 +191,7 @@ async def run(args: argparse.Namespace) -> None:
             for _ in range(args.runs):
                 for name, server in order.items():
                     runs[name].append(await measure(server, args.tasks, args.clients))
-                calls.append(measure_calls(False, args.clients, args.tasks)["total"])
+                calls.append(measure_calls(False, args.clients, args.tasks, call_driver)["total"])
             report(runs, calls, threads_before, args)
         finally:
             for server in servers:
@@ -193,6 +204,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
     parser.add_argument("--runs", type=int, default=3, help="runs per server (default 3)")
     parser.add_argument("--bound", type=int, default=64, help="murmurd --max-concurrent-tasks (default 64)")
+    parser.add_argument("--driver", choices=["python", "wat"], default="python",
+                        help="python: the chaos driver (componentize-py); wat: tests/fixtures/echo-driver.wat")
     parser.add_argument("--wasm-processes", type=int, default=None,
                         help="murmurd --wasm-processes (default: murmurd's own default)")
     args = parser.parse_args()

@@ -41,7 +41,7 @@ REQUEST = json.dumps({"model": "chaos", "max_tokens": 100, "system": "s",
 WARM_UP = 20
 
 
-def _child(workers: bool, callers: int, calls: int) -> dict[str, float]:
+def _child(workers: bool, callers: int, calls: int, driver: Path) -> dict[str, float]:
     from murmurd.host import CallGuard, ComponentHost, ToolInput
     from murmurd.host.workers.processes import start_workers
     from procstat import cpu_ms
@@ -49,7 +49,7 @@ def _child(workers: bool, callers: int, calls: int) -> dict[str, float]:
     host = ComponentHost()
     if workers:
         start_workers(host, 1)
-    loaded = host.load(DRIVER, name="chaos-driver")
+    loaded = host.load(driver, name="chaos-driver")
 
     def call(_: object = None) -> None:
         result = host.call_tool_sync(loaded, ToolInput(data=REQUEST), guard=CallGuard(60))
@@ -75,11 +75,13 @@ def _child(workers: bool, callers: int, calls: int) -> dict[str, float]:
             "total": (own1 - own0 + worker1 - worker0) / calls, "wall": wall * 1000 / calls}
 
 
-def measure(workers: bool, callers: int, calls: int) -> dict[str, float]:
-    """One variant in a process of its own: CPU ms per call (caller, worker, total) and wall ms."""
+def measure(workers: bool, callers: int, calls: int, driver: Path = DRIVER) -> dict[str, float]:
+    """One variant in a process of its own: CPU ms per call (caller, worker, total) and wall ms.
+    `driver` is a driver component that answers REQUEST with "answer: ..." (the chaos driver's
+    .wasm, or bench/throughput.py's hand-written one)."""
     out = subprocess.run(
         [sys.executable, __file__, "--child", "worker" if workers else "in-process", "--callers", str(callers),
-         "--calls", str(calls)], capture_output=True, text=True, timeout=600, check=True)
+         "--calls", str(calls), "--driver", str(driver)], capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -94,11 +96,12 @@ def main() -> None:
     parser.add_argument("--callers", type=int, default=16, help="threads calling at once (default 16)")
     parser.add_argument("--runs", type=int, default=3, help="runs of every variant (default 3)")
     parser.add_argument("--child", choices=["worker", "in-process"], help=argparse.SUPPRESS)
+    parser.add_argument("--driver", type=Path, default=DRIVER, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if not (1 <= args.callers <= 256 and 50 <= args.calls <= 100_000 and 1 <= args.runs <= 20):
         parser.error("callers 1-256, calls 50-100000, runs 1-20")
     if args.child:
-        print(json.dumps(_child(args.child == "worker", args.callers, args.calls)))
+        print(json.dumps(_child(args.child == "worker", args.callers, args.calls, args.driver)))
         return
     variants = [(workers, callers) for callers in (1, args.callers) for workers in (False, True)]
     results: dict[tuple[bool, int], list[dict[str, float]]] = {v: [] for v in variants}

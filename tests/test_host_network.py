@@ -363,3 +363,26 @@ def test_a_request_with_another_scheme_names_no_origin_and_is_refused(host, http
     assert (denial.scheme, denial.origin) == ("ftp", None)
     assert denial.authority == f"127.0.0.1:{server.port}"
     assert denial.reason == "the request names no http(s) origin that can be checked"
+
+
+def test_the_hand_written_http_driver_gets_its_endpoint_through_the_grant(host, server: Local, other_host: Local) -> None:
+    """tests/fixtures/http-driver.wat (bench/concurrency.py's `--driver wat`): one GET of
+    MURMUR_INFERENCE_ENDPOINT through the filter, the body in its answer; refused when the grant
+    names another origin; a clear summary when the endpoint is not an http(s) URL."""
+    wat = (Path(__file__).parent / "fixtures" / "http-driver.wat").read_text()
+    driver = host.load_bytes(wat2wasm(wat), name="http-driver-wat")
+    endpoint = {"MURMUR_INFERENCE_ENDPOINT": server.url("/v1/answer")}
+    result = host.call_tool_sync(driver, ToolInput(data="{}"), grant=CallGrant(env=endpoint, network=(server.origin,)))
+    assert result.status == ToolStatus.PASSED, result
+    reply = json.loads(result.data or "")
+    assert reply == {"stop_reason": "end_turn", "content": [{"type": "text", "text": "answer: hello from /v1/answer"}]}
+    assert server.seen.snapshot()[1] == ["/v1/answer"]
+    session = Denials()
+    refused = host.call_tool_sync(driver, ToolInput(data="{}"), grant=CallGrant(env=endpoint, network=(other_host.origin,)),
+                                  session=session)
+    assert (refused.status, refused.summary) == (ToolStatus.FAILED, "request refused")
+    assert [d.origin for d in session.seen] == [server.origin]
+    for env in ({}, {"MURMUR_INFERENCE_ENDPOINT": "ftp://127.0.0.1/"}, {"MURMUR_INFERENCE_ENDPOINT": "http:///v1"}):
+        unusable = host.call_tool_sync(driver, ToolInput(data="{}"), grant=CallGrant(env=env, network=(server.origin,)))
+        assert (unusable.status, unusable.summary) == (ToolStatus.FAILED, "MURMUR_INFERENCE_ENDPOINT is not an http(s) URL")
+    assert server.seen.snapshot()[1] == ["/v1/answer"]
