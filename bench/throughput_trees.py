@@ -3,7 +3,7 @@
 The a2a-sdk reference, murmurd started from `--before DIR` (e.g. `git archive main | tar -x -C
 /tmp/before`; run from its own directory, its own `murmurd` package first on the path) and
 murmurd from this tree, each on the chaos capsule, bound 64. After a warm-up each run measures
-every server with `throughput.measure` (CPU ms per task from /proc/PID/stat, tasks/s, p50); the
+every server with `throughput.measure` (CPU ms per task from /proc/PID/stat, tasks/s, p50, p99); the
 two murmurd trees swap places every other run so neither always runs at the higher load. Prints
 each run, min / median / max, and the per-run ratios (after / reference, before / reference,
 after / before) with the load average.
@@ -62,15 +62,17 @@ async def run(args: argparse.Namespace) -> None:
                     r = await T.measure(server, args.tasks, CLIENTS)
                     runs[server.name].append(r)
                     print(f"run {i} {server.name:8} CPU {r.cpu_per_task:6.2f} ms/task kernel {r.system_share:4.0%}"
-                          f" {r.rate:6.1f} tasks/s p50 {r.p50:6.1f} ms threads {r.threads}"
+                          f" {r.rate:6.1f} tasks/s p50 {r.p50:6.1f} ms p99 {r.p99:6.1f} ms threads {r.threads}"
                           f" load {os.getloadavg()[0]:.1f}", flush=True)
             for name, rs in runs.items():
                 print(f"{name:8} CPU ms/task {T.spread([r.cpu_per_task for r in rs])}"
                       f"  kernel {statistics.median(r.system_share for r in rs):.0%}"
-                      f"  tasks/s {T.spread([r.rate for r in rs], 1)}")
+                      f"  tasks/s {T.spread([r.rate for r in rs], 1)}  p99 ms {T.spread([r.p99 for r in rs], 1)}")
             for mine, base in (("after", "a2a-sdk"), ("before", "a2a-sdk"), ("after", "before")):
                 per = [m.cpu_per_task / b.cpu_per_task for m, b in zip(runs[mine], runs[base])]
                 print(f"{mine} / {base} per run: " + ", ".join(f"{x:.2f}" for x in per))
+            tails = [a.p99 / b.p99 for a, b in zip(runs["after"], runs["before"])]
+            print("after / before p99 per run: " + ", ".join(f"{x:.2f}" for x in tails))
         finally:
             for server in servers:
                 server.stop()

@@ -44,6 +44,7 @@ from murmurd.a2a.core.context_sessions import INDEX_DIR as CONTEXT_SESSIONS
 from murmurd.a2a.stores.base import Retention, TaskStore, prune_periodically
 from murmurd.a2a.core.stream import EventLog
 from murmurd.a2a.http.tickets import DEFAULT_TTL_SECONDS, KEY_BYTES
+from murmurd.heap import freeze_startup_objects
 from murmurd.host import ComponentHost
 from murmurd.host.workers.processes import start_workers
 from murmurd.manifest.origins import check_origin
@@ -143,6 +144,7 @@ class ServeOptions:
     cors_origins: tuple[str, ...] = ()  # added to the manifest's network.cors_origins
     public_url: str | None = None  # the card's address (None: the bound scheme://host:port/)
     stream_ticket_ttl: float = DEFAULT_TTL_SECONDS  # seconds a browser's stream ticket stays good
+    freeze_heap: bool = False  # the start-up objects out of the collector's full passes (murmurd.heap; the CLI's)
 
     @property
     def connection_limits(self) -> ConnectionLimits:
@@ -281,6 +283,8 @@ async def _serve_locked(
                 extra={"task_acceptance": policy.task_acceptance, "after_task": policy.after_task})
     announce(f"murmur: url {options.host}:{port}")
     announce(f"murmur: console {url}console/")
+    if options.freeze_heap:  # last, with everything the daemon keeps made: the process is the daemon's alone
+        logger.info("start-up heap frozen: %d objects", freeze_startup_objects())
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()
     signalled = asyncio.Event()

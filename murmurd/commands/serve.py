@@ -78,6 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         cors_origins=tuple(args.cors_origins), public_url=args.public_url,
         stream_ticket_ttl=args.stream_ticket_ttl,
         max_open_contexts=args.max_open_contexts or None, keep_context_sessions=args.keep_context_sessions,
+        freeze_heap=True,
     )
     host = ComponentHost()
     try:

@@ -224,13 +224,18 @@ def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignor
 
 
 def _read_exactly(sock: socket.socket, count: int) -> bytearray:
+    """`count` bytes in a buffer of their own. Its views are released here, not when they are
+    freed: a profiler may keep this frame and its locals alive after the return, and the caller
+    resizes the buffer in place (`receive`), which an exported view would refuse."""
     buffer = bytearray(count)
-    view, got = memoryview(buffer), 0
-    while got < count:
-        n = sock.recv_into(view[got:], count - got)
-        if n == 0:
-            raise FrameError("the other side closed the call's socket")
-        got += n
+    got = 0
+    with memoryview(buffer) as view:
+        while got < count:
+            with view[got:] as rest:
+                n = sock.recv_into(rest, count - got)
+            if n == 0:
+                raise FrameError("the other side closed the call's socket")
+            got += n
     return buffer
 
 
