@@ -2,8 +2,9 @@
 
 It stands for a driver that starts as upstream's Rust-built ones do, so the bench can tell the
 host's cost per task from a componentize-py guest's start. It must answer the request murmurd's
-session really builds (`driver_protocol.build_request`, serialized as the loop does) the way the
-chaos driver answers plain text, or the bench's answer check fails for the wrong reason.
+session builds (`driver_protocol.build_request`, serialized with `json.dumps`'s defaults as the
+loop does) the way the chaos driver answers plain text, or the bench's answer check fails for
+the wrong reason. The tools carry a `"text": "..."` of their own: the driver must stop at them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from murmurd.session.driver_protocol import ToolSpec, build_request, parse_respo
 from murmurd.session.messages import Message, user_message
 
 ECHO_DRIVER = Path(__file__).parent / "fixtures" / "echo-driver.wat"
-TOOLS = [ToolSpec("echo", 'Echoes "text": "back"', {"type": "object", "properties": {"text": {"type": "string", "default": "t"}}})]
+TOOLS = [ToolSpec("echo", 'Echoes "text": "back"',
+                  {"type": "object", "properties": {"text": {"type": "string", "default": "t"}}, "text": "decoy"})]
 
 
 @pytest.fixture(scope="module")

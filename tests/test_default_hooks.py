@@ -173,7 +173,10 @@ VERIFIER = "murmur-hook-regression-verifier"
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 TESTS = ("from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n"
          "def test_sub():\n    assert sub(5, 3) == 2\n")
-PYTEST = {"command": "-m pytest -p no:cacheprovider test_calc.py"}
+# -B: no bytecode cache. A .pyc is invalidated by its source's mtime in whole seconds and its
+# size, and the two edits below keep calc.py's size; made within one second, the last run would
+# import the previous edit's stale bytecode (and fail as if the fix had not been made).
+PYTEST = {"command": "-B -m pytest -p no:cacheprovider test_calc.py"}
 
 
 def _loaded_library_dir(stem: str) -> str | None:

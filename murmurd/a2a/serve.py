@@ -283,8 +283,10 @@ async def _serve_locked(
                 extra={"task_acceptance": policy.task_acceptance, "after_task": policy.after_task})
     announce(f"murmur: url {options.host}:{port}")
     announce(f"murmur: console {url}console/")
-    if options.freeze_heap:  # last, with everything the daemon keeps made: the process is the daemon's alone
-        logger.info("start-up heap frozen: %d objects", freeze_startup_objects())
+    if options.freeze_heap:  # the daemon built, just before it serves: the process is the daemon's alone
+        frozen = freeze_startup_objects()
+        daemon.metrics.gc_frozen.set(frozen)
+        logger.info("start-up heap frozen: %d objects", frozen)
     announce(f"session: {staged.session_id}")
     loop = asyncio.get_running_loop()
     signalled = asyncio.Event()

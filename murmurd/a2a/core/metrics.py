@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from murmurd.a2a.core.tasks import TaskRecord, TaskState
-from murmurd.heap import frozen_objects
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # Agent tasks last from under a second (a scripted answer) to many minutes (a coding task).
@@ -55,8 +54,7 @@ class DaemonMetrics:
                                      registry=registry)
         self.gc_frozen = Gauge("murmurd_gc_frozen_objects",
                                "Start-up objects the cyclic collector's passes skip (gc.freeze at start-up).",
-                               registry=registry)
-        self.gc_frozen.set_function(frozen_objects)
+                               registry=registry)  # set once, when `murmurd serve` freezes them
         self.store_latency = Histogram("murmurd_store_operation_seconds", "Seconds one task store call took, by method.",
                                        ["operation"], buckets=STORE_LATENCY_BUCKETS, registry=registry)
         for state in _LIVE_STATES:
