@@ -175,11 +175,11 @@ async def run(args: argparse.Namespace) -> None:
             reference = A2A.start_reference()
             servers.append(reference)
             extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
-            driver = A2A.FIXTURES / "chaos-driver"
             if args.driver == "wat":
-                driver = root / "echo-driver.wasm"
+                driver = call_driver = root / "echo-driver.wasm"
                 driver.write_bytes(wat2wasm((A2A.FIXTURES / "echo-driver.wat").read_text()))
-            call_driver = driver if args.driver == "wat" else CHAOS_WASM
+            else:  # the served capsule builds the chaos driver's source; the call alone loads its build
+                driver, call_driver = A2A.FIXTURES / "chaos-driver", CHAOS_WASM
             murmurd = start_murmurd(A2A.chaos_capsule(root, driver), root / "state", args.bound, extra)
             servers.append(murmurd)
             order = {"a2a-sdk": reference, "murmurd": murmurd}

@@ -7,7 +7,8 @@ meanwhile. `gc.freeze()` moves them to the collector's permanent generation, whi
 skip (a full pass after it: 17-20 ms). What is made later is collected as before; a start-up
 object that becomes part of a garbage cycle later is never reclaimed (nor what it still
 references), which for what lives as long as the process costs nothing. Lazily made caches and
-threads of the first requests are not frozen. `docs/decisions.md`, "Issue 29: the start-up heap frozen".
+threads of the first requests are not frozen. `docs/decisions.md`, "Issue 29: the start-up heap
+frozen".
 """
 
 from __future__ import annotations
@@ -21,4 +22,3 @@ def freeze_startup_objects() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
-
