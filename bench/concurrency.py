@@ -22,9 +22,15 @@ Two `murmurd serve` daemons of the same capsule run in the same bench: one with
    (its session, its WASM instance, its pool thread). Then the RSS with the tasks' context
    sessions open and idle, and after `--session-idle` closed them: the cost of an open session.
 
+The daemons' files (capsule, session workdirs, state) go to the temporary directory's file system,
+or with `--files tmpfs` to /dev/shm; the report names the file system and what creating a file
+cost there just before (bench/filesystem.py: on ext4 without a journal that cost follows how many
+files any process removed in the last minutes, and a new context creates a dozen).
+
 Loopback only; every loop bounded in count and time; stops by itself.
 
     .venv/bin/python bench/concurrency.py [--tasks 64] [--latency 1.0] [--serial-tasks 4] [--driver wat]
+                                          [--files disk|tmpfs]
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from wasmtime import wat2wasm
 ROOT = Path(__file__).resolve().parent.parent
 DRIVERS = {"python": ROOT / "tests" / "fixtures" / "http-driver", "wat": ROOT / "tests" / "fixtures" / "http-driver.wat"}
 sys.path.insert(0, str(ROOT / "bench"))
+import filesystem as FS  # noqa: E402
 import procstat  # noqa: E402
 
 
@@ -231,11 +238,19 @@ def main() -> None:
     parser.add_argument("--wasm-processes", type=int, default=None, help="murmurd --wasm-processes (default: its own)")
     parser.add_argument("--driver", choices=sorted(DRIVERS), default="python",
                         help="python: componentize-py (its interpreter starts per call); wat: written by hand")
+    parser.add_argument("--files", choices=["disk", "tmpfs"], default="disk",
+                        help="where the daemons' capsule, workdirs and state go: the temporary directory's file"
+                             " system (default), or /dev/shm")
     args = parser.parse_args()
     extra = () if args.wasm_processes is None else ("--wasm-processes", str(args.wasm_processes))
+    if args.files == "tmpfs" and not FS.tmpfs_available():
+        parser.error("no writable tmpfs at /dev/shm")
+    place = str(FS.TMPFS) if args.files == "tmpfs" else None
 
-    with tempfile.TemporaryDirectory(prefix="murmurd-bench-") as tmp, provider(args.latency) as (endpoint, setting):
+    with tempfile.TemporaryDirectory(prefix="murmurd-bench-", dir=place) as tmp, \
+            provider(args.latency) as (endpoint, setting):
         root = Path(tmp)
+        files = f"{FS.describe(root)}; creating a file there: {FS.create_cost_us(root):.0f} us (median of 200, just before)"
         capsule_dir = capsule(root, endpoint, args.driver)
         concurrent = Daemon(capsule_dir, root / "state-n", args.bound, session_idle=args.session_idle, extra=extra)
         serial = Daemon(capsule_dir, root / "state-1", 1, extra=extra)
@@ -260,6 +275,7 @@ def main() -> None:
 
     rate_n, rate_1 = args.tasks / wall_n, args.serial_tasks / wall_1
     print(f"provider latency {args.latency:.2f} s; concurrent daemon bound {args.bound}; driver {args.driver}")
+    print(f"the daemons' files on {files}")
     print(f"bound {args.bound}: {args.tasks} tasks in {args.tasks} contexts: wall {wall_n:.2f} s, {rate_n:.2f} tasks/s")
     print(f"daemon CPU {cpu_n * 1000 / args.tasks:.1f} ms per task ({cpu_n:.2f} s in {wall_n:.2f} s); "
           f"the client's {client_n * 1000 / args.tasks:.1f} ms; load average {os.getloadavg()[0]:.1f}")

@@ -11,7 +11,13 @@ a new context (no `contextId`). Every answer is checked ("answer: <text>", compl
   with no Python interpreter to start per call (componentize-py's start is the guest's own cost;
   upstream's published drivers, built from Rust, start as this one does).
 - the reference: a2a-sdk's JSON-RPC app with a trivial executor (bench/a2a.py's, under uvicorn in
-  a subprocess).
+  a subprocess). It writes no file; murmurd writes a session workdir per context.
+
+murmurd runs twice by default (`--files both`), with its capsule, workdirs and state on the
+temporary directory's file system (`murmurd@disk`) and in /dev/shm (`murmurd@tmpfs`). Each row
+names its file system and what creating a file cost there just before (bench/filesystem.py): on
+these machines' root, ext4 without a journal, that cost follows how many files any process
+removed in the last minutes, and so does murmurd's CPU per task on disk.
 
 Each run also times murmurd's own WASM call alone: the same driver called as many times,
 by as many threads, through `ComponentHost.call_tool_sync` in a process of its own with every
@@ -28,6 +34,7 @@ and murmurd / reference ratios of the medians (and the range of the per-run rati
 Loopback only; every loop bounded in count and time; stops by itself.
 
     .venv/bin/python bench/throughput.py [--tasks 300] [--clients 16] [--runs 3] [--bound 64] [--driver wat]
+                                         [--files disk|tmpfs|both]
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import argparse
 import asyncio
 import importlib.util
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -63,6 +71,7 @@ def _bench_a2a() -> ModuleType:
 
 A2A = _bench_a2a()
 sys.path.insert(0, str(HERE))
+import filesystem as FS  # noqa: E402
 from procstat import cpu_ms, threads  # noqa: E402
 from worker_calls import DRIVER as CHAOS_WASM  # noqa: E402
 from worker_calls import measure as measure_calls  # noqa: E402
@@ -141,28 +150,45 @@ def report(runs: dict[str, list[Run]], calls: list[float], threads_before: dict[
            args: argparse.Namespace) -> None:
     print(f"throughput: {args.tasks} one-turn tasks from {args.clients} clients, each in a new context, "
           f"{args.runs} runs per server (min / median / max); murmurd bound {args.bound}")
-    print(f"   {'server':<9} {'CPU ms/task':>22} {'kernel share':>13} {'tasks/s':>22} {'p50 ms':>22}"
+    print(f"   {'server':<13} {'CPU ms/task':>22} {'kernel share':>13} {'tasks/s':>22} {'p50 ms':>22}"
           f" {'p99 ms':>22} {'threads':>16}")
     for name, rs in runs.items():
         kernel = statistics.median(r.system_share for r in rs)
-        print(f"   {name:<9} {spread([r.cpu_per_task for r in rs]):>22} {kernel:>12.0%}"
+        print(f"   {name:<13} {spread([r.cpu_per_task for r in rs]):>22} {kernel:>12.0%}"
               f" {spread([r.rate for r in rs], 1):>22} {spread([r.p50 for r in rs]):>22}"
               f" {spread([r.p99 for r in rs]):>22} {threads_before[name]:>6} -> {max(r.threads for r in rs):<6}")
-    mine, ref = runs["murmurd"], runs["a2a-sdk"]
-
-    def ratios(label: str, of: str) -> None:
-        per_run = [getattr(m, of) / getattr(r, of) for m, r in zip(mine, ref)]
-        medians = statistics.median(getattr(m, of) for m in mine) / statistics.median(getattr(r, of) for r in ref)
-        print(f"   murmurd / reference {label:<12} {medians:6.2f}x  (per run {min(per_run):.2f}-{max(per_run):.2f}x)")
-
-    ratios("CPU/task", "cpu_per_task")
-    with_call = [m.cpu_per_task / (r.cpu_per_task + c) for m, r, c in zip(mine, ref, calls)]
     print(f"   WASM call alone (in-process, {args.clients} callers) CPU ms/call {spread(calls):>22}")
-    print(f"   murmurd / (reference + WASM call) {statistics.median(with_call):6.2f}x"
-          f"  (per run {min(with_call):.2f}-{max(with_call):.2f}x; issue 29's goal <= 1.5x)")
-    ratios("tasks/s", "rate")
-    ratios("p50", "p50")
-    ratios("p99", "p99")
+    ref = runs["a2a-sdk"]
+    for name, mine in runs.items():
+        if name == "a2a-sdk":
+            continue
+
+        def ratios(label: str, of: str) -> None:
+            per_run = [getattr(m, of) / getattr(r, of) for m, r in zip(mine, ref)]
+            medians = statistics.median(getattr(m, of) for m in mine) / statistics.median(getattr(r, of) for r in ref)
+            print(f"   {name} / reference {label:<12} {medians:6.2f}x  (per run {min(per_run):.2f}-{max(per_run):.2f}x)")
+
+        ratios("CPU/task", "cpu_per_task")
+        with_call = [m.cpu_per_task / (r.cpu_per_task + c) for m, r, c in zip(mine, ref, calls)]
+        print(f"   {name} / (reference + WASM call) {statistics.median(with_call):6.2f}x"
+              f"  (per run {min(with_call):.2f}-{max(with_call):.2f}x; issue 29's goal <= 1.5x)")
+        ratios("tasks/s", "rate")
+        ratios("p50", "p50")
+        ratios("p99", "p99")
+
+
+def file_systems(choice: str, default_root: Path) -> dict[str, Path]:
+    """Where each murmurd's files go, by row name: the temporary directory's file system
+    (`disk`), and a directory in /dev/shm (`tmpfs`), which allocates inodes at memory speed."""
+    places = {}
+    if choice in ("disk", "both"):
+        places["murmurd@disk"] = default_root
+    if choice in ("tmpfs", "both"):
+        if FS.tmpfs_available():
+            places["murmurd@tmpfs"] = Path(tempfile.mkdtemp(prefix="murmurd-throughput-", dir=FS.TMPFS))
+        else:
+            print("   (no writable tmpfs at /dev/shm: murmurd runs with its files on disk only)")
+    return places
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -171,6 +197,7 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="murmurd-throughput-") as tmp:
         root = Path(tmp)
         servers = []
+        places = file_systems(args.files, root)
         try:
             reference = A2A.start_reference()
             servers.append(reference)
@@ -180,9 +207,12 @@ async def run(args: argparse.Namespace) -> None:
                 driver.write_bytes(wat2wasm((A2A.FIXTURES / "echo-driver.wat").read_text()))
             else:  # the served capsule builds the chaos driver's source; the call alone loads its build
                 driver, call_driver = A2A.FIXTURES / "chaos-driver", CHAOS_WASM
-            murmurd = start_murmurd(A2A.chaos_capsule(root, driver), root / "state", args.bound, extra)
-            servers.append(murmurd)
-            order = {"a2a-sdk": reference, "murmurd": murmurd}
+            order: dict[str, object] = {"a2a-sdk": reference}
+            for name, place in places.items():
+                print(f"   {name}: its capsule, workdirs and state on {FS.describe(place)}; creating a file there:"
+                      f" {FS.create_cost_us(place):.0f} us (median of 200, just before)")
+                order[name] = start_murmurd(A2A.chaos_capsule(place, driver), place / "state", args.bound, extra)
+                servers.append(order[name])
             for server in order.values():  # warm-up: imports, compile caches, first-call costs
                 await measure(server, args.clients * 2, args.clients)
             threads_before = {name: threads(server.proc.pid) for name, server in order.items()}
@@ -196,6 +226,9 @@ async def run(args: argparse.Namespace) -> None:
         finally:
             for server in servers:
                 server.stop()
+            for place in places.values():
+                if place != root:
+                    shutil.rmtree(place, ignore_errors=True)
 
 
 def main() -> None:
@@ -206,6 +239,9 @@ def main() -> None:
     parser.add_argument("--bound", type=int, default=64, help="murmurd --max-concurrent-tasks (default 64)")
     parser.add_argument("--driver", choices=["python", "wat"], default="python",
                         help="python: the chaos driver (componentize-py); wat: tests/fixtures/echo-driver.wat")
+    parser.add_argument("--files", choices=["disk", "tmpfs", "both"], default="both",
+                        help="where murmurd's capsule, workdirs and state go: the temporary directory's file system,"
+                             " /dev/shm, or one murmurd on each (default both)")
     parser.add_argument("--wasm-processes", type=int, default=None,
                         help="murmurd --wasm-processes (default: murmurd's own default)")
     args = parser.parse_args()

@@ -10,7 +10,10 @@ after / before) with the load average.
 
 Loopback only; every loop bounded in count and time; stops by itself.
 
-    .venv/bin/python bench/throughput_trees.py --before /tmp/before [--tasks 300] [--runs 3]
+    .venv/bin/python bench/throughput_trees.py --before /tmp/before [--tasks 300] [--runs 3] [--driver wat]
+
+Its files go to the temporary directory (`TMPDIR=/dev/shm` for tmpfs); the first line names the
+file system and what creating a file cost there just before (bench/filesystem.py).
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import filesystem as FS  # noqa: E402
 import throughput as T  # noqa: E402
+from wasmtime import wat2wasm  # noqa: E402
 
 A2A = T.A2A
 CLIENTS = 16
 
 
-def start(tree: Path, root: Path, name: str, bound: int) -> object:
+def start(tree: Path, root: Path, name: str, bound: int, driver: Path) -> object:
     root.mkdir(parents=True)
-    capsule = A2A.chaos_capsule(root)
+    capsule = A2A.chaos_capsule(root, driver)
     proc = subprocess.Popen(
         [sys.executable, "-m", "murmurd", "serve", str(capsule), "--state-dir", str(root / "state"),
          "--max-concurrent-tasks", str(bound)],
@@ -49,10 +54,16 @@ async def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="murmurd-trees-") as tmp:
         root = Path(tmp)
         servers: list = []
+        driver = A2A.FIXTURES / "chaos-driver"
+        if args.driver == "wat":
+            driver = root / "echo-driver.wasm"
+            driver.write_bytes(wat2wasm((A2A.FIXTURES / "echo-driver.wat").read_text()))
+        print(f"driver {args.driver}; files on {FS.describe(root)}; creating a file there: "
+              f"{FS.create_cost_us(root):.0f} us (median of 200, just before)", flush=True)
         try:
             servers.append(A2A.start_reference())
-            servers.append(start(Path(args.before).resolve(), root / "before", "before", args.bound))
-            servers.append(start(HERE.parent, root / "after", "after", args.bound))
+            servers.append(start(Path(args.before).resolve(), root / "before", "before", args.bound, driver))
+            servers.append(start(HERE.parent, root / "after", "after", args.bound, driver))
             for server in servers:
                 await T.measure(server, CLIENTS * 2, CLIENTS)
             runs: dict[str, list[T.Run]] = {s.name: [] for s in servers}
@@ -84,6 +95,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=300)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--bound", type=int, default=64)
+    parser.add_argument("--driver", choices=["python", "wat"], default="python",
+                        help="python: the chaos driver (componentize-py); wat: tests/fixtures/echo-driver.wat")
     args = parser.parse_args()
     if not (CLIENTS <= args.tasks <= 100_000 and 1 <= args.runs <= 20):
         parser.error(f"tasks {CLIENTS}-100000, runs 1-20")

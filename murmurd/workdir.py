@@ -16,9 +16,15 @@ from murmurd.workdir_fs import UnsafePathError
 
 SESSION_PREFIX = "ses_"
 RUNTIME_DIR = ".murmur"  # `--workdir DIR`: runtime bookkeeping under DIR/.murmur/<session-id>
-_ACCESSIBLE_SUBDIRS = ("out", "logs", "checkpoints", ".capsule-home")
-_RUNTIME_SUBDIRS = ("out", "logs", "tools", "contexts")
-LAYOUT_DIRS = (*_ACCESSIBLE_SUBDIRS, *_RUNTIME_SUBDIRS)  # a workdir whose bookkeeping is its root
+# What staging lays down, as upstream does (`create_dir_all(workdir/tools)`, then the manifests):
+# the root and the bookkeeping's `tools/`. The rest appears when first written, each beneath the
+# root without following a symlink (`workdir_fs` makes a file's parents): `out/` with a result,
+# `logs/` with a log, `contexts/` with a history, `.capsule-home` with a shell's HOME,
+# `checkpoints/` when the capsule makes it (issue 29: a context session's inodes, each costly on
+# a file system that allocates them slowly; `docs/decisions.md`).
+STAGED_DIRS = ("tools",)
+# The accessible names made later: in a reused operator workdir, a symlink or a file at one is refused at launch.
+LATER_DIRS = ("out", "logs", "checkpoints", ".capsule-home")
 
 TASK = "task.md"
 TASK_FALLBACK = "input.txt"  # upstream reads it when there is no task.md
@@ -133,11 +139,13 @@ class Workdir:
         return self.path(self.book(RESULT))
 
     def create(self) -> None:
-        """The root (with its parents: an operator's path) and the layout's directories."""
+        """The root (with its parents: an operator's path) and the staged directories. A root
+        that was there already (`--workdir DIR` reused) holding a symlink or a file where murmurd
+        would make a directory later is refused now, before anything runs."""
         self.root.mkdir(parents=True, exist_ok=True)
-        for sub in _ACCESSIBLE_SUBDIRS:
-            workdir_fs.make_dirs(self.root, sub)
-        for sub in _RUNTIME_SUBDIRS:
+        for sub in LATER_DIRS:
+            workdir_fs.expect_directory(self.root, sub)
+        for sub in STAGED_DIRS:
             workdir_fs.make_dirs(self.root, self.book(sub))
 
 

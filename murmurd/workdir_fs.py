@@ -223,6 +223,26 @@ def _read_at_most(fd: int, limit: int) -> bytes:
 # --------------------------------------------------------------------------- writing
 
 
+def expect_directory(root: Path, rel: RelPath) -> None:
+    """`rel` beneath `root` is a directory, or nothing yet (nor its parents, nor the root):
+    anything else there, a symlink or one on the way too, is refused (`UnsafePathError`).
+    Nothing is created or followed: for a directory made later, when first written to."""
+    parts = split_relative(rel)
+    try:
+        with _parent(root, parts, create=False) as parent:
+            try:
+                mode = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                return
+    except FileNotFoundError:
+        return  # a parent is missing: nothing is there
+    here = "/".join(parts)
+    if stat.S_ISLNK(mode):
+        raise UnsafePathError(here, "is a symlink; murmurd follows no symlink inside the workdir")
+    if not stat.S_ISDIR(mode):
+        raise UnsafePathError(here, "is not a directory", errno.ENOTDIR)
+
+
 def make_dirs(root: Path, rel: RelPath) -> None:
     """Create `rel` and its parents beneath `root`; a symlink or a file on the way is refused."""
     parts = split_relative(rel)

@@ -214,6 +214,7 @@ async def test_a_refused_summaries_file_costs_the_line_not_the_compaction(tmp_pa
     staged = stage(_capsule(tmp_path, arm, monkeypatch, config, context={"max_tokens": 100},
                             inference={"compaction": {"dump_summaries": True}}), host, tmp_path)
     target = tmp_path / "elsewhere.jsonl"
+    (staged.workdir.root / "out").mkdir(exist_ok=True)  # made with the first result, or by a guest that plants
     (staged.workdir.root / "out" / "compaction-summaries.jsonl").symlink_to(target)
     (outcome,) = await run_session(staged, host, TaskSpec("tsk_" + "1" * 32, "go", context_id=CTX))
     assert outcome.ok and [e for e in trace_events(staged) if e["event_type"] == "compaction"]

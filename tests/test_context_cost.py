@@ -82,8 +82,14 @@ async def test_opening_a_context_session_serializes_no_manifest(tmp_path: Path, 
     for name, data in theirs.items():
         expected = data.replace(staged.session_id.encode(), opened.session_id.encode())
         assert mine[name] == expected, name
-    for sub in ("out", "logs", "checkpoints", ".capsule-home", "contexts", "tools/ask"):
-        assert (opened.workdir.root / sub).is_dir(), sub
+    assert (opened.workdir.root / "tools/ask").is_dir()
+    # The same directories (upstream's: `tools/` at staging; the staged session's `logs/` holds the
+    # note staging wrote), then only what was written: `out/` with the task's result, none empty.
+    def dirs(root: Path) -> set[str]:
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_dir()}
+
+    assert dirs(opened.workdir.root) == dirs(staged.workdir.root) - {"logs"} | {"out"}
+    assert all(any(p.iterdir()) for p in opened.workdir.root.rglob("*") if p.is_dir())
 
     # The trap is live: what the template was rendered from changes, the next open re-renders.
     staged.capsule_url = "localhost:1"

@@ -216,8 +216,7 @@ async def test_a_script_capsule_with_a_symlinked_out_dir_fails_clearly(tmp_path,
     outside = _outside(tmp_path)
     staged = stage(capsule_dir(tmp_path, {"name": "script", "version": "1.0.0"}, artifacts.fixture("pull-capsule")),
                    host, tmp_path)
-    (staged.workdir.root / "out").rmdir()
-    os.symlink("../../../outside", staged.workdir.root / "out")
+    os.symlink("../../../outside", staged.workdir.root / "out")  # before murmurd makes `out/`
     session = Session(staged, host)
     await session.open()
     outcome = await session.run_task(TaskSpec("tsk_" + "1" * 32, "{}"))
@@ -230,6 +229,7 @@ async def test_a_script_capsule_with_a_symlinked_out_dir_fails_clearly(tmp_path,
 async def test_a_planted_bootstrap_log_costs_the_note_not_the_task(tmp_path: Path, host) -> None:
     outside = _outside(tmp_path)
     staged = stage(_answering_capsule(tmp_path, context={"max_tokens": 100}), host, tmp_path)
+    (staged.workdir.root / "logs").mkdir(exist_ok=True)  # made with the first log, or by the guest
     os.symlink("../../../../outside/tool.log", staged.workdir.root / "logs" / "bootstrap.log")
     session = Session(staged, host)
     await session.open()
@@ -260,14 +260,14 @@ def test_unreadable_history_or_context_dir_fails_that_task_only(tmp_path: Path) 
     capsule = chaos_capsule(tmp_path, lifecycle={"conversation": "threaded"})
     with serving(capsule, tmp_path / "state") as served:
         contexts = served.workdir / "contexts"
-        (contexts / "ctx_planted").mkdir()
+        (contexts / "ctx_planted").mkdir(parents=True)  # `contexts/` is made with the first history
         os.symlink("../../../../../outside/secret.txt", contexts / "ctx_planted" / "history.json")
         planted = served.send("read it", contextId="ctx_planted")
         failed = served.wait_state(planted["id"], "failed")
         assert "ctx_planted" in failed["status"]["message"]
         assert "'contexts/ctx_planted/history.json': is a symlink" in failed["status"]["message"]
         assert SECRET not in json.dumps(failed)
-        (served.workdir / "out" / "result_chosen-1.txt").mkdir()  # where the task's result must go
+        (served.workdir / "out" / "result_chosen-1.txt").mkdir(parents=True)  # where the task's result must go
         chosen = served.rpc("tasks/send", {"id": "chosen-1", "sessionId": "ctx_fresh",
                                            "message": {"role": "user", "parts": [{"type": "text", "text": "w"}]}})
         assert chosen["result"]["status"]["state"] == "failed"
@@ -276,6 +276,27 @@ def test_unreadable_history_or_context_dir_fails_that_task_only(tmp_path: Path) 
         ordinary = served.send("ordinary", contextId="ctx_plain")
         assert served.wait_state(ordinary["id"], "completed")["status"]["response"] == "answer: ordinary"
     _assert_untouched(outside)
+
+
+@pytest.mark.parametrize("planted", ["file", "fifo"])
+def test_a_log_dir_that_is_not_a_directory_fails_the_call_before_the_guest_runs(
+        tmp_path: Path, host, artifacts, planted: str) -> None:
+    """The log's directory is made with the first byte logged; what stands in its place is
+    refused before the call, as a symlink is, and never opened (a FIFO would block an open)."""
+    from murmurd.host import CallGrant, HostError, ToolInput
+
+    root = tmp_path / "workdir"
+    root.mkdir()
+    if planted == "file":
+        (root / "logs").write_text("not a directory")
+    else:
+        os.mkfifo(root / "logs")
+    plant = host.load(artifacts.fixture("plant-link"), name="plant-link")
+    marker = [["ran", "anywhere"]]  # the guest's one effect, had it run: a link named `ran`
+    with pytest.raises(HostError, match="plant-link: its log is refused: 'logs': is not a directory"):
+        host.call_tool_sync(plant, ToolInput(data=json.dumps(marker)),
+                            grant=CallGrant(root=root, preopen=root, log_path=root / "logs" / "tool-plant-link.log"))
+    assert sorted(p.name for p in root.iterdir()) == ["logs"]
 
 
 def test_a_guest_finds_no_scratch_output_file_to_swap(tmp_path: Path, host, artifacts) -> None:

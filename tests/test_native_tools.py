@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -61,6 +62,8 @@ if mode == "two":
 if mode == "fail":
     print(json.dumps({"status": "failed", "summary": "nothing matched", "data": None}))
     sys.exit(0)
+with open(request["log_path"], "a") as log:  # the protocol's log: opened as upstream's tools open it
+    log.write("pynative: " + str(mode) + "\\n")
 report = {"echo": args, "request": request, "cwd": os.getcwd(), "argv0": sys.argv[0], "env": dict(os.environ)}
 print(json.dumps({"status": "passed", "summary": "ok", "data": report,
                   "metadata": {"state_effect": "read", "resource_id": "native:" + str(args.get("mode"))}}))
@@ -111,6 +114,7 @@ def tool_texts(outcome) -> list[str]:
 
 async def test_a_python_native_tool_is_called_and_its_result_normalized(tmp_path: Path, host) -> None:
     staged = native_capsule(tmp_path, host, [("pynative", {"mode": "echo", "n": 1}), ("pynative", {"mode": "fail"})])
+    shutil.rmtree(staged.workdir.root / "logs", ignore_errors=True)  # as a fresh context's: made when first needed
     (outcome,) = await run_tasks(staged, host, "call the native tool")
     assert outcome.exit_status == "ok", outcome.error
     echo, fail = tool_texts(outcome)
@@ -119,6 +123,8 @@ async def test_a_python_native_tool_is_called_and_its_result_normalized(tmp_path
     # One JSON request: `data` the input as JSON text, `log_path` the tool's log in the workdir.
     assert json.loads(report["request"]["data"]) == {"mode": "echo", "n": 1}
     assert report["request"]["log_path"] == "logs/tool-pynative.log"
+    # its directory is there when the tool runs: the tool opens the path it was given, nothing more
+    assert (staged.workdir.root / "logs" / "tool-pynative.log").read_text() == "pynative: echo\n"
     assert report["cwd"] == str(staged.workdir.root) and report["argv0"].endswith("bin/pynative")
     assert fail == "nothing matched"  # a failed result: its summary, as an error result
     calls_traced = [e for e in trace_events(staged) if e["event_type"] == "tool_call"]
@@ -279,7 +285,6 @@ def test_a_native_scripts_read_paths_name_its_interpreter(tmp_path: Path) -> Non
 
     exe = native_tool(tmp_path, "pynative") / "bin" / "pynative"
     paths = read_paths(exe, DEBIAN_PATH)
-    import shutil
 
     from murmurd.session.native import interpreter_runtime
 

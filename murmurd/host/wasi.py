@@ -97,13 +97,16 @@ class CallOutput:
         self.log_refused: OSError | None = None  # why the streams could not be appended to the log
         self._offsets: dict[int, int] = {}  # descriptor -> bytes already copied
         self._collected = False
-        if location is not None:
-            root, rel = location
-            dir_fd = workdir_fs.open_directory(root, rel.rpartition("/")[0] or ".")  # refused: a symlink
-        elif scratch is None:
-            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
-        else:
+        root, rel = location if location is not None else (None, "")
+        log_dir = rel.rpartition("/")[0]
+        if scratch is not None:  # the log's directory is made with the log, when there is something to append
             dir_fd = -1
+            if root is not None and log_dir:
+                workdir_fs.expect_directory(root, log_dir)  # refused now, before the guest runs
+        elif root is not None:
+            dir_fd = workdir_fs.open_directory(root, log_dir or ".")  # refused: a symlink
+        else:
+            dir_fd = workdir_fs.open_directory(Path(tempfile.gettempdir()), ".")
         try:
             if scratch is not None:
                 self._device = _TEMP_KEY

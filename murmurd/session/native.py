@@ -33,6 +33,7 @@ from typing import Any
 
 from murmurd.containment.closure import script_interpreters
 from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
+from murmurd import workdir_fs
 from murmurd.workdir import log_file
 from murmurd.session.native_stores import with_stores
 from murmurd.session.shell import run_prepared
@@ -124,7 +125,12 @@ def call_native(staged: Any, shell: ShellPolicy, name: str, data: str | None,
     """One call of the staged capsule's native tool `name` under the capsule's shell policy."""
     policy = native_policy(shell, float(staged.grant_for(name).limits.deadline_seconds))
     resolved = staged.artifacts[name].resolved
-    request = request_bytes(data, staged.workdir.book(log_file(f"tool-{name}.log")))
+    log = staged.workdir.book(log_file(f"tool-{name}.log"))
+    try:  # the tool opens the path it is given: its directory must be there (made when first needed)
+        workdir_fs.make_dirs(staged.workdir.root, log.rpartition("/")[0])
+    except OSError as exc:
+        raise NativeToolError(f"native tool {name}: its log is refused: {exc}") from None
+    request = request_bytes(data, log)
     invocation = native_invocation(policy, name, resolved.payload, staged.host_env, resolved.manifest.model_extra)
     policy, invocation = with_stores(staged, name, with_runtime(policy, invocation), invocation)
     return run_native(policy, invocation, request, cancel)

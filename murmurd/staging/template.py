@@ -23,7 +23,7 @@ from murmurd import workdir_fs
 from murmurd.manifest.writing import dump_yaml
 from murmurd.staging.inventory import InventoryItem, SessionFacts, render_inventory
 from murmurd.staging.session_hold import SessionHold
-from murmurd.workdir import INVENTORY, LAYOUT_DIRS, MAX_SKILL_BYTES, TRACE, component, tool_file
+from murmurd.workdir import INVENTORY, MAX_SKILL_BYTES, STAGED_DIRS, TRACE, component, tool_file
 
 if TYPE_CHECKING:
     from murmurd.manifest.capsule import CapsuleManifest
@@ -178,7 +178,7 @@ def _with_parents(rel: str, into: dict[str, None]) -> None:
 def build_template(staged: StagedView) -> SessionTemplate:
     """Render everything a new session of `staged` shares (blocking: reads skill payloads)."""
     dirs: dict[str, None] = {}
-    for sub in LAYOUT_DIRS:
+    for sub in STAGED_DIRS:  # the template's root is the bookkeeping's: a served session has no --workdir
         _with_parents(sub, dirs)
     files: list[tuple[str, bytes]] = []
     for name, artifact in staged.artifacts.items():

@@ -25,6 +25,8 @@ from typing import Annotated, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 MAX_FRAME = 256 * 1024 * 1024  # a component's compiled bytes ride in the first call that needs them
+_FIRST_READ = 1024 * 1024  # a frame's buffer at first, at most; it grows by as much each time it fills
+_GROWTH = memoryview(bytes(_FIRST_READ))  # zeros to grow by, never copied first (no temporary of the growth's size)
 _LENGTH = struct.Struct(">I")
 _JSON, _TEXT, _THINKING = b"J", b"C", b"T"  # a frame's first byte: a model, a chunk, a thinking chunk
 
@@ -201,10 +203,17 @@ def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
 
 
 def receive_raw(sock: socket.socket) -> bytearray:
-    (length,) = _LENGTH.unpack(_read_exactly(sock, _LENGTH.size))
-    if length > MAX_FRAME:
-        raise FrameError(f"a frame of {length} bytes is over the {MAX_FRAME}-byte limit")
-    return _read_exactly(sock, length)
+    """The next frame's bytes, its length and body read within one timeout of the socket's."""
+    timeout = sock.gettimeout()
+    due = time.monotonic() + timeout if timeout else None
+    try:
+        (length,) = _LENGTH.unpack(_read_exactly(sock, _LENGTH.size, due, first=True))
+        if length > MAX_FRAME:
+            raise FrameError(f"a frame of {length} bytes is over the {MAX_FRAME}-byte limit")
+        return _read_exactly(sock, length, due, first=False)
+    finally:
+        if due is not None and sock.gettimeout() != timeout:
+            sock.settimeout(timeout)
 
 
 def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignore[type-arg]
@@ -223,19 +232,29 @@ def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignor
     raise FrameError(f"not a frame of this protocol: kind {bytes(kind)!r}")
 
 
-def _read_exactly(sock: socket.socket, count: int) -> bytearray:
-    """`count` bytes in a buffer of their own. Its views are released here, not when they are
-    freed: a profiler may keep this frame and its locals alive after the return, and the caller
-    resizes the buffer in place (`receive`), which an exported view would refuse."""
-    buffer = bytearray(count)
+def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: bool) -> bytearray:
+    """`count` bytes in a buffer of their own, by `due` (the frame's deadline, as `send_raw`
+    sends a frame): every read but the frame's `first` waits only for what is left of it, so a
+    peer trickling a byte at a time gets no fresh timeout per read. The buffer grows with what
+    arrived, a megabyte at a time, so a length the peer claims costs memory only as its bytes
+    come. Its views are released here, not when they are freed: a profiler may keep this
+    frame and its locals alive after the return, and the caller resizes the buffer in place
+    (`receive`), which an exported view would refuse. The caller restores the socket's timeout."""
+    buffer = bytearray(min(count, _FIRST_READ))
     got = 0
-    with memoryview(buffer) as view:
-        while got < count:
-            with view[got:] as rest:
-                n = sock.recv_into(rest, count - got)
-            if n == 0:
-                raise FrameError("the other side closed the call's socket")
-            got += n
+    while got < count:
+        if got == len(buffer):
+            buffer.extend(_GROWTH[:count - got])
+        if due is not None and not (first and got == 0):
+            left = due - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("timed out reading a frame")
+            sock.settimeout(left)
+        with memoryview(buffer) as view, view[got:] as rest:
+            n = sock.recv_into(rest)
+        if n == 0:
+            raise FrameError("the other side closed the call's socket")
+        got += n
     return buffer
 
 

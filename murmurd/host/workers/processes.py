@@ -331,7 +331,10 @@ class _Call:
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:
-            sock.settimeout(max(0.001, self.due - time.monotonic()))
+            left = self.due - time.monotonic()
+            if left <= 0:  # a worker that keeps frames coming never lets a read wait out its timeout
+                raise TimeoutError("the call is overdue")
+            sock.settimeout(left)
             frame = frames.receive(sock, frames.FromWorker)
             if isinstance(frame, Chunk):
                 self._sink(frame)
