@@ -203,7 +203,7 @@ def _send_parts(sock: socket.socket, *parts: bytes | bytearray) -> None:
 
 
 def receive_raw(sock: socket.socket) -> bytearray:
-    """The next frame's bytes, its length and body read within one timeout of the socket's."""
+    """The next frame's bytes, its length and body read by one deadline (`_read_exactly`)."""
     timeout = sock.gettimeout()
     due = time.monotonic() + timeout if timeout else None
     try:
@@ -234,8 +234,9 @@ def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignor
 
 def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: bool) -> bytearray:
     """`count` bytes in a buffer of their own, by `due` (the frame's deadline, as `send_raw`
-    sends a frame): every read but the frame's `first` waits only for what is left of it, so a
-    peer trickling a byte at a time gets no fresh timeout per read. The buffer grows with what
+    sends a frame): past it no read starts, and every read after the first of the length or
+    of the body waits only for what is left of it, so a frame takes at most twice the socket's
+    timeout, and a peer trickling a byte at a time gets no fresh timeout per read. The buffer grows with what
     arrived, a megabyte at a time, so a length the peer claims costs memory only as its bytes
     come. Its views are released here, not when they are freed: a profiler may keep this
     frame and its locals alive after the return, and the caller resizes the buffer in place
@@ -249,7 +250,8 @@ def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: 
             left = due - time.monotonic()
             if left <= 0:
                 raise TimeoutError("timed out reading a frame")
-            sock.settimeout(left)
+            if got:  # not for the body's first read, which mostly finds its bytes there: no system call
+                sock.settimeout(left)
         with memoryview(buffer) as view, view[got:] as rest:
             n = sock.recv_into(rest)
         if n == 0:
