@@ -24,7 +24,10 @@ SERVE_DESCRIPTION = (
     "field takes upstream's default: single, exit): a single/exit capsule exits after its first task, "
     "and the log says why. `murmurd run` always keeps upstream's defaults."
 )
-
+# Threads of the served loop's executor: short file work (a context's workdir, task.md, results,
+# the trace's barriers). Six (the default here) cost 5-15% more CPU per task, contending for the
+# interpreter lock (`docs/decisions.md`, "Issue 29: long waits on threads of their own, a small executor").
+IO_THREADS = 2
 
 
 def add_serve(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,6 +38,7 @@ def add_serve(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
+    import concurrent.futures
     import os
 
     import uvloop
@@ -85,6 +89,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # uvloop: libuv's loop (a cross-thread wake-up is one coalesced eventfd write, sockets
         # without Python's selector layer); `docs/decisions.md`, "Issue 29: uvloop, pooled ids, ...".
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            # the loop's executor for short file work only (long waits have threads of their own,
+            # `session/own_thread.py`): fewer threads contending for the interpreter lock
+            runner.get_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(IO_THREADS, thread_name_prefix="murmurd-io"))
             return runner.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint))
     except StagingError as exc:
         eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")

@@ -36,6 +36,7 @@ from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.own_thread import on_own_thread
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
@@ -556,6 +557,6 @@ class Session:
             self.closed = True
             self._hold.release()
             if self.spans.enabled:  # exporting: the flush blocks
-                await asyncio.to_thread(self.spans.shutdown, status)
+                await on_own_thread(self.spans.shutdown, status)  # a network export, bounded by its timeouts
             else:  # nothing to flush: no hand-off
                 self.spans.shutdown(status)

@@ -20,6 +20,7 @@ from murmurd.session.data_path import DataPathError, read_data_path
 from murmurd.session.driver_protocol import DEFAULT_PARAMETERS, ToolSpec
 from murmurd.session.failures import SessionEnded, raise_if_aborted
 from murmurd.session.native import NativeToolError, call_native
+from murmurd.session.own_thread import on_own_thread
 from murmurd.session.rlimits import ShellLimits
 from murmurd.session.shell import display_command, prepare_shell, run_prepared, split_command
 from murmurd.session.shell_egress import refusal_reporter, shell_egress_grant
@@ -143,11 +144,12 @@ def resolve_shell_call(policy: ShellPolicy, binary: str, tool_input: Any, host_e
 
 
 async def _off_loop_shell(policy: ShellPolicy, invocation: ShellInvocation) -> ShellOutcome:
-    """Run a resolved shell call on a worker thread. Cancelling the awaiter (tasks/cancel,
-    shutdown) cannot stop the thread, so it sets the call's cancel flag: the process group dies."""
+    """Run a resolved shell call on a thread of its own (`own_thread`: it may run for minutes).
+    Cancelling the awaiter (tasks/cancel, shutdown) cannot stop the thread, so it sets the call's
+    cancel flag: the process group dies."""
     cancel = threading.Event()
     try:
-        return await asyncio.to_thread(run_prepared, policy, invocation, cancel)
+        return await on_own_thread(run_prepared, policy, invocation, cancel)
     except asyncio.CancelledError:
         cancel.set()
         raise
@@ -242,7 +244,7 @@ class ToolRunner:
         trace: dict[str, Any] = {"tool_name": name, "input": tool_input, "input_bytes": len(data.encode())}
         cancel = threading.Event()
         try:
-            result = await asyncio.to_thread(call_native, self.staged, self.policy, name, data, cancel)
+            result = await on_own_thread(call_native, self.staged, self.policy, name, data, cancel)
         except asyncio.CancelledError:
             cancel.set()
             raise

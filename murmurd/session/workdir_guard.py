@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from murmurd.session.own_thread import on_own_thread
+
 CODE = "E-RUN-013"
 CHECK_SECONDS = 10.0
 
@@ -151,5 +153,5 @@ async def walk_periodically(guard: WorkdirGuard) -> None:
     """Walk (off the event loop) every `interval` seconds until the bound is passed or cancelled."""
     while True:
         await asyncio.sleep(guard.interval)
-        if await asyncio.to_thread(guard.check_if_due):
+        if await on_own_thread(guard.check_if_due):  # a walk of a large tree takes a while
             return

@@ -18,6 +18,7 @@ from typing import Any
 from murmurd.hooks.dispatcher import InferenceEvent, LifecycleDispatcher
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.own_thread import on_own_thread
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.process import command as cmd
 from murmurd.session.process.claude_events import read_line as read_claude
@@ -133,7 +134,7 @@ class ProcessLoop:
             cli.proc.stdout = cli.proc.stderr = None
             drain = asyncio.create_task(_drain_tail(stderr, stderr_tail))
             if claude:
-                await asyncio.to_thread(_write_and_close, cli.proc.stdin, cmd.claude_stdin(task))
+                await on_own_thread(_write_and_close, cli.proc.stdin, cmd.claude_stdin(task))  # a CLI may not read
             try:
                 async with asyncio.timeout(self.run_seconds):
                     result = await self._read(stdout, state, events)
@@ -145,7 +146,7 @@ class ProcessLoop:
             if self._fatal is not None:
                 raise self._fatal
             if result is None:
-                code = await asyncio.to_thread(_exit_code, cli)
+                code = await on_own_thread(_exit_code, cli)
                 try:  # what it said on its way out, once it has exited (its stderr closes)
                     await asyncio.wait_for(asyncio.shield(drain), STDERR_GRACE_SECONDS)
                 except (TimeoutError, asyncio.TimeoutError):
