@@ -128,6 +128,35 @@ def test_a_frame_trickled_a_byte_at_a_time_times_out_as_a_whole() -> None:
         assert ours.gettimeout() == 1.0  # the socket's own timeout is back for the next frame
 
 
+def test_a_frame_begun_late_is_still_bounded_by_its_deadline() -> None:
+    """Its length comes when most of the socket's timeout has gone, its body later: the body's
+    read waits only for what is left of the frame's time, not for a timeout of its own."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    stop = threading.Event()
+    sent_body = threading.Event()
+
+    def late() -> None:
+        if stop.wait(3.0):  # three quarters of the reader's 4 s
+            return
+        theirs.sendall(struct.pack(">I", 3))
+        if stop.wait(2.5):  # the body: past the frame's deadline, within a timeout of the length's
+            return
+        theirs.sendall(b"C..")
+        sent_body.set()
+
+    with ours, theirs:
+        ours.settimeout(4.0)
+        writer = threading.Thread(target=late)
+        writer.start()
+        try:
+            with pytest.raises(TimeoutError):
+                frames.receive(ours, frames.FromWorker)
+            assert not sent_body.is_set()  # it gave up before the body came
+        finally:
+            stop.set()
+            writer.join(60)
+
+
 def test_a_worker_that_keeps_frames_coming_is_still_stopped_at_the_calls_deadline(host, artifacts) -> None:
     """Whole small frames, back to back, past the call's deadline and grace: no read ever waits
     out its timeout, so the call's own reader ends it (`DeadlineExceeded`, the worker told to

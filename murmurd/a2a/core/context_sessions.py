@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from murmurd import workdir_fs
+from murmurd.session.own_thread import on_own_thread
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -218,8 +219,10 @@ class WorkdirRetention:
             contexts = {e.context_id for e in closed}
             gone = contexts - await self.store.contexts_with_tasks(contexts)  # one store call
             going = doomed(closed, gone, self.keep)
-            if going or index.unsettled:  # the close times and every removal in one hand-off
-                removed = await asyncio.to_thread(index.settle, going)
+            if going or index.unsettled:  # the close times and every removal in one hand-off, on a
+                # thread of its own: a guest's workdir may hold a million files, and the loop's
+                # executor is for short work (one sweep at a time: one such thread)
+                removed = await on_own_thread(index.settle, going)
         orphans = set(await self.store.orphaned_contexts(ORPHANS_PER_SWEEP)) | gone
         for context_id in orphans - busy:
             try:

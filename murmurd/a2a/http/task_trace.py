@@ -14,7 +14,6 @@ caller is the operator, as everywhere else.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from murmurd.a2a.http.auth.principal import OPERATOR
 from murmurd.a2a.core.intake import TaskNotFound
 from murmurd.a2a.http.stream_paths import BadStreamRequest, check_task_id
 from murmurd.a2a.http.route import RouteHost
+from murmurd.session.own_thread import on_own_thread
 from murmurd.workdir import TRACE
 
 MAX_TRACE_BYTES = 64 * 1024 * 1024  # a trace this large is not read for the console
@@ -99,7 +99,9 @@ def routes(router: RouteHost) -> APIRouter:
             return router.refuse(404, jsonrpc.JsonRpcError.task_not_found(checked))
         workdir = router.daemon.staged.workdir
         try:
-            events = await asyncio.to_thread(read_task_trace, workdir.root, workdir.book(TRACE), checked)
+            # its own thread: a trace of up to 64 MiB takes a while, and the loop's executor is for
+            # short work (an operator's reads, as many as their connections)
+            events = await on_own_thread(read_task_trace, workdir.root, workdir.book(TRACE), checked)
         except OSError as exc:  # too large, not a regular file, a symlink: say so, never a 500
             return router.refuse(503, jsonrpc.JsonRpcError.internal_error(f"the trace cannot be read: {exc}"))
         events.sort(key=lambda e: e.get("timestamp") if isinstance(e.get("timestamp"), int) else 0)

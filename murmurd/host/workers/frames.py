@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 MAX_FRAME = 256 * 1024 * 1024  # a component's compiled bytes ride in the first call that needs them
 _FIRST_READ = 1024 * 1024  # a frame's buffer at first, at most; it grows by as much each time it fills
+_NARROW_BELOW = 0.9  # a frame's body read narrowed once a tenth of its time has gone: at most 1.1x the timeout
 _GROWTH = memoryview(bytes(_FIRST_READ))  # zeros to grow by, never copied first (no temporary of the growth's size)
 _LENGTH = struct.Struct(">I")
 _JSON, _TEXT, _THINKING = b"J", b"C", b"T"  # a frame's first byte: a model, a chunk, a thinking chunk
@@ -235,8 +236,9 @@ def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignor
 def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: bool) -> bytearray:
     """`count` bytes in a buffer of their own, by `due` (the frame's deadline, as `send_raw`
     sends a frame): past it no read starts, and every read after the first of the length or
-    of the body waits only for what is left of it, so a frame takes at most twice the socket's
-    timeout, and a peer trickling a byte at a time gets no fresh timeout per read. The buffer grows with what
+    of the body waits only for what is left of it (the body's first once a tenth of the time has
+    gone), so a frame takes at most 1.1 times the socket's timeout, and a peer trickling a byte
+    at a time gets no fresh timeout per read. The buffer grows with what
     arrived, a megabyte at a time, so a length the peer claims costs memory only as its bytes
     come. Its views are released here, not when they are freed: a profiler may keep this
     frame and its locals alive after the return, and the caller resizes the buffer in place
@@ -250,7 +252,9 @@ def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: 
             left = due - time.monotonic()
             if left <= 0:
                 raise TimeoutError("timed out reading a frame")
-            if got:  # not for the body's first read, which mostly finds its bytes there: no system call
+            if got or left < _NARROW_BELOW * (sock.gettimeout() or left):
+                # the body's first read keeps the frame's timeout while most of it is left: it
+                # mostly finds its bytes there, and narrowing is a system call
                 sock.settimeout(left)
         with memoryview(buffer) as view, view[got:] as rest:
             n = sock.recv_into(rest)

@@ -133,10 +133,10 @@ class ProcessLoop:
                 transports.append(transport)  # the transport owns the pipe now: it closes it
             cli.proc.stdout = cli.proc.stderr = None
             drain = asyncio.create_task(_drain_tail(stderr, stderr_tail))
-            if claude:
-                await on_own_thread(_write_and_close, cli.proc.stdin, cmd.claude_stdin(task))  # a CLI may not read
             try:
-                async with asyncio.timeout(self.run_seconds):
+                async with asyncio.timeout(self.run_seconds):  # a CLI that reads no stdin times out too
+                    if claude:  # its own thread: the kill below breaks the pipe it may block on
+                        await on_own_thread(_write_and_close, cli.proc.stdin, cmd.claude_stdin(task))
                     result = await self._read(stdout, state, events)
             except TimeoutError:
                 raise TaskFailed(self._with_tail(f"inference subprocess timed out after {self.run_seconds:g}s",
