@@ -47,6 +47,31 @@ def chaos_capsule(root: Path, name: str = "chaos", *, lifecycle: dict | None = N
     return directory
 
 
+def napping_capsule(root: Path, word: str = "nap") -> Path:
+    """A capsule whose scripted driver says it will nap, then runs `sleep 600` through the shell,
+    for a task holding `word` (a rule also matches the system prompt, which holds the capsule's
+    name: pick a word it lacks), and answers "Woke up." otherwise: a napping task is surely
+    running until it is cancelled (it could only complete after ten minutes)."""
+    nap = {"stop_reason": "tool_call", "content": [
+        {"type": "text", "text": "Taking a long nap now. "},
+        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "600"}}]}
+    woke = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Woke up."}]}
+    manifest = {
+        "name": "napper", "version": "0.1.0",
+        "artifacts": [{"name": "scripted-driver", "runtime": "driver", "local_source": True,
+                       "source": str(EXAMPLES / "scripted-driver")}],
+        "capabilities": {"shell": {"allow": ["sleep"]}},
+        "lifecycle": {"task_acceptance": "queue", "after_task": "sleep"},
+        "inference": {"endpoint": "http://127.0.0.1:9", "model": "scripted", "driver": {
+            "artifact": "scripted-driver", "config": {"rules": [{"when": word, "response": nap}],
+                                                      "responses": [woke] * 4}}},
+    }
+    directory = root / "napper"
+    directory.mkdir()
+    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
+    return directory
+
+
 def script_capsule(root: Path, name: str, capsule_wasm: Path, **extra: Any) -> Path:
     directory = root / name
     directory.mkdir(parents=True, exist_ok=True)

@@ -16,9 +16,8 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from a2akit import Served, start
-from conftest import EXAMPLES, ROOT
-from murmurd.manifest.writing import dump_yaml
+from a2akit import Served, napping_capsule, start
+from conftest import ROOT
 from supervisedkit import APPROVED, CHECKED, HELD, QUESTION, START_SECONDS, serving_supervised
 
 DEADLINE = 120  # seconds for one expectation on a loaded machine
@@ -115,31 +114,8 @@ def test_chat_streams_shows_tools_asks_inline_and_ctrl_c_cancels(served: Served,
     assert "deploy the release" in history and "approve" in history and "deploy a third time" in history
 
 
-def _napping_capsule(root: Path) -> Path:
-    """A capsule whose scripted driver says it will nap, then runs `sleep 600` through the shell:
-    the task is surely running when Ctrl-C comes (it could only complete after ten minutes)."""
-    nap = {"stop_reason": "tool_call", "content": [
-        {"type": "text", "text": "Taking a long nap now. "},
-        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "600"}}]}
-    woke = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Woke up."}]}
-    manifest = {
-        "name": "napper", "version": "0.1.0",
-        "artifacts": [{"name": "scripted-driver", "runtime": "driver", "local_source": True,
-                       "source": str(EXAMPLES / "scripted-driver")}],
-        "capabilities": {"shell": {"allow": ["sleep"]}},
-        "lifecycle": {"task_acceptance": "queue", "after_task": "sleep"},
-        "inference": {"endpoint": "http://127.0.0.1:9", "model": "scripted", "driver": {
-            "artifact": "scripted-driver", "config": {"rules": [{"when": "nap", "response": nap}],
-                                                      "responses": [woke] * 4}}},
-    }
-    directory = root / "napper"
-    directory.mkdir()
-    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
-    return directory
-
-
 def test_ctrl_c_while_the_task_runs_cancels_it_and_chat_goes_on(tmp_path: Path) -> None:
-    served = start(_napping_capsule(tmp_path), tmp_path / "state", timeout=START_SECONDS)
+    served = start(napping_capsule(tmp_path), tmp_path / "state", timeout=START_SECONDS)
     try:
         child = _chat(served, tmp_path)
         try:

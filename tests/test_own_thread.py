@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from a2akit import serving
-from conftest import EXAMPLES
-from murmurd.manifest.writing import dump_yaml
+from a2akit import napping_capsule, serving
 from murmurd.session.own_thread import on_own_thread
 
 WHO = contextvars.ContextVar("who", default="nobody")
@@ -79,28 +77,6 @@ async def test_a_cancelled_awaiter_drops_the_result_quietly() -> None:
     assert reported == []
 
 
-def _napping_capsule(root: Path) -> Path:
-    """Its scripted driver runs `sleep 600` through the shell for a task saying "zzz", and answers
-    any other task at once (a rule matches the system prompt too: "zzz" is in no other text)."""
-    nap = {"stop_reason": "tool_call", "content": [
-        {"type": "tool_call", "id": "nap_1", "name": "sleep", "input": {"command": "600"}}]}
-    woke = {"stop_reason": "end_turn", "content": [{"type": "text", "text": "Awake."}]}
-    manifest = {
-        "name": "napper", "version": "0.1.0",
-        "artifacts": [{"name": "scripted-driver", "runtime": "driver", "local_source": True,
-                       "source": str(EXAMPLES / "scripted-driver")}],
-        "capabilities": {"shell": {"allow": ["sleep"]}},
-        "lifecycle": {"task_acceptance": "queue", "after_task": "sleep"},
-        "inference": {"endpoint": "http://127.0.0.1:9", "model": "scripted", "driver": {
-            "artifact": "scripted-driver", "config": {"rules": [{"when": "zzz", "response": nap}],
-                                                      "responses": [woke] * 4}}},
-    }
-    directory = root / "napper"
-    directory.mkdir()
-    (directory / "murmur.yaml").write_text(dump_yaml(manifest))
-    return directory
-
-
 def _naps_under(pid: int) -> int:
     """`sleep 600` processes descended from `pid` (read from /proc)."""
     parents: dict[int, int] = {}
@@ -130,7 +106,7 @@ def _naps_under(pid: int) -> int:
 
 
 def test_tasks_sleeping_in_the_shell_leave_a_new_context_answered(tmp_path: Path) -> None:
-    with serving(_napping_capsule(tmp_path), tmp_path / "state", "--max-concurrent-tasks", "8") as served:
+    with serving(napping_capsule(tmp_path, "zzz"), tmp_path / "state", "--max-concurrent-tasks", "8") as served:
         naps = [served.send(f"zzz {n}")["id"] for n in range(3)]  # three contexts, one shell each
         deadline = time.monotonic() + 120
         while _naps_under(served.proc.pid) < 3:  # more than the executor's two threads
