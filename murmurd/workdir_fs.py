@@ -39,6 +39,7 @@ _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _CHUNK = 1024 * 1024
 _SYMLINK_ERRNOS = (errno.ELOOP, errno.EMLINK)  # EMLINK: FreeBSD's O_NOFOLLOW refusal
+_SYMLINK_RULE = "is a symlink; murmurd follows no symlink inside the workdir"
 
 # A wire id kept verbatim as a file name: starts with a letter or digit (so never `.`, `..` or
 # a hidden name), then letters, digits, `.`, `_`, `-`. Anything else is hashed, and a hashed
@@ -127,7 +128,7 @@ def _is_symlink(parent: int, name: str) -> bool:
 def _refusal(exc: OSError, here: str, parent: int, name: str) -> OSError:
     """The error to raise for a failed step; Linux says ENOTDIR for O_DIRECTORY on a symlink."""
     if exc.errno in _SYMLINK_ERRNOS or (exc.errno == errno.ENOTDIR and _is_symlink(parent, name)):
-        return UnsafePathError(here, "is a symlink; murmurd follows no symlink inside the workdir")
+        return UnsafePathError(here, _SYMLINK_RULE)
     if exc.errno == errno.ENOTDIR:
         return UnsafePathError(here, "is not a directory", errno.ENOTDIR)
     if exc.errno == errno.ENOENT:
@@ -238,7 +239,7 @@ def expect_directory(root: Path, rel: RelPath) -> None:
         return  # a parent is missing: nothing is there
     here = "/".join(parts)
     if stat.S_ISLNK(mode):
-        raise UnsafePathError(here, "is a symlink; murmurd follows no symlink inside the workdir")
+        raise UnsafePathError(here, _SYMLINK_RULE)
     if not stat.S_ISDIR(mode):
         raise UnsafePathError(here, "is not a directory", errno.ENOTDIR)
 

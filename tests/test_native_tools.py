@@ -155,6 +155,25 @@ async def test_timeout_crash_and_garbage_are_clear_error_results(tmp_path: Path,
     assert 1_900 <= timed["duration_ms"] < 60_000
 
 
+def test_a_planted_log_directory_fails_the_call_before_the_tool_runs(tmp_path: Path, host) -> None:
+    """The tool is handed `logs/tool-<name>.log` and opens it itself, so murmurd makes `logs/`
+    first; a symlink a guest planted there is refused and the tool never starts. (Called
+    directly: in a task the driver's own log is refused there first.)"""
+    from murmurd.session.native import NativeToolError, call_native
+    from murmurd.session.tools import shell_policy
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    staged = native_capsule(tmp_path, host, [("pynative", {"mode": "echo"})])
+    shutil.rmtree(staged.workdir.root / "logs", ignore_errors=True)
+    (staged.workdir.root / "logs").symlink_to(outside)
+    with pytest.raises(NativeToolError) as refused:
+        call_native(staged, shell_policy(staged), "pynative", json.dumps({"mode": "echo"}))
+    assert str(refused.value) == ("native tool pynative: its log is refused: 'logs': is a symlink; murmurd follows"
+                                  " no symlink inside the workdir")
+    assert list(outside.iterdir()) == []  # nothing written through it, no log made there
+
+
 async def test_the_native_environment_has_the_identity_and_no_credentials(tmp_path: Path, host) -> None:
     staged = native_capsule(tmp_path, host, [("pynative", {"mode": "env"}), ("sh", {"command": "env"}),
                                              ("probe", {})],

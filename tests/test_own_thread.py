@@ -71,9 +71,11 @@ async def test_a_cancelled_awaiter_drops_the_result_quietly() -> None:
     waiting.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiting
+    [thread] = [t for t in threading.enumerate() if t.name == "murmurd-wait-slow"]
     release.set()
-    assert await asyncio.to_thread(finished.wait, 60)
-    await asyncio.sleep(0.1)  # the thread's answer reaches the loop, and is dropped there
+    await asyncio.to_thread(thread.join, 60)  # its answer is on the loop's queue now
+    assert finished.is_set() and not thread.is_alive()
+    await asyncio.sleep(0)  # one pass of the loop: the answer reaches the cancelled future, dropped
     assert reported == []
 
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from murmurd import workdir_fs
 from murmurd.containment.closure import script_interpreters
 from murmurd.staging.bundled_native import declared_binaries, helper_runtime, native_extensions, native_runtime
-from murmurd import workdir_fs
 from murmurd.workdir import log_file
 from murmurd.session.native_stores import with_stores
 from murmurd.session.shell import run_prepared

@@ -36,10 +36,10 @@ from murmurd.session.continuation import ContinuationState
 from murmurd.session.driver_protocol import system_prompt
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
-from murmurd.session.own_thread import on_own_thread
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
+from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process.run import ProcessLoop
 from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
 from murmurd.session.services import CapsuleServices

@@ -238,11 +238,11 @@ def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: 
     sends a frame): past it no read starts, and every read after the first of the length or
     of the body waits only for what is left of it (the body's first once a tenth of the time has
     gone), so a frame takes at most 1.1 times the socket's timeout, and a peer trickling a byte
-    at a time gets no fresh timeout per read. The buffer grows with what
-    arrived, a megabyte at a time, so a length the peer claims costs memory only as its bytes
-    come. Its views are released here, not when they are freed: a profiler may keep this
-    frame and its locals alive after the return, and the caller resizes the buffer in place
-    (`receive`), which an exported view would refuse. The caller restores the socket's timeout."""
+    at a time gets no fresh timeout per read. The buffer grows with what arrived, a megabyte at
+    a time, so a length the peer claims costs memory only as its bytes come. Its views are
+    released here, not when they are freed: a profiler may keep this frame and its locals alive
+    after the return, and the caller resizes the buffer in place (`receive`), which an exported
+    view would refuse. The caller restores the socket's timeout."""
     buffer = bytearray(min(count, _FIRST_READ))
     got = 0
     while got < count:

@@ -18,8 +18,8 @@ from typing import Any
 from murmurd.hooks.dispatcher import InferenceEvent, LifecycleDispatcher
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
-from murmurd.session.own_thread import on_own_thread
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
+from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process import command as cmd
 from murmurd.session.process.claude_events import read_line as read_claude
 from murmurd.session.process.codex_events import CodexStream
