@@ -29,11 +29,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield daemon
 
 
-def _chat(served: Served, home: Path) -> pexpect.spawn:
+def _chat(served: Served, home: Path, *, sigint: signal.Handlers = signal.SIG_DFL) -> pexpect.spawn:
+    """Chat in a pseudo-terminal, started with SIGINT at `sigint` whatever this runner's is
+    (a runner started as a background job ignores SIGINT, and a child inherits that)."""
     env = {**os.environ, "HOME": str(home), "XDG_STATE_HOME": str(home / "state"), "TERM": "dumb"}
     env.pop("MURMUR_TOKEN", None)
     child = pexpect.spawn(sys.executable, ["-m", "murmurd", "chat", served.url], cwd=str(ROOT), env=env,
-                          encoding="utf-8", timeout=DEADLINE, dimensions=(40, 200))
+                          encoding="utf-8", timeout=DEADLINE, dimensions=(40, 200),
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     child.expect_exact("you> ")
     return child
 
@@ -55,12 +58,17 @@ def _ctrl_c_at_prompt(child: pexpect.spawn, shown: str) -> None:
                 raise
 
 
+def _status(pid: int, thread: str | None = None) -> dict[str, str]:
+    path = Path(f"/proc/{pid}/task/{thread}/status" if thread else f"/proc/{pid}/status")
+    return dict(line.split(":\t", 1) for line in path.read_text().splitlines() if ":\t" in line)
+
+
 def _threads_taking_ctrl_c(pid: int) -> list[str]:
     """The threads of `pid` that do not block SIGINT: the kernel hands a Ctrl-C to any of them,
     and one handed to another thread does not wake the main thread's wait at a prompt."""
     taking = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines() if ":\t" in line)
+        status = _status(pid, task.name)
         if not int(status["SigBlk"], 16) & (1 << (signal.SIGINT - 1)):
             taking.append("MainThread" if task.name == str(pid) else status["Name"].strip())
     return taking
@@ -112,6 +120,21 @@ def test_chat_streams_shows_tools_asks_inline_and_ctrl_c_cancels(served: Served,
     assert child.exitstatus == 0
     history = (tmp_path / "state" / "murmurd" / "chat_history").read_text()
     assert "deploy the release" in history and "approve" in history and "deploy a third time" in history
+
+
+def test_ctrl_c_at_the_prompt_works_when_chat_was_started_with_sigint_ignored(served: Served, tmp_path: Path) -> None:
+    """`murmurd chat ... &` from a script, `nohup`, a test runner started in the background:
+    SIGINT comes in ignored. The prompt still takes Ctrl-C (before, it was ignored there)."""
+    child = _chat(served, tmp_path, sigint=signal.SIG_IGN)
+    try:
+        assert int(_status(child.pid)["SigIgn"], 16) & (1 << (signal.SIGINT - 1)) == 0
+        _ctrl_c_at_prompt(child, re.escape("(Ctrl-D or /quit to leave)"))
+        child.expect_exact("you> ")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
 
 
 def test_ctrl_c_while_the_task_runs_cancels_it_and_chat_goes_on(tmp_path: Path) -> None:

@@ -235,6 +235,15 @@ class Conversation:
         self.out(f"\n[canceled {task_id}]\n")
 
 
+def _take_ctrl_c() -> None:
+    """Ctrl-C is chat's own from the start. A process started with SIGINT ignored (a shell's
+    `cmd &` without job control, `nohup`, a test runner started so) passes that on, and Python
+    then leaves SIGINT ignored: the prompt took no Ctrl-C while a task took it (its handler is
+    set explicitly), and after a task the ignored state came back. Chat never ends on Ctrl-C,
+    so taking it cannot end a program its starter meant to keep running."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     token = client_token(args, "chat")
     if token is False:
@@ -242,6 +251,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
     assert token is None or isinstance(token, str)
     conversation = Conversation(base_url(args.url), args.url, token)
     conversation.context_id = args.context_id
+    _take_ctrl_c()
     _readline_history()
     print(f"chatting with {args.url} ({HELP})", flush=True)
     while True:
