@@ -3,8 +3,9 @@
 `SessionContext` is the seam between the component host and the session core: every murmur
 import a guest can call lands on one of its methods. This base class answers as a context
 with no session would (no active task, no tools, no shell); the session loop and the A2A
-daemon subclass it. Methods run on the WASM worker thread; one that must wait for the event
-loop uses a `LoopBridge`.
+daemon subclass it. Methods that may block run on a pool thread, never on the loop; one that
+must wait for the event loop uses a `LoopBridge`. `egress_denied` and a call's chunk sinks
+run on a pool thread or on the loop (a worker call read there) and must not block.
 """
 
 from __future__ import annotations

@@ -60,6 +60,12 @@ class ToolCallRunner(Protocol):
                   session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
                   guard: CallGuard) -> ToolResult: ...
 
+    async def call_tool_on_loop(self, loaded: LoadedComponent, tool_input: ToolInput, *, grant: CallGrant,
+                                session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
+                                guard: CallGuard, run_blocking: Callable[..., Any]) -> ToolResult | None:
+        """The call awaited on the event loop with no thread waiting for it, or None when it
+        needs one (then `call_tool` on a thread makes it); `run_blocking` runs what must block."""
+
     def close(self) -> None: ...
 
 
@@ -214,8 +220,20 @@ class ComponentHost:
         on_thinking: ChunkSink | None = None,
         guard: CallGuard | None = None,
     ) -> ToolResult:
-        """Run a tool or driver call on a worker thread; cancelling the awaiter stops the guest."""
+        """Run a tool or driver call: in a worker process, awaited on the loop, when one is
+        ready for it, else on a worker thread; cancelling the awaiter stops the guest."""
         guard = guard or CallGuard(grant.limits.deadline_seconds)
+        if self.workers is not None:
+            self._expect(loaded, (Role.TOOL, Role.DRIVER))
+            try:
+                result = await self.workers.call_tool_on_loop(
+                    loaded, tool_input, grant=grant, session=session or SessionContext(),
+                    on_chunk=on_chunk, on_thinking=on_thinking, guard=guard, run_blocking=self.pool.run)
+            except asyncio.CancelledError:
+                guard.cancel("cancelled")
+                raise
+            if result is not None:
+                return result
         return await self._on_worker(
             guard,
             lambda: self.call_tool_sync(

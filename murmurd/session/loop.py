@@ -41,13 +41,14 @@ from murmurd.session.driver_protocol import (
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed, raise_if_aborted
 from murmurd.session.messages import Message, tool_message
-from murmurd.session.tokens import count_tokens
+from murmurd.session.tokens import count_tokens, encoding_loaded
 from murmurd.session.tools import ShellShape, ToolOutcome, ToolRunner
 from murmurd.session.usage import normalize_usage
 from murmurd.staging.stage import StagedCapsule
 from murmurd.workdir import log_file
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
+COUNT_ON_LOOP_CHARS = 4 * 1024  # a text this short is counted on the loop (0.2 ms at most here)
 log = logging.getLogger("murmurd.session")
 
 
@@ -185,30 +186,21 @@ class AgentLoop:
             events.text_chunk(text)
 
         guard = CallGuard(grant.limits.deadline_seconds)
-
-        def turn() -> tuple[int, ToolResult, int]:
-            """The turn's whole off-loop part in one hand-off (issue 29): the input count, the
-            driver call (on the component host's worker), the output count."""
-            data = json.dumps(request)
-            input_tokens = count_input(data if request is full else None)
-            result = self.host.call_tool_sync(
+        data = json.dumps(request)
+        try:
+            input_tokens = await self._count(lambda: count_input(data if request is full else None),
+                                             len(data) if request is full else None)
+            result = await self.host.call_tool(
                 driver.component, ToolInput(data=data), grant=grant,
                 session=self.runner.session, on_chunk=on_chunk, on_thinking=events.thinking_chunk, guard=guard,
             )
-            raw = result.data if result.data is not None else (result.summary or "")
-            return input_tokens, result, count_tokens(raw) if result.status is ToolStatus.PASSED else 0
-
-        try:
-            input_tokens, result, output_tokens = await self.host.pool.run(turn)
-        except asyncio.CancelledError:
-            guard.cancel("cancelled")  # the cancel advances the epoch: the guest stops at its next epoch check
-            raise
         except HostError as exc:
             raise_if_aborted(exc)
             raise TaskFailed(f"driver {exc}") from None
         raw = result.data if result.data is not None else (result.summary or "")
         if result.status is not ToolStatus.PASSED:
             raise TaskFailed(f"driver {setup.name} returned status {result.status.value}: {raw or 'no message'}")
+        output_tokens = await self._count(lambda: count_tokens(raw), len(raw))
         self._account(input_tokens, output_tokens)
         state.counters.input_tokens += input_tokens
         state.counters.output_tokens += output_tokens
@@ -219,6 +211,14 @@ class AgentLoop:
         continuation_id = continuation_id_from_metadata(result.metadata)
         duration_ms = int((time.monotonic() - started) * 1000)
         return Inference(response, input_tokens, output_tokens, bool(streamed), continuation_id, duration_ms)
+
+    async def _count(self, count: Callable[[], int], chars: int | None) -> int:
+        """A token count: on the loop for a short text (tens of microseconds), on the host's
+        pool for a long one, or one of unknown length (`chars` None): milliseconds for a long
+        conversation, which the loop must not spend; and the first (the encoding's load)."""
+        if chars is not None and chars <= COUNT_ON_LOOP_CHARS and encoding_loaded():
+            return count()
+        return await self.host.pool.run(count)
 
     def _full_request(self, messages: list[Message], cache_key: str) -> dict[str, Any]:
         """The request with the whole conversation: what every token count is taken on."""

@@ -96,6 +96,11 @@ def cl100k_base() -> tiktoken.Encoding:
     return encoding
 
 
+def encoding_loaded() -> bool:
+    """Whether `cl100k_base` is loaded (its first use reads and checks the ranks: a second)."""
+    return _encoding is not None
+
+
 def count_tokens(text: str) -> int:
     """The number of `cl100k_base` tokens in `text` (special-token strings count as text)."""
     if not text:

@@ -241,8 +241,14 @@ class EventLog:
 
     def publish_threadsafe(self, loop: asyncio.AbstractEventLoop, type: str, task_id: str,
                            data: dict[str, Any], final: bool | None = None) -> None:
-        """`publish` from another thread (WASM workers); events keep their calling order."""
-        loop.call_soon_threadsafe(self.publish, type, task_id, data, final)
+        """`publish` from any thread (a WASM call's sink runs on a pool thread, or on the loop
+        when the loop reads the call); events keep their calling order. On the loop itself it
+        publishes at once: a hop through the loop's queue would let what the caller publishes
+        next overtake it."""
+        if asyncio._get_running_loop() is loop:
+            self.publish(type, task_id, data, final)
+        else:
+            loop.call_soon_threadsafe(self.publish, type, task_id, data, final)
 
     def subscribe(self, after_id: int | None = None, task_id: str | None = None,
                   close_on_final: bool = True) -> Subscription:

@@ -4,7 +4,8 @@ A frame is a 4-byte big-endian length and that many bytes: a kind byte, then a p
 JSON, or (for a chunk, the one frame a guest sizes at will) the text's UTF-8. The
 daemon opens one stream socket per call (`socketpair`, its worker end passed over the worker's
 control socket), so a call's frames are never interleaved with another call's, and a reader
-needs no dispatcher: the thread that made the call reads its own socket.
+needs no dispatcher: the caller reads its own socket, on its thread (`receive`) or on the event
+loop (`LoopReader`).
 
 The daemon sends a `CallRequest` (and, the first time a worker needs a component, its
 serialized bytes as one raw frame), then answers each `InputRequest` with a `Reply`; the worker
@@ -16,6 +17,7 @@ not of its model is a protocol error, never a guess.
 from __future__ import annotations
 
 import array
+import asyncio
 import os
 import socket
 import struct
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 MAX_FRAME = 256 * 1024 * 1024  # a component's compiled bytes ride in the first call that needs them
 _FIRST_READ = 1024 * 1024  # a frame's buffer at first, at most; it grows by as much each time it fills
 _NARROW_BELOW = 0.9  # a frame's body read narrowed once a tenth of its time has gone: at most 1.1x the timeout
+_LOOP_READ = 64 * 1024  # what a read on the loop asks for at least (a small frame and the next)
 _GROWTH = memoryview(bytes(_FIRST_READ))  # zeros to grow by, never copied first (no temporary of the growth's size)
 _LENGTH = struct.Struct(">I")
 _JSON, _TEXT, _THINKING = b"J", b"C", b"T"  # a frame's first byte: a model, a chunk, a thinking chunk
@@ -219,7 +222,11 @@ def receive_raw(sock: socket.socket) -> bytearray:
 
 def receive(sock: socket.socket, adapter: TypeAdapter) -> _Frame:  # type: ignore[type-arg]
     """The next frame, read whole; `FrameError` at the end of the stream or on a bad frame."""
-    body = receive_raw(sock)
+    return decode(receive_raw(sock), adapter)
+
+
+def decode(body: bytearray, adapter: TypeAdapter) -> _Frame:  # type: ignore[type-arg]
+    """A frame's body as its model (`body` is consumed); `FrameError` for a bad frame."""
     kind = bytes(body[:1])
     try:
         if kind in (_TEXT, _THINKING) and adapter is FromWorker:
@@ -262,6 +269,40 @@ def _read_exactly(sock: socket.socket, count: int, due: float | None, *, first: 
             raise FrameError("the other side closed the call's socket")
         got += n
     return buffer
+
+
+class LoopReader:
+    """Frames from a nonblocking stream socket, read on the event loop. What one receive brings
+    beyond a frame is kept for the next, so a small frame's length and body come in one system
+    call; a length the peer claims costs memory only as its bytes arrive. Deadlines are the
+    caller's (`asyncio.timeout` around each `receive_raw`)."""
+
+    def __init__(self, sock: socket.socket, loop: asyncio.AbstractEventLoop) -> None:
+        self.sock, self._loop = sock, loop
+        self._pending = bytearray()
+
+    async def receive_raw(self) -> bytearray:
+        while len(self._pending) < _LENGTH.size:
+            await self._more(_LENGTH.size - len(self._pending))
+        (length,) = _LENGTH.unpack_from(self._pending)
+        if length > MAX_FRAME:
+            raise FrameError(f"a frame of {length} bytes is over the {MAX_FRAME}-byte limit")
+        end = _LENGTH.size + length
+        while len(self._pending) < end:
+            await self._more(end - len(self._pending))
+        if len(self._pending) == end:  # the usual case: the frame alone, taken whole without a copy
+            body, self._pending = self._pending, bytearray()
+            del body[:_LENGTH.size]
+            return body
+        body = self._pending[_LENGTH.size:end]
+        del self._pending[:end]
+        return body
+
+    async def _more(self, wanted: int) -> None:
+        data = await self._loop.sock_recv(self.sock, min(max(wanted, _LOOP_READ), _FIRST_READ))
+        if not data:
+            raise FrameError("the other side closed the call's socket")
+        self._pending += data
 
 
 class Control(_Frame):

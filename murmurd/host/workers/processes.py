@@ -7,17 +7,21 @@ unmaps its guest's memory; in one process both contend with the event loop and t
 other threads for one lock and one address space. A worker has its own of each, so a call
 costs the daemon a socket's write and a few reads.
 
-The calling thread (a pool thread, as for a call in this process) makes a socket pair for the
-call, writes a small request into it, passes one end to the worker over its control socket
-(with how long the call may wait there for a place), and reads its own end until the
-call is done: chunks go to the caller's sinks, an input request is answered from the caller's
-session on this thread (blocking, as a host import does), an egress denial is reported to it.
+The caller makes a socket pair for the call, writes a small request into it, passes one end to
+the worker over its control socket (with how long the call may wait there for a place), and
+reads its own end until the call is done: chunks go to the caller's sinks, an input request is
+answered from the caller's session (blocking, as a host import does), an egress denial is
+reported to it. The caller is the event loop (`call_tool_on_loop`: no thread waits for the
+call, and an input request is answered on a pool thread) once the worker is ready and has the
+component; else a pool thread (`call_tool`), which starts a worker or sends the component's
+compiled bytes, and waits.
 A cancel of the call's guard, or of a guard it is nested in, reaches the worker as a `cancel`
 on the control socket, and the worker's own epoch ticker stops the guest; deadlines run there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -28,7 +32,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from murmurd.host.context import ChunkSink, SessionContext
 from murmurd.host.errors import (
@@ -62,6 +68,8 @@ READY_SECONDS = 120.0  # how long a starting worker may take to say it is ready 
 STOP_SECONDS = 5.0  # how long a closing worker may take to end before it is killed
 PRESEND_BYTES = 64 * 1024  # a request this small is written before its socket is passed (a fresh pair's buffer holds it)
 OVERDUE_GRACE_SECONDS = 10.0  # past a call's deadline (a guest blocked in a wasi:http wait), then the daemon stops waiting
+DECODE_ON_LOOP_BYTES = 64 * 1024  # a frame larger than this is decoded off the loop
+BlockingRunner = Callable[..., Awaitable[Any]]  # runs `fn(*args)` on a thread, awaited (the host's pool)
 _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
     HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
     MemoryLimitExceeded, CallCancelled, HostImportError, HookError)}
@@ -233,6 +241,19 @@ class WorkerProcesses:
             raise
         return chosen
 
+    def _pick_placed(self, key: tuple[str, str]) -> _Worker | None:
+        """The least busy worker if it is ready and has the component `key` names, counted
+        in; None where only a thread may go on (a worker to start or to wait for, bytes to
+        send): nothing here waits."""
+        with self._lock:
+            if self._closed or not all(worker.alive() for worker in self._workers):
+                return None
+            chosen = min(self._workers, key=lambda w: w.in_flight)
+            if not chosen.ready or key not in chosen.components:
+                return None
+            chosen.in_flight += 1
+            return chosen
+
     def _done(self, worker: _Worker) -> None:
         with self._lock:
             worker.in_flight -= 1
@@ -265,8 +286,30 @@ class WorkerProcesses:
             self._done(worker)
 
 
+    async def call_tool_on_loop(self, loaded: LoadedComponent, tool_input: ToolInput, *, grant: CallGrant,
+                                session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None,
+                                guard: CallGuard, run_blocking: BlockingRunner) -> ToolResult | None:
+        """`call_tool` with the call's socket read on the event loop, so no thread waits for
+        it (`docs/decisions.md`, "Issue 29: a worker call read on the loop"); None where it
+        needs a thread (`_pick_placed`), and the caller then makes it as `call_tool`. The
+        sinks run on the loop; an input request is answered on `run_blocking`'s thread."""
+        key = (loaded.sha256, loaded.name)
+        worker = self._pick_placed(key)
+        if worker is None:
+            return None
+        try:
+            call = _Call(worker, next(self._ids), loaded, guard, session, on_chunk, on_thinking)
+            return await call.run_on_loop(tool_input, grant, run_blocking)
+        except _ComponentMissing:  # nothing of the call ran: the caller makes it again on a thread, with the bytes
+            worker.components.discard(key)
+            return None
+        finally:
+            self._done(worker)
+
+
 class _Call:
-    """One call on one worker, from the calling thread's side."""
+    """One call on one worker, from the daemon's side: read by the calling thread (`run`) or
+    on the event loop (`run_on_loop`)."""
 
     def __init__(self, worker: _Worker, call_id: int, loaded: LoadedComponent, guard: CallGuard,
                  session: SessionContext, on_chunk: ChunkSink | None, on_thinking: ChunkSink | None) -> None:
@@ -331,34 +374,95 @@ class _Call:
 
     def _read(self, sock: socket.socket) -> ToolResult:
         while True:
-            left = self.due - time.monotonic()
-            if left <= 0:  # a worker that keeps frames coming never lets a read wait out its timeout
-                raise TimeoutError("the call is overdue")
-            sock.settimeout(left)
+            sock.settimeout(self._left())
             frame = frames.receive(sock, frames.FromWorker)
-            if isinstance(frame, Chunk):
-                self._sink(frame)
-            elif isinstance(frame, InputRequest):
+            if isinstance(frame, InputRequest):
                 frames.send(sock, self._answer(frame.prompt))
-            elif isinstance(frame, Denied):
-                self._import(lambda: self.session.egress_denied(EgressDenial(**frame.model_dump(exclude={"kind"}))))
-            elif isinstance(frame, Done):
-                if self.failure is not None:
-                    raise self._import_error()
-                return ToolResult(ToolStatus(frame.status), summary=frame.summary, data=frame.data,
-                                  data_path=frame.data_path, truncated=frame.truncated,
-                                  metadata=[(k, v) for k, v in frame.metadata])
-            elif isinstance(frame, Failed):
-                if frame.error == CompileError.__name__:  # its load failed there: sent again by the next call
-                    self.worker.components.discard((self.loaded.sha256, self.loaded.name))
-                if frame.error == COMPONENT_MISSING:  # nothing of the call ran: it goes again, with the bytes
-                    raise _ComponentMissing()
-                if self.failure is not None:
-                    raise self._import_error()
-                if self.guard.cancel_reason is not None:  # the worker may have met the cancel's effects first
-                    self.guard.cause = "cancelled"
-                    raise CallCancelled(self.loaded.name, self.guard.cancel_reason)
-                raise self._rebuilt(frame)
+            elif (result := self._settle(frame)) is not None:
+                return result
+
+    async def run_on_loop(self, tool_input: ToolInput, grant: CallGrant, run_blocking: BlockingRunner) -> ToolResult:
+        """The call with its socket read on the event loop (`call_tool_on_loop`): no thread
+        waits for it. Only for a worker that is ready and has the component (no compiled
+        bytes go with it); an input request is answered on `run_blocking`'s thread, as the
+        session's `request_input` blocks, and so is the decoding of a large frame."""
+        loop = asyncio.get_running_loop()
+        guards = _guard_specs(self.guard)
+        request = frames.framed(frames.encode(CallRequest(
+            artifact=self.loaded.name, sha256=self.loaded.sha256, data=tool_input.data,
+            log_path=tool_input.log_path, grant=_grant_spec(grant), guards=guards)))
+        remote = _RemoteCancel(self.worker, self.call_id, self.guard)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with ours:
+            ours.setblocking(False)
+            try:
+                sent = self._presend(ours, request)
+                self.worker.open_call(self.call_id, theirs, self.loaded.name, guards)
+            except OSError as exc:
+                raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
+            finally:
+                theirs.close()
+            self.guard.watched_by(remote)
+            try:
+                if sent < len(request):
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # answered before it read all
+                        async with asyncio.timeout(self._left()):
+                            await loop.sock_sendall(ours, memoryview(request)[sent:])
+                reader = frames.LoopReader(ours, loop)
+                while True:
+                    async with asyncio.timeout(self._left()):
+                        body = await reader.receive_raw()
+                    frame = (frames.decode(body, frames.FromWorker) if len(body) <= DECODE_ON_LOOP_BYTES
+                             else await run_blocking(frames.decode, body, frames.FromWorker))
+                    if isinstance(frame, InputRequest):
+                        reply = frames.framed(frames.encode(await run_blocking(self._answer, frame.prompt)))
+                        async with asyncio.timeout(self._left()):
+                            await loop.sock_sendall(ours, reply)
+                    elif (result := self._settle(frame)) is not None:
+                        return result
+            except asyncio.CancelledError:
+                self.guard.cancel("cancelled")  # told to the worker while the guard is still watched
+                raise
+            except TimeoutError:
+                raise self._overdue() from None
+            except (OSError, frames.FrameError) as exc:
+                raise self._lost(exc) from None
+            finally:
+                self.guard.unwatched_by(remote)
+
+    def _left(self) -> float:
+        """What is left of the call's time; a worker that keeps frames coming never lets a
+        read wait out its timeout, so past the due no read starts."""
+        left = self.due - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the call is overdue")
+        return left
+
+    def _settle(self, frame: frames._Frame) -> ToolResult | None:
+        """A frame other than an input request: a chunk or a refusal reported (None), or the
+        call's end (its result, or its error raised)."""
+        if isinstance(frame, Chunk):
+            self._sink(frame)
+        elif isinstance(frame, Denied):
+            self._import(lambda: self.session.egress_denied(EgressDenial(**frame.model_dump(exclude={"kind"}))))
+        elif isinstance(frame, Done):
+            if self.failure is not None:
+                raise self._import_error()
+            return ToolResult(ToolStatus(frame.status), summary=frame.summary, data=frame.data,
+                              data_path=frame.data_path, truncated=frame.truncated,
+                              metadata=[(k, v) for k, v in frame.metadata])
+        elif isinstance(frame, Failed):
+            if frame.error == CompileError.__name__:  # its load failed there: sent again by the next call
+                self.worker.components.discard((self.loaded.sha256, self.loaded.name))
+            if frame.error == COMPONENT_MISSING:  # nothing of the call ran: it goes again, with the bytes
+                raise _ComponentMissing()
+            if self.failure is not None:
+                raise self._import_error()
+            if self.guard.cancel_reason is not None:  # the worker may have met the cancel's effects first
+                self.guard.cause = "cancelled"
+                raise CallCancelled(self.loaded.name, self.guard.cancel_reason)
+            raise self._rebuilt(frame)
+        return None
 
     def _overdue(self) -> HostError:
         """The worker has said nothing past the call's deadline and a grace: the call is
