@@ -8,6 +8,7 @@ same limits as on a thread (`frames.LoopReader`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -18,10 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+import uvloop
 
 from hostile import SPIN, tool_component
 from murmurd.host import (
     CallCancelled,
+    CallTrap,
     CallGrant,
     CallGuard,
     ComponentHost,
@@ -31,7 +34,8 @@ from murmurd.host import (
     ToolInput,
     ToolStatus,
 )
-from murmurd.host.workers import frames, processes
+from murmurd.host.workers import calls, frames
+from murmurd.host.workers.calls import FRAMES_PER_TURN, Call
 
 WAIT = 60  # what a test waits at most for an event that must happen (a loaded machine)
 
@@ -174,7 +178,7 @@ def test_a_stopped_worker_still_ends_the_call_at_its_deadline(workers: Component
     grace (shortened here): the call ends as `DeadlineExceeded`, and the worker is told."""
     echo = workers.load(artifacts.example("echo"))
     _ready(workers, echo)
-    monkeypatch.setattr(processes, "OVERDUE_GRACE_SECONDS", 0.5)
+    monkeypatch.setattr(calls, "OVERDUE_GRACE_SECONDS", 0.5)
     assert workers.workers is not None
     pid = workers.workers.pids[0]
     os.kill(pid, signal.SIGSTOP)
@@ -266,3 +270,191 @@ def test_a_frame_over_the_limit_is_refused_before_its_body() -> None:
 
     got, _reader = _read_with(peer)
     assert len(got) == 1 and isinstance(got[0], frames.FrameError) and "over the" in str(got[0])
+
+
+# -- a compromised worker's end of a call's socket, played by a thread ------------------------
+
+
+class PeerLink:
+    """Stands in a `WorkerLink` whose worker end of each call's socket is `peer(sock)` on a
+    thread: what a compromised worker process could send."""
+
+    def __init__(self, peer: Callable[[socket.socket], None]) -> None:
+        self.peer = peer
+        self.components: set[tuple[str, str]] = {(LOADED.sha256, LOADED.name)}
+        self.drains: set[asyncio.Task[None]] = set()
+        self.cancels: list[str] = []
+        self.thread: threading.Thread | None = None
+
+    def open_call(self, _call_id: int, theirs: socket.socket, _artifact: str, _guards: object) -> None:
+        sock = socket.socket(fileno=os.dup(theirs.fileno()))
+        sock.setblocking(True)
+
+        def run() -> None:
+            with sock, contextlib.suppress(OSError):
+                self.peer(sock)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def cancel(self, _call_id: int, reason: str) -> None:
+        self.cancels.append(reason)
+
+
+class _Loaded:
+    name, sha256 = "hostile", "0" * 64
+
+
+LOADED = _Loaded()
+
+
+def _peer_call(peer: Callable[[socket.socket], None], *, deadline: float = 30.0, on_chunk: Any = None,
+               session: SessionContext | None = None) -> tuple[Call, PeerLink]:
+    link = PeerLink(peer)
+    call = Call(link, 1, LOADED, CallGuard(deadline), session or SessionContext(), on_chunk, None)  # type: ignore[arg-type]
+    return call, link
+
+
+async def _pool(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args)
+
+
+def _chunk(text: bytes) -> bytes:
+    return frames.framed(b"C" + text)
+
+
+def _done() -> bytes:
+    return frames.framed(frames.encode(frames.Done(status="passed", summary=None, data="ok", data_path=None,
+                                                   truncated=False, metadata=[])))
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_flood_of_small_frames_leaves_the_loop_its_turns(loop: str) -> None:
+    """A worker keeping the socket full of five-byte chunks: the reader lets the loop run other
+    tasks every `FRAMES_PER_TURN` frames (before, one 64 KiB read's 13,000 frames ran at once on
+    uvloop, and asyncio's loop, whose `sock_recv` answers at once when bytes wait, ran no other
+    task for the whole flood)."""
+    sent = threading.Event()
+
+    def peer(sock: socket.socket) -> None:
+        blob = _chunk(b"") * 20_000
+        for _ in range(5):
+            sock.sendall(blob)
+        sent.set()
+        sock.sendall(_done())
+
+    chunks: list[str] = []
+    call, _link = _peer_call(peer, on_chunk=chunks.append)
+    marks: list[int] = []
+
+    async def beat() -> None:
+        while True:
+            marks.append(len(chunks))
+            await asyncio.sleep(0)
+
+    async def main() -> Any:
+        beating = asyncio.ensure_future(beat())
+        try:
+            return await call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool)
+        finally:
+            beating.cancel()
+
+    factory = uvloop.new_event_loop if loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=factory) as runner:
+        result = runner.run(main())
+    assert result.data == "ok" and len(chunks) == 100_000 and sent.is_set()
+    assert max(b - a for a, b in zip(marks, marks[1:])) <= FRAMES_PER_TURN
+
+
+def test_component_missing_after_the_guest_spoke_is_a_trap_not_a_second_run() -> None:
+    """"Nothing of the call ran" after a chunk came is a worker's lie: the call fails, and is
+    not made again (its output streamed twice, its time started afresh)."""
+    def peer(sock: socket.socket) -> None:
+        sock.sendall(_chunk(b"said") + frames.framed(frames.encode(frames.Failed(
+            error=frames.COMPONENT_MISSING, artifact="hostile", cause="gone"))))
+
+    chunks: list[str] = []
+    call, _link = _peer_call(peer, on_chunk=chunks.append)
+    with pytest.raises(CallTrap, match="missing after the call had run"):
+        asyncio.run(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+    assert chunks == ["said"]
+    call, _link = _peer_call(peer)  # the thread's reader keeps the same rule
+    with pytest.raises(CallTrap, match="missing after the call had run"):
+        call.run(ToolInput(data="{}"), CallGrant())
+
+
+def test_a_worker_that_lost_the_component_gets_it_again_within_the_call(workers: ComponentHost, artifacts) -> None:
+    """The loop's reader sends no compiled bytes: a worker without them answers "missing", and
+    the call is made again on a thread, with them, in the same call."""
+    echo = workers.load(artifacts.example("echo"))
+    assert workers.workers is not None
+    _ready(workers, workers.load(artifacts.example("echo"), name="first"))  # the worker is ready, without "echo"
+    workers.workers._workers[0].components.add((echo.sha256, echo.name))  # as if it had it
+
+    async def main() -> Any:
+        return await asyncio.wait_for(workers.call_tool(echo, ToolInput(data='{"text": "back"}')), WAIT)
+
+    assert asyncio.run(main()).data == '{"text": "back"}'
+    assert workers.workers._workers[0].in_flight == 0
+
+
+def test_a_cancelled_call_counts_on_its_worker_until_the_worker_ends_it() -> None:
+    """The worker is told, and the call's socket is read to its end before the worker's count
+    of it drops: a worker still stopping a guest is not taken for an idle one."""
+    told, release = threading.Event(), threading.Event()
+
+    def peer(sock: socket.socket) -> None:
+        told.wait(WAIT)
+        release.wait(WAIT)  # the guest takes its time to stop
+
+    call, link = _peer_call(peer)
+    released = threading.Event()
+    call.release = released.set
+
+    async def main() -> None:
+        running = asyncio.ensure_future(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+        while link.thread is None:
+            await asyncio.sleep(0.01)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        told.set()
+        assert link.cancels == ["cancelled"]
+        for _ in range(20):  # turns of the loop: the drain is waiting on the silent worker
+            await asyncio.sleep(0)
+        assert not released.is_set() and len(link.drains) == 1
+        release.set()  # the worker ends the call: its end of the socket closes
+        drain = next(iter(link.drains))
+        await asyncio.wait_for(drain, WAIT)
+
+    asyncio.run(main())
+    assert released.is_set() and not link.drains
+
+
+@pytest.mark.parametrize("frame", [
+    b'J{"kind": "done", "status": "fine", "summary": null, "data": "x", "data_path": null, "truncated": false, '
+    b'"metadata": []}',
+])
+def test_an_answer_of_no_known_status_is_a_lost_call(frame: bytes) -> None:
+    call, _link = _peer_call(lambda sock: sock.sendall(frames.framed(frame)))
+    with pytest.raises(CallTrap, match="hostile"):
+        asyncio.run(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+
+
+def test_an_error_takes_only_the_fields_errors_have() -> None:
+    """A worker naming `__class__` (or any attribute) in an error's extra fields sets nothing
+    but the fields the error classes add."""
+    failed = frames.Failed(error="DeadlineExceeded", artifact="hostile", cause="deadline exceeded after 3 s",
+                           extra={"seconds": 3.0, "__class__": "x", "failure": "planted"})
+    call, _link = _peer_call(lambda sock: sock.sendall(frames.framed(frames.encode(failed))))
+    with pytest.raises(DeadlineExceeded) as raised:
+        asyncio.run(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+    assert raised.value.seconds == 3.0 and not hasattr(raised.value, "failure")  # type: ignore[attr-defined]
+
+
+def test_a_cancelled_call_asks_no_supervisor() -> None:
+    supervisor = Supervisor("late")
+    call, _link = _peer_call(lambda sock: None, session=supervisor)
+    call.guard.cancel("the task was cancelled")
+    assert call._answer("still there?").failed
+    assert supervisor.threads == []

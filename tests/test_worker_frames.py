@@ -163,7 +163,8 @@ def test_a_worker_that_keeps_frames_coming_is_still_stopped_at_the_calls_deadlin
     cancel) instead of taking chunks for as long as the worker sends them."""
     from murmurd.host.errors import DeadlineExceeded
     from murmurd.host.interrupt import CallGuard
-    from murmurd.host.workers.processes import _Call, _Worker
+    from murmurd.host.workers.calls import Call as _Call
+    from murmurd.host.workers.link import WorkerLink as _Worker
 
     loaded = host.load(artifacts.example("echo"), name="echo")
     control, control_peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

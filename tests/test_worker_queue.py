@@ -177,9 +177,9 @@ def test_a_deadline_of_many_days_leaves_the_worker_running(workers: ComponentHos
 
 
 def test_a_call_to_a_worker_whose_control_socket_is_full_fails_at_once(workers: ComponentHost) -> None:
-    """A worker that stopped reading its control socket is stopped: a call's message (the one
+    """A worker that stopped reading its control socket is killed: a call's message (the one
     that carries a descriptor) must not wait on the full socket, holding its lock against the
-    event loop's cancels."""
+    event loop's cancels, nor wait for the killed process to be freed."""
     quick = _warmed(workers)
     assert workers.workers is not None
     worker = workers.workers._workers[0]
@@ -198,6 +198,7 @@ def test_a_call_to_a_worker_whose_control_socket_is_full_fails_at_once(workers: 
         canceller, _ = _in_thread(lambda: worker.cancel(1, "from the event loop"))
         canceller.join(WAIT)
         assert not canceller.is_alive()
+        worker.process.wait(WAIT)  # killed, not waited for by the sender (the loop may be it): it ends
         assert not worker.alive()
     finally:
         if worker.alive():

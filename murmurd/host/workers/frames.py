@@ -115,7 +115,7 @@ class Denied(_Frame):
 
 class Done(_Frame):
     kind: Literal["done"] = "done"
-    status: str
+    status: Literal["passed", "failed", "error"]  # `ToolStatus`'s values
     summary: str | None
     data: str | None
     data_path: str | None
