@@ -1,5 +1,6 @@
 """Nothing slow runs on the event loop thread (issue 11 item 4): trace lines, `task.md` and
-`out/result.txt`, the shell call's PATH lookup and environment, token counting.
+`out/result.txt`, the shell call's PATH lookup and environment, a long text's token count (a
+short one's, up to `COUNT_ON_LOOP_CHARS`, may run on the loop: issue 29).
 
 The session runs for real (scripted driver, WASM tool, allowlisted shell, compaction check on).
 A profiler (`sys.setprofile` / `threading.setprofile`) observes, without replacing anything,
@@ -29,6 +30,7 @@ from conftest import EXAMPLES
 from loopkit import driver_capsule, local, run_tasks, stage, trace_events
 from murmurd import workdir_fs
 from murmurd.host.bridge import WasmPool
+from murmurd.session.loop import COUNT_ON_LOOP_CHARS
 from murmurd.session import shell, tokens
 from murmurd.trace import writer
 
@@ -54,11 +56,19 @@ class ThreadWatch:
         if event == "call":
             name = WATCHED.get(frame.f_code)
             if name is not None:
-                self._note(name, str(frame.f_locals.get("rel", "")) if name == "write_text" else "")
+                self._note(name, self._detail(name, frame.f_locals))
         elif event == "c_call" and getattr(arg, "__name__", None) in ("write", "flush"):
             target = getattr(arg, "__self__", None)
             if isinstance(target, io.IOBase) and self._is_trace(target):
                 self._note("trace file", arg.__name__)
+
+    @staticmethod
+    def _detail(name: str, local_vars: dict[str, Any]) -> str:
+        if name == "write_text":
+            return str(local_vars.get("rel", ""))
+        if name == "count_tokens":  # a short text's count may run on the loop (0.16 ms at most)
+            return "long" if len(local_vars["text"]) > COUNT_ON_LOOP_CHARS else "short"
+        return ""
 
     def _is_trace(self, stream: io.IOBase) -> bool:
         try:
@@ -100,7 +110,7 @@ async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_
                                                                                        monkeypatch) -> None:
     # The trace threads are shared by the process and may predate the profiler: this test's
     # session gets a drain of its own, whose threads start under the watch.
-    # Likewise the WASM pool, where a turn's token counts run beside the driver call (issue 29).
+    # Likewise the WASM pool, where a long text's token count runs (issue 29).
     monkeypatch.setattr(writer, "DEFAULT_DRAIN", writer.TraceDrain())
     monkeypatch.setattr(host, "pool", WasmPool(4))
     staged = stage(_capsule(tmp_path), host, tmp_path)
@@ -127,7 +137,7 @@ async def test_trace_lines_files_shell_resolution_and_token_counts_stay_off_the_
 
     for name, detail in [("trace file", "write"), ("trace file", "flush"), ("write_text", "task.md"),
                          ("write_text", "out/result.txt"), ("prepare_shell", ""), ("shutil.which", ""),
-                         ("count_tokens", "")]:
+                         ("count_tokens", "long")]:
         threads = watch.threads(name, detail)
         assert threads, f"{name} {detail} was never seen: the watch proves nothing"
         assert loop_thread not in threads, f"{name} {detail} ran on the event loop thread"
