@@ -22,18 +22,8 @@ import pytest
 import uvloop
 
 from hostile import SPIN, tool_component
-from murmurd.host import (
-    CallCancelled,
-    CallTrap,
-    CallGrant,
-    CallGuard,
-    ComponentHost,
-    DeadlineExceeded,
-    Limits,
-    SessionContext,
-    ToolInput,
-    ToolStatus,
-)
+from murmurd.host import (CallCancelled, CallGrant, CallGuard, CallTrap, ComponentHost, DeadlineExceeded, Limits,
+                          SessionContext, ToolInput, ToolStatus)
 from murmurd.host.workers import calls, frames
 from murmurd.host.workers.calls import FRAMES_PER_TURN, Call
 

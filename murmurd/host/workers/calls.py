@@ -21,7 +21,7 @@ import itertools
 import math
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from murmurd.host.context import ChunkSink, SessionContext
@@ -107,18 +107,10 @@ class Call:
             artifact=self.loaded.name, sha256=self.loaded.sha256, compiled=compiled is not None,
             data=tool_input.data, log_path=tool_input.log_path, grant=grant_spec(grant), guards=guards))
         early = frames.framed(request) if len(request) <= PRESEND_BYTES else b""
-        remote = RemoteCancel(self.worker, self.call_id, self.guard)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         with ours:
-            try:
-                sent = self._presend(ours, early)  # there when the worker takes the call: it need not wait
-                self.worker.open_call(self.call_id, theirs, self.loaded.name, guards)
-            except OSError as exc:
-                raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
-            finally:
-                theirs.close()
-            self.guard.watched_by(remote)  # a cancel that came first is sent now
-            try:
+            sent = self._open(ours, theirs, early, guards)
+            with self._watched():
                 ours.settimeout(max(0.001, self.due - time.monotonic()))  # a stopped worker reads nothing
                 try:
                     if early:
@@ -131,12 +123,33 @@ class Call:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the worker answered before it read the rest (a call that expired or was cancelled queued)
                 return self._read(ours)  # its answer, or the end of the socket if it is gone
-            except TimeoutError:
-                raise self._overdue() from None
-            except (OSError, frames.FrameError) as exc:
-                raise self._lost(exc) from None
-            finally:
-                self.guard.unwatched_by(remote)
+
+    def _open(self, ours: socket.socket, theirs: socket.socket, early: bytes, guards: list[GuardSpec]) -> int:
+        """Pass the call's socket to the worker, with what of `early` its buffer takes first
+        (there when the worker takes the call: it need not wait); how much that was."""
+        try:
+            sent = self._presend(ours, early)
+            self.worker.open_call(self.call_id, theirs, self.loaded.name, guards)
+        except OSError as exc:
+            raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
+        finally:
+            theirs.close()
+        return sent
+
+    @contextlib.contextmanager
+    def _watched(self) -> Iterator[None]:
+        """While a reader waits for the call: the guard's cancels reach the worker (one that
+        came first is sent now), and how the wait ends becomes the call's error."""
+        remote = RemoteCancel(self.worker, self.call_id, self.guard)
+        self.guard.watched_by(remote)
+        try:
+            yield
+        except TimeoutError:
+            raise self._overdue() from None
+        except (OSError, frames.FrameError) as exc:
+            raise self._lost(exc) from None
+        finally:
+            self.guard.unwatched_by(remote)
 
     @staticmethod
     def _presend(sock: socket.socket, early: bytes) -> int:
@@ -172,9 +185,7 @@ class Call:
             if self.release is not None:
                 self.release()
             raise InstantiationError(self.loaded.name, f"no socket for the call: {exc}") from None
-        loop = asyncio.get_running_loop()
-        reader = frames.LoopReader(ours, loop)
-        remote = RemoteCancel(self.worker, self.call_id, self.guard)
+        reader = frames.LoopReader(ours, asyncio.get_running_loop())
         drained = False
         try:
             guards = guard_specs(self.guard)
@@ -182,49 +193,44 @@ class Call:
                 artifact=self.loaded.name, sha256=self.loaded.sha256, data=tool_input.data,
                 log_path=tool_input.log_path, grant=grant_spec(grant), guards=guards)))
             ours.setblocking(False)
-            try:
-                sent = self._presend(ours, request)
-                self.worker.open_call(self.call_id, theirs, self.loaded.name, guards)
-            except OSError as exc:
-                raise InstantiationError(self.loaded.name, f"the WASM worker process is gone: {exc}") from None
-            finally:
-                theirs.close()
-            self.guard.watched_by(remote)
-            try:
-                if sent < len(request):
-                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # answered before it read all
-                        async with asyncio.timeout(self._left()):
-                            await loop.sock_sendall(ours, memoryview(request)[sent:])
-                for count in itertools.count(1):
-                    if count % FRAMES_PER_TURN == 0:
-                        await asyncio.sleep(0)
-                    async with asyncio.timeout(self._left()):
-                        body = await reader.receive_raw()
-                    frame = (frames.decode(body, frames.FromWorker) if len(body) <= DECODE_ON_LOOP_BYTES
-                             else await run_blocking(frames.decode, body, frames.FromWorker))
-                    if isinstance(frame, InputRequest):
-                        reply = frames.framed(frames.encode(await run_blocking(self._answer, frame.prompt)))
-                        async with asyncio.timeout(self._left()):
-                            await loop.sock_sendall(ours, reply)
-                    elif (result := self._settle(frame)) is not None:
-                        return result
-                raise AssertionError("unreachable")
-            except asyncio.CancelledError:
-                self.guard.cancel("cancelled")  # told to the worker while the guard is still watched
-                drained = self._drain_later(reader)
-                raise
-            except TimeoutError:
-                raise self._overdue() from None
-            except (OSError, frames.FrameError) as exc:
-                raise self._lost(exc) from None
-            finally:
-                self.guard.unwatched_by(remote)
+            sent = self._open(ours, theirs, request, guards)
+            with self._watched():
+                try:
+                    return await self._exchange(reader, request, sent, run_blocking)
+                except asyncio.CancelledError:
+                    self.guard.cancel("cancelled")  # told to the worker while the guard is still watched
+                    drained = self._drain_later(reader)
+                    raise
         finally:
             theirs.close()  # the worker's end, passed to it or not: ours no longer
             if not drained:
                 ours.close()
                 if self.release is not None:
                     self.release()
+
+    async def _exchange(self, reader: frames.LoopReader, request: bytes, sent: int,
+                        run_blocking: BlockingRunner) -> ToolResult:
+        """The rest of the request written, then the worker's frames read to the call's end,
+        an input request answered on a thread; the loop gets a turn every few frames."""
+        loop = asyncio.get_running_loop()
+        if sent < len(request):
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # answered before it read all
+                async with asyncio.timeout(self._left()):
+                    await loop.sock_sendall(reader.sock, memoryview(request)[sent:])
+        for count in itertools.count(1):
+            if count % FRAMES_PER_TURN == 0:
+                await asyncio.sleep(0)
+            async with asyncio.timeout(self._left()):
+                body = await reader.receive_raw()
+            frame = (frames.decode(body, frames.FromWorker) if len(body) <= DECODE_ON_LOOP_BYTES
+                     else await run_blocking(frames.decode, body, frames.FromWorker))
+            if isinstance(frame, InputRequest):
+                reply = frames.framed(frames.encode(await run_blocking(self._answer, frame.prompt)))
+                async with asyncio.timeout(self._left()):
+                    await loop.sock_sendall(reader.sock, reply)
+            elif (result := self._settle(frame)) is not None:
+                return result
+        raise AssertionError("unreachable")
 
     def _drain_later(self, reader: frames.LoopReader) -> bool:
         """Read the cancelled call's socket to its end (the worker's close after its answer, or
