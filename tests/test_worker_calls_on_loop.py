@@ -421,6 +421,36 @@ def test_a_cancelled_call_counts_on_its_worker_until_the_worker_ends_it() -> Non
     assert released.is_set() and not link.drains
 
 
+def test_a_drain_cancelled_before_it_ran_still_closes_and_releases() -> None:
+    """Something cancelling every task at once (a shutdown) right after a call was cancelled:
+    its drain never ran a step, and its ending still closes the socket and releases the call."""
+    def peer(sock: socket.socket) -> None:
+        while sock.recv(65536):  # the request, then nothing until our end closes
+            pass
+
+    call, link = _peer_call(peer)
+    released: list[bool] = []
+    call.release = lambda: released.append(True)
+
+    async def main() -> None:
+        running = asyncio.ensure_future(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+        while link.thread is None:
+            await asyncio.sleep(0.01)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        (drain,) = link.drains
+        drain.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await drain
+
+    asyncio.run(main())
+    assert released == [True] and not link.drains
+    assert link.thread is not None
+    link.thread.join(WAIT)  # the worker's end saw ours closed
+    assert not link.thread.is_alive()
+
+
 @pytest.mark.parametrize("frame", [
     b'J{"kind": "done", "status": "fine", "summary": null, "data": "x", "data_path": null, "truncated": false, '
     b'"metadata": []}',

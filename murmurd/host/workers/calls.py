@@ -235,28 +235,30 @@ class Call:
     def _drain_later(self, reader: frames.LoopReader) -> bool:
         """Read the cancelled call's socket to its end (the worker's close after its answer, or
         the call's due) on a task of its own, then close it and release the call; False if no task
-        could start (the loop closing): the caller does both now."""
+        could start (the loop closing): the caller does both now. The ending is the task's done
+        callback, which runs however the task ends (cancelled before its first step too)."""
         try:
             task = asyncio.get_running_loop().create_task(self._drain(reader))
         except RuntimeError:
             return False
         self.worker.drains.add(task)
-        task.add_done_callback(self.worker.drains.discard)
+
+        def ended(_task: asyncio.Task[None]) -> None:
+            self.worker.drains.discard(task)
+            reader.sock.close()
+            if self.release is not None:
+                self.release()
+
+        task.add_done_callback(ended)
         return True
 
     async def _drain(self, reader: frames.LoopReader) -> None:
-        try:
+        with contextlib.suppress(TimeoutError, OSError, frames.FrameError):
             for count in itertools.count(1):
                 if count % FRAMES_PER_TURN == 0:
                     await asyncio.sleep(0)
                 async with asyncio.timeout(self._left()):
                     await reader.receive_raw()  # whatever it is: the worker closes the socket at the call's end
-        except (TimeoutError, OSError, frames.FrameError, asyncio.CancelledError):
-            return
-        finally:
-            reader.sock.close()
-            if self.release is not None:
-                self.release()
 
     def _left(self) -> float:
         """What is left of the call's time; a worker that keeps frames coming never lets a
