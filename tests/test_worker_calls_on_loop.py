@@ -388,6 +388,16 @@ def test_a_worker_that_lost_the_component_gets_it_again_within_the_call(workers:
     assert workers.workers._workers[0].in_flight == 0
 
 
+async def _cancelled_once_open(call: Call, link: PeerLink) -> None:
+    """Start `call` on the loop, and cancel its awaiter once the worker's end has the socket."""
+    running = asyncio.ensure_future(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
+    while link.thread is None:
+        await asyncio.sleep(0.01)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+
+
 def test_a_cancelled_call_counts_on_its_worker_until_the_worker_ends_it() -> None:
     """The worker is told, and the call's socket is read to its end before the worker's count
     of it drops: a worker still stopping a guest is not taken for an idle one."""
@@ -402,12 +412,7 @@ def test_a_cancelled_call_counts_on_its_worker_until_the_worker_ends_it() -> Non
     call.release = released.set
 
     async def main() -> None:
-        running = asyncio.ensure_future(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
-        while link.thread is None:
-            await asyncio.sleep(0.01)
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        await _cancelled_once_open(call, link)
         told.set()
         assert link.cancels == ["cancelled"]
         for _ in range(20):  # turns of the loop: the drain is waiting on the silent worker
@@ -433,12 +438,7 @@ def test_a_drain_cancelled_before_it_ran_still_closes_and_releases() -> None:
     call.release = lambda: released.append(True)
 
     async def main() -> None:
-        running = asyncio.ensure_future(call.run_on_loop(ToolInput(data="{}"), CallGrant(), _pool))
-        while link.thread is None:
-            await asyncio.sleep(0.01)
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        await _cancelled_once_open(call, link)
         (drain,) = link.drains
         drain.cancel()
         with pytest.raises(asyncio.CancelledError):
