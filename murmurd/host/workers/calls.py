@@ -54,7 +54,6 @@ PRESEND_BYTES = 64 * 1024  # a request this small is written before its socket i
 OVERDUE_GRACE_SECONDS = 10.0  # past a call's deadline (a guest blocked in a wasi:http wait), then the daemon stops waiting
 DECODE_ON_LOOP_BYTES = 64 * 1024  # a frame larger than this is decoded off the loop
 FRAMES_PER_TURN = 16  # frames the loop's reader handles before it lets the loop run others
-EXTRA_FIELDS = frozenset({"seconds", "limit_bytes"})  # what a worker's error may add (worker.py's `_EXTRA_FIELDS`)
 BlockingRunner = Callable[..., Awaitable[Any]]  # runs `fn(*args)` on a thread, awaited (the host's pool)
 _ERRORS: dict[str, type[HostError]] = {cls.__name__: cls for cls in (
     HostError, ContractError, CompileError, InstantiationError, CallTrap, DeadlineExceeded,
@@ -346,7 +345,7 @@ class Call:
         if cls is HostImportError:
             error.failure = None  # type: ignore[attr-defined]
         for name, value in frame.extra.items():
-            if name in EXTRA_FIELDS:  # the fields the errors add, never a name the worker chooses
+            if name in frames.ERROR_FIELDS:  # the fields the errors add, never a name the worker chooses
                 setattr(error, name, value)
         if isinstance(error, DeadlineExceeded):
             self.guard.cause = "deadline"

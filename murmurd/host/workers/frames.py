@@ -123,6 +123,7 @@ class Done(_Frame):
     metadata: list[tuple[str, str]]
 
 
+ERROR_FIELDS = ("seconds", "limit_bytes")  # what a `Failed` carries in `extra`: the fields host errors add
 COMPONENT_MISSING = "ComponentMissing"  # a `Failed.error`: the daemon sends the call again with the component's bytes
 
 

@@ -48,7 +48,6 @@ from murmurd.host.workers.frames import COMPONENT_MISSING, CallRequest, Denied, 
 
 log = logging.getLogger("murmurd.host.workers")
 
-_EXTRA_FIELDS = ("seconds", "limit_bytes")
 MAX_EARLY_CANCELS = 4096  # cancels kept for calls not (or no longer) running here
 LOAD_WAIT_SECONDS = 120.0  # a call may wait this long for another call's bytes of its component to load
 MAX_POLL_MS = 3_600_000  # the control loop looks at its queue at least this often (poll's limit is ~24.8 days)
@@ -290,7 +289,7 @@ class Worker:
 
 def _failed(exc: HostError) -> Failed:
     """A host error as the frame the daemon rebuilds it from (its class, fields and extras)."""
-    extra = {name: getattr(exc, name) for name in _EXTRA_FIELDS if hasattr(exc, name)}
+    extra = {name: getattr(exc, name) for name in frames.ERROR_FIELDS if hasattr(exc, name)}
     return Failed(error=type(exc).__name__, artifact=exc.artifact, cause=exc.cause, extra=extra)
 
 
