@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -18,8 +19,17 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
+import uvicorn
+
 from conftest import EXAMPLES, FIXTURES
+from murmurd.a2a.core.daemon import CapsuleDaemon
+from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from murmurd.a2a.http.server import ServerConfig, create_app
+from murmurd.a2a.serve import bind_socket
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.host import ComponentHost
 from murmurd.manifest.writing import dump_yaml
+from murmurd.staging.stage import stage_capsule
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -209,3 +219,41 @@ def orchestrator_capsule(root: Path, capsule_wasm: Path, worker: Served, **extra
     address = urlsplit(worker.url)
     allow = {"network": {"allow": [f"http://{address.hostname}:{address.port}"]}}
     return script_capsule(root, "orchestrator", capsule_wasm, capabilities=allow, **extra)
+
+
+@contextmanager
+def in_process(tmp_path: Path, host: ComponentHost) -> Iterator[tuple[CapsuleDaemon, SqliteTaskStore, str, asyncio.AbstractEventLoop]]:
+    """A daemon of the chaos capsule with a real SQLite store behind uvicorn on loopback, its loop on a
+    thread of this process (a test reaches its parts): (daemon, store, url, loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def run(coro, timeout: float = 60):
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+    staged = stage_capsule(chaos_capsule(tmp_path), host=host)
+
+    async def build() -> tuple[CapsuleDaemon, SqliteTaskStore, uvicorn.Server, asyncio.Task, str]:
+        store = await SqliteTaskStore.open(tmp_path / "state" / "tasks.sqlite3")
+        daemon = CapsuleDaemon(staged, host, store, policy=LifecyclePolicy(after_task="sleep"))
+        await daemon.start()
+        sock = bind_socket("127.0.0.1", 0)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        server = uvicorn.Server(uvicorn.Config(create_app(daemon, ServerConfig(url=url + "/")), log_level="warning",
+                                               lifespan="off"))
+        return daemon, store, server, asyncio.create_task(server.serve(sockets=[sock])), url
+
+    daemon, store, server, serving_task, url = run(build())
+    try:
+        yield daemon, store, url, loop
+    finally:
+        async def shut() -> None:
+            server.should_exit = True
+            await serving_task
+            await daemon.stop(1.0)
+
+        run(shut())
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

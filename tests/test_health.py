@@ -18,18 +18,12 @@ import pytest
 
 from murmurd.containment.host import probe_host
 from murmurd.containment.plan import plan_containment
-import uvicorn
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from a2akit import Served, chaos_capsule, serving
-from murmurd.a2a.core.daemon import CapsuleDaemon
-from murmurd.a2a.core.lifecycle import LifecyclePolicy
+from a2akit import Served, chaos_capsule, in_process, serving
 from murmurd.a2a.http.health import acceptance, uncompiled
 from murmurd.a2a.core.metrics import CONTENT_TYPE, DaemonMetrics
-from murmurd.a2a.serve import bind_socket
-from murmurd.a2a.http.server import ServerConfig, create_app
-from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.host import ComponentHost
 from murmurd.staging.stage import stage_capsule
@@ -199,44 +193,8 @@ def test_readiness_fails_while_the_daemon_drains_and_liveness_holds(tmp_path: Pa
 # -- in process: a real daemon and SQLite store behind uvicorn on loopback ------------------
 
 
-@contextmanager
-def _in_process(tmp_path: Path, host: ComponentHost) -> Iterator[tuple[CapsuleDaemon, SqliteTaskStore, str, asyncio.AbstractEventLoop]]:
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-
-    def run(coro, timeout: float = 60):
-        return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
-
-    staged = stage_capsule(chaos_capsule(tmp_path), host=host)
-
-    async def build() -> tuple[CapsuleDaemon, SqliteTaskStore, uvicorn.Server, asyncio.Task, str]:
-        store = await SqliteTaskStore.open(tmp_path / "state" / "tasks.sqlite3")
-        daemon = CapsuleDaemon(staged, host, store, policy=LifecyclePolicy(after_task="sleep"))
-        await daemon.start()
-        sock = bind_socket("127.0.0.1", 0)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        server = uvicorn.Server(uvicorn.Config(create_app(daemon, ServerConfig(url=url + "/")), log_level="warning",
-                                               lifespan="off"))
-        return daemon, store, server, asyncio.create_task(server.serve(sockets=[sock])), url
-
-    daemon, store, server, serving_task, url = run(build())
-    try:
-        yield daemon, store, url, loop
-    finally:
-        async def shut() -> None:
-            server.should_exit = True
-            await serving_task
-            await daemon.stop(1.0)
-
-        run(shut())
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
-
-
 def test_readiness_names_a_store_that_is_closed_or_does_not_answer(tmp_path: Path, host: ComponentHost) -> None:
-    with _in_process(tmp_path, host) as (daemon, store, url, loop):
+    with in_process(tmp_path, host) as (daemon, store, url, loop):
         assert httpx.get(url + "/readyz", timeout=10).status_code == 200
         # the store's one thread is held by a slow call: the ping waits behind it and times out
         busy = asyncio.run_coroutine_threadsafe(store._call(lambda db: time.sleep(3)), loop)
