@@ -135,8 +135,8 @@ class ProcessLoop:
             drain = asyncio.create_task(_drain_tail(stderr, stderr_tail))
             try:
                 async with asyncio.timeout(self.run_seconds):  # a CLI that reads no stdin times out too
-                    if claude:  # its own thread: the kill below breaks the pipe it may block on
-                        await on_own_thread(_write_and_close, cli.proc.stdin, cmd.claude_stdin(task))
+                    if claude:  # its own thread: the kill below ends a write blocked on a full pipe
+                        await on_own_thread(cli.feed_stdin, cmd.claude_stdin(task))
                     result = await self._read(stdout, state, events)
             except TimeoutError:
                 raise TaskFailed(self._with_tail(f"inference subprocess timed out after {self.run_seconds:g}s",
@@ -237,19 +237,6 @@ async def _drain_tail(reader: asyncio.StreamReader, tail: bytearray) -> None:
     while chunk := await reader.read(65536):
         tail += chunk
         del tail[:-STDERR_TAIL_BYTES]
-
-
-def _write_and_close(pipe: Any, data: bytes) -> None:
-    try:
-        pipe.write(data)
-        pipe.flush()
-    except (BrokenPipeError, OSError):
-        pass  # the CLI exited already: its stream says why
-    finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
 
 
 def _exit_code(cli: CliProcess) -> int | None:

@@ -25,10 +25,12 @@ stays in murmurd.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
 import os
 import resource
+import select
 import signal
 import subprocess
 import threading
@@ -115,6 +117,8 @@ class CliProcess:
         self.relay = relay
         self._kill_lock = threading.Lock()  # a tool's end and the reader's end both kill: one at a time
         self._killed = False
+        self._stdin_lock = threading.Lock()  # held by `feed_stdin` while it writes; `kill` closes stdin after it
+        self._stop_read, self._stop_write = os.pipe()  # written by `kill`: a blocked `feed_stdin` returns
         shell_watchdog.register(proc.pid)
 
     @classmethod
@@ -149,6 +153,21 @@ class CliProcess:
             raise
         return cls(proc, group, relay)
 
+    def feed_stdin(self, data: bytes) -> None:
+        """Write `data` to the CLI's stdin and close it (blocking: call it off the event loop).
+        Returns early when the CLI closes its end, or when `kill` runs: a child that left the
+        CLI's process group (`setsid`) with stdin inherited and unread would otherwise hold this
+        write, and the kill's close of stdin behind it, for good (no pids cgroup to end it)."""
+        with self._stdin_lock:
+            pipe, self.proc.stdin = self.proc.stdin, None
+            if pipe is None:
+                return
+            try:
+                _write_until_stopped(pipe.fileno(), data, self._stop_read)
+            finally:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
     def kill(self) -> None:
         """SIGKILL the CLI's process group and its cgroup (a wrapper's children with it: codex's
         npm wrapper on Node 20 spawns the native binary as a child), then reap it. Blocking. A
@@ -167,6 +186,7 @@ class CliProcess:
             pass
         if self.group is not None:
             self.group.kill_all()
+        os.write(self._stop_write, b"\0")  # a feed of stdin still blocked returns (and closes stdin)
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL not delivered
@@ -175,12 +195,35 @@ class CliProcess:
         if self.relay is not None:
             self.relay.stop()  # the CLI's connections end with it
             self.relay = None
-        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                try:
-                    pipe.close()
-                except OSError:
-                    pass
+        with self._stdin_lock:  # a feed has returned (stdin closed) or never took stdin: none will now
+            pipes, (self.proc.stdin, self.proc.stdout, self.proc.stderr) = \
+                (self.proc.stdin, self.proc.stdout, self.proc.stderr), (None, None, None)
+            for pipe in pipes:
+                if pipe is not None:
+                    with contextlib.suppress(OSError):
+                        pipe.close()
+            os.close(self._stop_read)
+            os.close(self._stop_write)
         if self.group is not None:
             self.group.remove()
             self.group = None
+
+
+def _write_until_stopped(fd: int, data: bytes, stop: int) -> None:
+    """`data` to the pipe `fd`, until it is all written, the reader has closed its end, or `stop`
+    is readable."""
+    os.set_blocking(fd, False)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    poller.register(stop, select.POLLIN)
+    left = memoryview(data)
+    while left:
+        ready = dict(poller.poll())
+        if stop in ready or ready.get(fd, 0) & (select.POLLERR | select.POLLHUP):
+            return
+        try:
+            left = left[os.write(fd, left):]
+        except BlockingIOError:
+            continue
+        except OSError:  # BrokenPipeError: the CLI exited; its stream says why
+            return
