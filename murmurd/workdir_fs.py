@@ -204,6 +204,38 @@ def read_bytes(root: Path, rel: RelPath, *, max_bytes: int) -> bytes:
     return data
 
 
+def read_lines(root: Path, rel: RelPath, *, max_bytes: int, max_line: int) -> Iterator[bytes | None]:
+    """The lines of the regular file `rel` beneath `root`, one at a time (a generator: the file
+    is open while it runs); a line longer than `max_line` bytes comes as None, never read whole.
+    `FileTooLarge` past `max_bytes` in all (checked on opening, and as it is read)."""
+    parts = split_relative(rel)
+    here = "/".join(parts)
+    with _parent(root, parts, create=False) as parent:
+        fd = _open_leaf(parent, parts[-1], _READ, here)
+    info = _require_regular(fd, here)
+    if info.st_size > max_bytes:
+        os.close(fd)
+        raise FileTooLarge(here, info.st_size, max_bytes)
+    with os.fdopen(fd, "rb") as file:
+        read = 0
+
+        def next_piece() -> bytes:
+            nonlocal read
+            piece = file.readline(max_line + 1)
+            read += len(piece)
+            if read > max_bytes:  # it grew since it was opened
+                raise FileTooLarge(here, read, max_bytes, at_least=True)
+            return piece
+
+        while line := next_piece():
+            if len(line) <= max_line:
+                yield line
+                continue
+            while line and not line.endswith(b"\n"):  # the rest of the long line, a piece at a time
+                line = next_piece()
+            yield None
+
+
 def read_text(root: Path, rel: RelPath, *, max_bytes: int, errors: str = "strict") -> str:
     """`read_bytes` decoded as UTF-8."""
     return read_bytes(root, rel, max_bytes=max_bytes).decode("utf-8", errors=errors)

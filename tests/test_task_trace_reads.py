@@ -1,7 +1,8 @@
 """What an operator's trace read may hold (`GET /tasks/{id}/trace`): at most `TRACE_READERS`
 reads at once, one more refused with 503 and `Retry-After` (an in-process daemon behind uvicorn,
-its reads held on their threads), a read's slot kept until its thread ends even when its caller
-is gone (real threads), and only the last `MAX_EVENTS` events of a trace kept while it is parsed."""
+its reads held on their threads); a read's slot kept until its answer is sent, or until its
+thread ends when its caller is gone (real threads); and of a trace only the latest `MAX_EVENTS`
+events, at most `MAX_KEPT_BYTES` of them, kept while it is read a line at a time (real files)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import pytest
 
 from a2akit import in_process
 from murmurd.a2a.http import task_trace
-from murmurd.a2a.http.task_trace import MAX_EVENTS, TRACE_READERS, TaskTrace, _ReadSlots
+from murmurd import workdir_fs
+from murmurd.a2a.http.task_trace import MAX_EVENTS, MAX_KEPT_BYTES, TRACE_READERS, TaskTrace, _ReadSlots, _SlotResponse
 from murmurd.host import ComponentHost
 
 @pytest.fixture(autouse=True)
@@ -91,22 +93,72 @@ async def test_a_read_whose_caller_went_away_holds_its_slot_until_its_thread_end
         await asyncio.sleep(0.01)
 
 
-def test_only_the_last_events_of_a_trace_are_kept_and_every_session_it_names_is_found() -> None:
+@pytest.mark.anyio
+@pytest.mark.parametrize("fails", [False, True])
+async def test_a_read_holds_its_slot_until_its_answer_is_sent(fails: bool) -> None:
+    slots, sending, go_on = _ReadSlots(1), asyncio.Event(), asyncio.Event()
+    body, release = await slots.run(lambda: b'{"events":[]}')
+    sent: list[dict] = []
+
+    async def send(message: dict) -> None:  # a client that reads only when the test says so
+        sending.set()
+        await go_on.wait()
+        if fails:
+            raise OSError("the client went away")
+        sent.append(message)
+
+    answer = asyncio.ensure_future(_SlotResponse(body, release)({"type": "http"}, None, send))
+    await sending.wait()
+    assert slots.running == 1  # the answer is not sent yet: the slot is still taken
+    go_on.set()
+    if fails:
+        with pytest.raises(OSError):
+            await answer
+    else:
+        await answer
+        assert sent[-1]["body"] == body
+    assert slots.running == 0
+
+
+def _events(task: str, stamps: list[int], text: str = "") -> list[str]:
+    return [json.dumps({"event_type": "inference", "task_id": task, "timestamp": t, "text": text}) for t in stamps]
+
+
+def test_only_the_latest_events_are_kept_and_every_session_named_is_found() -> None:
     session = "ses_" + "a" * 32
     lines = [json.dumps({"event_type": "a2a_task_session", "task_id": "A", "task_session_id": session,
                          "timestamp": 0}),
              json.dumps({"event_type": "a2a_task_session", "task_id": "A", "task_session_id": "../etc",
                          "timestamp": 0})]
-    lines += [json.dumps({"event_type": "inference", "task_id": "A", "turn": n, "timestamp": n})
-              for n in range(1, 2 * MAX_EVENTS + 1)]
-    lines += [json.dumps({"event_type": "inference", "task_id": "B", "timestamp": 1})]
+    lines += _events("A", list(range(1, 2 * MAX_EVENTS + 1))) + _events("B", [1])
     found, sessions = TaskTrace(), set()
     found.add(lines, "A", sessions)
-    assert found.total == 2 * MAX_EVENTS + 2
-    assert len(found.events) == MAX_EVENTS  # the session lines were dropped from what is kept...
-    assert sessions == {session}  # ...but the session they name is found (a malformed name is not)
-    found.add([json.dumps({"event_type": "task_end", "task_id": "A", "timestamp": 5})], "A")  # an older line
-    last = found.ordered()
-    assert len(last) == MAX_EVENTS and [e.get("turn") for e in last[-2:]] == [2 * MAX_EVENTS - 1, 2 * MAX_EVENTS]
-    assert "task_end" not in [e["event_type"] for e in last]  # older than the last MAX_EVENTS
-    assert found.total == 2 * MAX_EVENTS + 3
+    assert found.total == 2 * MAX_EVENTS + 2 and found.truncated
+    assert sessions == {session}  # the session line was dropped from what is kept, its session found
+    found.add(_events("A", [5]), "A")  # an older line, from another trace
+    kept = found.ordered()
+    assert [e["timestamp"] for e in kept] == list(range(MAX_EVENTS + 1, 2 * MAX_EVENTS + 1))
+
+
+def test_the_latest_by_timestamp_are_kept_whatever_the_file_order() -> None:
+    """A clock stepped back: the last lines of the file are older than one before them."""
+    start = json.dumps({"event_type": "task_start", "task_id": "A", "timestamp": 10_000})
+    found = TaskTrace()
+    found.add([start, *_events("A", list(range(1, MAX_EVENTS + 1)))], "A")
+    kept = found.ordered()
+    assert len(kept) == MAX_EVENTS and kept[-1]["event_type"] == "task_start" and kept[0]["timestamp"] == 2
+
+
+def test_what_a_read_keeps_is_bounded_in_bytes_and_a_line_too_long_is_skipped_unread(tmp_path: Path) -> None:
+    big = "x" * (MAX_KEPT_BYTES // 4)
+    lines = _events("A", [1, 2, 3, 4, 5], big)
+    (tmp_path / "trace.jsonl").write_text("\n".join([*lines[:2], "y" * (MAX_KEPT_BYTES + 10), *lines[2:]]) + "\n")
+    read = list(workdir_fs.read_lines(tmp_path, "trace.jsonl", max_bytes=64 * MAX_KEPT_BYTES, max_line=MAX_KEPT_BYTES))
+    assert read[2] is None and [line is None for line in read].count(True) == 1 and len(read) == 6
+    found = TaskTrace()
+    found.add(read, "A")
+    kept = found.ordered()
+    assert [e["timestamp"] for e in kept] == [3, 4, 5]  # four would pass the bytes kept
+    assert found.total == 5 and found.skipped == 1 and found.truncated
+    with pytest.raises(workdir_fs.FileTooLarge):
+        list(workdir_fs.read_lines(tmp_path, "trace.jsonl", max_bytes=MAX_KEPT_BYTES, max_line=MAX_KEPT_BYTES))

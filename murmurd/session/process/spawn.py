@@ -34,7 +34,7 @@ import select
 import signal
 import subprocess
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from murmurd import workdir_fs
@@ -111,14 +111,16 @@ class CliProcess:
     """One spawned CLI: its pipes, and the teardown that leaves no process of its tree behind."""
 
     def __init__(self, proc: subprocess.Popen[bytes], group: PidsCgroup | None,
-                 relay: EgressRelay | None = None) -> None:
+                 relay: EgressRelay | None = None, *, stop: tuple[int, int] | None = None) -> None:
+        """`stop`: a pipe made before the CLI was spawned (then nothing here can fail), which
+        this object owns; else one is made here."""
         self.proc = proc
         self.group = group
         self.relay = relay
         self._kill_lock = threading.Lock()  # a tool's end and the reader's end both kill: one at a time
         self._killed = False
         self._stdin_lock = threading.Lock()  # held by `feed_stdin` while it writes; `kill` closes stdin after it
-        self._stop_read, self._stop_write = os.pipe()  # written by `kill`: a blocked `feed_stdin` returns
+        self._stop_read, self._stop_write = stop or os.pipe()  # written by `kill`: a blocked `feed_stdin` returns
         shell_watchdog.register(proc.pid)
 
     @classmethod
@@ -139,31 +141,36 @@ class CliProcess:
         profile = cli_profile.cli_profile(argv[0], env)
         invocation = ShellInvocation(name, os.path.realpath(argv[0]), argv[0], [name, *argv[1:]], env,
                                      profile.executables)
-        relay = None
+        relay = stop = None
         try:
+            stop = os.pipe()  # before the spawn: once the CLI runs, nothing may fail before it is owned
             relay = egress_relay(policy, name)
             proc = spawn_confined(policy, invocation, group, relay=relay,
                                   stdin=subprocess.PIPE if piped_stdin else subprocess.DEVNULL)
         except BaseException:
+            for fd in stop or ():
+                os.close(fd)
             if relay is not None:
                 relay.stop()
             if group is not None:
                 group.kill_all()
                 group.remove()
             raise
-        return cls(proc, group, relay)
+        return cls(proc, group, relay, stop=stop)
 
     def feed_stdin(self, data: bytes) -> None:
         """Write `data` to the CLI's stdin and close it (blocking: call it off the event loop).
-        Returns early when the CLI closes its end, or when `kill` runs: a child that left the
+        Returns early when the CLI closes its end, exits, or is killed: a child that left the
         CLI's process group (`setsid`) with stdin inherited and unread would otherwise hold this
-        write, and the kill's close of stdin behind it, for good (no pids cgroup to end it)."""
+        write until the run's timeout, and the kill's close of stdin behind it for good (with no
+        pids cgroup to end that child)."""
         with self._stdin_lock:
             pipe, self.proc.stdin = self.proc.stdin, None
             if pipe is None:
                 return
             try:
-                _write_until_stopped(pipe.fileno(), data, self._stop_read)
+                with _exit_watch(self.proc.pid) as exited:
+                    _write_until_stopped(pipe.fileno(), data, (self._stop_read, *exited))
             finally:
                 with contextlib.suppress(OSError):
                     pipe.close()
@@ -209,17 +216,32 @@ class CliProcess:
             self.group = None
 
 
-def _write_until_stopped(fd: int, data: bytes, stop: int) -> None:
-    """`data` to the pipe `fd`, until it is all written, the reader has closed its end, or `stop`
-    is readable."""
+@contextlib.contextmanager
+def _exit_watch(pid: int) -> Iterator[tuple[int, ...]]:
+    """A descriptor readable once process `pid` has exited (none where pidfds are not to be had)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # an old kernel, or the process is reaped already
+        yield ()
+        return
+    try:
+        yield (fd,)
+    finally:
+        os.close(fd)
+
+
+def _write_until_stopped(fd: int, data: bytes, stops: tuple[int, ...]) -> None:
+    """`data` to the pipe `fd`, until it is all written, the reader has closed its end, or one
+    of `stops` is readable."""
     os.set_blocking(fd, False)
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
-    poller.register(stop, select.POLLIN)
+    for stop in stops:
+        poller.register(stop, select.POLLIN)
     left = memoryview(data)
     while left:
         ready = dict(poller.poll())
-        if stop in ready or ready.get(fd, 0) & (select.POLLERR | select.POLLHUP):
+        if any(stop in ready for stop in stops) or ready.get(fd, 0) & (select.POLLERR | select.POLLHUP):
             return
         try:
             left = left[os.write(fd, left):]
