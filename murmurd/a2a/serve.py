@@ -17,6 +17,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,7 +198,10 @@ async def serve_capsule(
     component_host: ComponentHost,
     announce: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     progress: Callable[[str], None] | None = None,
+    blocking: Executor | None = None,
 ) -> int:
+    """Serve the capsule until it stops; `blocking`: the executor of short blocking work (the
+    loop's default), on whose thread a SQLite store then runs too."""
     options.stream_caps  # inconsistent limits are refused before anything is locked or staged
     if options.public_url is not None:
         check_public_url(options.public_url)  # BadPublicUrl names what is wrong, before any work
@@ -211,7 +215,7 @@ async def serve_capsule(
     # The state directory first: a second daemon on it must fail before staging does any work.
     lock = StateDirLock.acquire(options.state_dir or Path(capsule_dir) / STATE_DIR_NAME)
     try:
-        return await _serve_locked(capsule_dir, options, lock, component_host, announce, progress)
+        return await _serve_locked(capsule_dir, options, lock, component_host, announce, progress, blocking)
     finally:
         lock.release()
 
@@ -223,12 +227,13 @@ async def _serve_locked(
     component_host: ComponentHost,
     announce: Callable[[str], None],
     progress: Callable[[str], None] | None,
+    blocking: Executor | None,
 ) -> int:
     start_workers(component_host, wasm_processes(options.wasm_processes))  # spawned now, ready by the first call
     staged = await asyncio.to_thread(stage_capsule, capsule_dir, host=component_host, progress=progress,
                                      env=os.environ if options.env is None else options.env)
     replica_id = new_replica_id()
-    store = await open_store(options.store, lock.state_dir, options.retention, replica_id)
+    store = await open_store(options.store, lock.state_dir, options.retention, replica_id, executor=blocking)
     internal = staged.manifest.internal_port
     try:
         sock = bind_socket(options.host, internal if internal is not None else (options.port or 0))

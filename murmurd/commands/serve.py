@@ -24,10 +24,12 @@ SERVE_DESCRIPTION = (
     "field takes upstream's default: single, exit): a single/exit capsule exits after its first task, "
     "and the log says why. `murmurd run` always keeps upstream's defaults."
 )
-# Threads of the served loop's executor: short file work (a context's workdir, task.md, results,
-# the trace's barriers). Six (the default here) cost 5-15% more CPU per task, contending for the
-# interpreter lock (`docs/decisions.md`, "Issue 29: long waits on threads of their own, a small executor").
-IO_THREADS = 2
+# Threads of the served loop's executor: short blocking work (a context's workdir, task.md,
+# results, the trace's barriers) and the SQLite store's batches. Every other thread contending for
+# the interpreter lock costs CPU per task: six (the default) 5-15% more than two, and two plus the
+# store's own about a tenth more than this one (`docs/decisions.md`, "Issue 29: long waits on
+# threads of their own, a small executor" and "... one thread for short blocking work").
+IO_THREADS = 1
 
 
 def add_serve(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -91,9 +93,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             # the loop's executor for short file work only (long waits have threads of their own,
             # `session/own_thread.py`): fewer threads contending for the interpreter lock
-            runner.get_loop().set_default_executor(
-                concurrent.futures.ThreadPoolExecutor(IO_THREADS, thread_name_prefix="murmurd-io"))
-            return runner.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint))
+            blocking = concurrent.futures.ThreadPoolExecutor(IO_THREADS, thread_name_prefix="murmurd-io")
+            runner.get_loop().set_default_executor(blocking)
+            return runner.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint,
+                                            blocking=blocking))
     except StagingError as exc:
         eprint(f"murmurd serve: cannot launch {args.capsule_dir}:\n{exc}")
         return 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from pathlib import Path
 
 from murmurd.a2a.stores.base import Retention, TaskStore, TaskStoreError, redact
@@ -23,10 +24,12 @@ def check_location(location: str) -> str:
     raise TaskStoreError(f"--store {redact(location)!r} is not a store: pass postgresql://user@host/db or sqlite")
 
 
-async def open_store(location: str | None, state_dir: Path, retention: Retention, replica_id: str) -> TaskStore:
-    """The store `location` names (None or `sqlite`: the state directory's SQLite file)."""
+async def open_store(location: str | None, state_dir: Path, retention: Retention, replica_id: str, *,
+                     executor: Executor | None = None) -> TaskStore:
+    """The store `location` names (None or `sqlite`: the state directory's SQLite file, run on
+    `executor`'s thread if given)."""
     if location is None or check_location(location) == "sqlite":
-        return await SqliteTaskStore.open(Path(state_dir) / DEFAULT_FILENAME, retention)
+        return await SqliteTaskStore.open(Path(state_dir) / DEFAULT_FILENAME, retention, executor=executor)
     from murmurd.a2a.stores.postgres import PostgresTaskStore  # asyncpg only where it is used
 
     return await PostgresTaskStore.open(location, replica_id, retention)

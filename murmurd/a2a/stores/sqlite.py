@@ -1,6 +1,7 @@
 """Task records in one SQLite file beside the daemon: the embedded default.
 
-SQLite runs on one dedicated thread per store (`sqlite_thread.StoreThread`): the event loop never
+SQLite runs on one thread per store (`sqlite_thread.StoreThread`: its own, or `murmurd serve`'s
+thread for short blocking work, a batch at a time): the event loop never
 blocks on disk, writes from many asyncio tasks are serialised without locks of our own, and the
 terminal states of tasks that end together share one sync.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Collection
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import TypeVar
 
@@ -128,10 +130,12 @@ class SqliteTaskStore:
     """Task records in one SQLite file (WAL, a commit per write; terminal states synced before
     they are answered)."""
 
-    def __init__(self, path: Path, retention: Retention = NO_RETENTION) -> None:
+    def __init__(self, path: Path, retention: Retention = NO_RETENTION, *, executor: Executor | None = None) -> None:
+        """`executor`: run on that executor's thread (one batch at a time), not a thread of its own."""
         self.path = Path(path)
         self.retention = retention
-        self._thread = StoreThread(self._connect, self._sync_log)
+        self._thread = StoreThread(self._connect, self._sync_log, executor=executor)
+        self._one_thread = executor is None  # else the executor's threads take turns with the connection
         self._db: sqlite3.Connection | None = None
         self._wal = False  # the connection's journal is a write-ahead log (store thread)
         self._shut = False  # the connection was closed: no other is opened (store thread)
@@ -140,9 +144,10 @@ class SqliteTaskStore:
         self._terminal_puts = 0  # touched on the store thread only
 
     @classmethod
-    async def open(cls, path: Path, retention: Retention = NO_RETENTION) -> SqliteTaskStore:
+    async def open(cls, path: Path, retention: Retention = NO_RETENTION, *,
+                   executor: Executor | None = None) -> SqliteTaskStore:
         """Create the parent directory and the schema, and return the ready store."""
-        store = cls(path, retention)
+        store = cls(path, retention, executor=executor)
         await store._call(lambda db: None)
         return store
 
@@ -155,7 +160,7 @@ class SqliteTaskStore:
             raise RuntimeError("task store is closed")
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+            db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=self._one_thread)
             try:
                 self._wal = _prepare(db)
             except sqlite3.Error as exc:

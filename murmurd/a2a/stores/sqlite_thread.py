@@ -1,5 +1,10 @@
 """The thread a SQLite task store runs on: its operations in arrival order, a batch at a time.
 
+The thread is its own, or (`executor`: `murmurd serve`'s one thread for short blocking work) an
+executor's, whose other work (the sessions' files) runs between the store's batches: a second
+thread contending for the interpreter lock, woken for every operation, cost about a tenth of a
+task's CPU (`docs/benchmarks.md`, issue 29's fifth sitting).
+
 Every operation queued while one batch ran is the next batch. Writes commit without a sync
 (WAL, `synchronous=NORMAL`: a commit survives a crash of the daemon, not of the machine); a
 durable one (a terminal state, which carries the task's answer) is answered only after the
@@ -20,6 +25,7 @@ import queue
 import sqlite3
 import threading
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -77,19 +83,22 @@ _STOP = object()
 
 
 class StoreThread:
-    """Runs `fn(connection)` calls for one store on one thread of its own.
+    """Runs `fn(connection)` calls for one store on one thread of its own, or as batches on
+    `executor` (one batch at a time: the connection is never used by two threads at once).
 
     `connect` opens (or returns) the connection, on this thread; `sync` makes every commit so far
     durable (a commit that syncs the log), or raises what every durable caller of the batch is told."""
 
     def __init__(self, connect: Callable[[], sqlite3.Connection], sync: Callable[[], None],
-                 name: str = "murmurd-taskstore") -> None:
+                 name: str = "murmurd-taskstore", *, executor: Executor | None = None) -> None:
         self._connect = connect
         self._sync = sync
         self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
         self._name = name
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._executor = executor
+        self._draining = False  # (on an executor) a batch is submitted or running: under _start_lock
         self.batches = 0  # batches run (the benches and tests read it)
         self.syncs = 0  # syncs made
         self._lost: str | None = None  # why durable writes are refused (a sync the disk refused)
@@ -98,9 +107,56 @@ class StoreThread:
         """`fn(connection)` on the store thread; with `durable`, answered once it is synced."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._ensure_started()
-        self._queue.put(_Op(fn, durable, future, loop))
+        if self._executor is not None:
+            self._enqueue_on_executor(_Op(fn, durable, future, loop))
+        else:
+            self._ensure_started()
+            self._queue.put(_Op(fn, durable, future, loop))
         return await future
+
+    def _enqueue_on_executor(self, op: _Op) -> None:
+        with self._start_lock:
+            self._queue.put(op)
+            if self._draining:
+                return  # the batch running takes it, or the one it submits next
+            self._draining = True
+        self._submit_drain()
+
+    def _submit_drain(self) -> None:
+        assert self._executor is not None
+        try:
+            self._executor.submit(self._drain)
+        except RuntimeError:  # the executor is shut down: its queue is answered here, refused
+            with self._start_lock:
+                self._draining = False
+            self._refuse_queued(RuntimeError("task store is closed"))
+
+    def _drain(self) -> None:
+        """On the executor: one batch of what is queued; then the next batch goes behind the
+        executor's other work, or the store waits for its next operation."""
+        items = self._take_queued()
+        if items:
+            self._run_batch(items)
+        with self._start_lock:
+            self._draining = not self._queue.empty()
+            if not self._draining:
+                return
+        self._submit_drain()
+
+    def _take_queued(self) -> list[_Op]:
+        items: list[_Op] = []
+        while len(items) < BATCH_LIMIT:
+            try:
+                items.append(self._queue.get_nowait())  # type: ignore[arg-type]
+            except queue.Empty:
+                break
+        return items
+
+    def _refuse_queued(self, error: BaseException) -> None:
+        refused = _Outcomes()
+        for op in self._take_queued():
+            refused.add(op, None, error)
+        refused.post()
 
     def _ensure_started(self) -> None:
         if self._thread is None:
@@ -111,7 +167,8 @@ class StoreThread:
                     self._thread = thread
 
     async def stop(self) -> None:
-        """Let every queued operation run and end the thread."""
+        """Let every queued operation run and end the thread (on an executor there is none: the
+        store's last operation, its close, was awaited after every one queued before it)."""
         if self._thread is None:
             return
         self._queue.put(_STOP)

@@ -1,0 +1,90 @@
+"""The SQLite store on `murmurd serve`'s thread for short blocking work (issue 29): a real store on
+a real one-thread executor runs its operations on that thread only, a batch at a time, with the
+executor's other work (the sessions' files) between its batches; what is queued while a batch
+runs is still the next batch, its terminal states sharing one sync; and a closed store answers
+nothing more."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from murmurd.a2a.core.tasks import TaskState
+from murmurd.a2a.stores.sqlite import SqliteTaskStore
+from murmurd.a2a.stores.sqlite_thread import BATCH_LIMIT
+from test_store_group_commit import WAIT, hold_thread, queued, record
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+async def lane() -> AsyncIterator[ThreadPoolExecutor]:
+    executor = ThreadPoolExecutor(1, thread_name_prefix="test-lane")
+    yield executor
+    executor.shutdown(wait=True)
+
+
+async def test_terminal_states_queued_together_share_one_sync_on_the_executor(
+        tmp_path: Path, lane: ThreadPoolExecutor) -> None:
+    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
+    try:
+        syncs_before = store._thread.syncs
+        release, held = await hold_thread(store)
+        records = [record(TaskState.COMPLETED) for _ in range(40)]
+        puts = [asyncio.ensure_future(store.put(r)) for r in records]
+        await queued(store, len(records))
+        release.set()
+        await held
+        assert await asyncio.gather(*puts) == [True] * len(records)
+        assert store._thread.syncs - syncs_before == 1  # forty answers, one fsync
+        assert [(await store.get(r.id)).state for r in records] == [TaskState.COMPLETED] * len(records)
+    finally:
+        await store.close()
+
+
+async def test_the_executors_other_work_runs_between_the_stores_batches_on_its_one_thread(
+        tmp_path: Path, lane: ThreadPoolExecutor) -> None:
+    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
+    loop = asyncio.get_running_loop()
+    try:
+        gate, ran, threads = threading.Event(), [], set()
+        blocked = loop.run_in_executor(lane, gate.wait, WAIT)  # the executor's one thread, held
+
+        def op(_db: object) -> None:
+            ran.append(1)
+            threads.add(threading.get_ident())
+
+        ops = [asyncio.ensure_future(store._call(op)) for _ in range(3 * BATCH_LIMIT)]
+        await queued(store, len(ops))  # every operation queued, the store's batch behind the gate
+
+        def other_work() -> int:  # a session's file work, submitted after them
+            threads.add(threading.get_ident())
+            return len(ran)
+
+        seen = loop.run_in_executor(lane, other_work)
+        gate.set()
+        await asyncio.gather(*ops)
+        assert await seen == BATCH_LIMIT  # it ran after the first batch, not after all three
+        assert await blocked and len(threads) == 1  # every operation on the executor's one thread
+    finally:
+        await store.close()
+
+
+async def test_a_store_closed_on_the_executor_refuses_what_comes_after(
+        tmp_path: Path, lane: ThreadPoolExecutor) -> None:
+    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
+    done = record(TaskState.COMPLETED)
+    assert await store.put(done)
+    await store.close()
+    with pytest.raises(RuntimeError, match="task store is closed"):
+        await store.get(done.id)
+    again = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
+    try:
+        assert (await again.get(done.id)).state is TaskState.COMPLETED  # what was written is kept
+    finally:
+        await again.close()
