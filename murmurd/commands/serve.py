@@ -24,12 +24,6 @@ SERVE_DESCRIPTION = (
     "field takes upstream's default: single, exit): a single/exit capsule exits after its first task, "
     "and the log says why. `murmurd run` always keeps upstream's defaults."
 )
-# Threads of the served loop's executor: short blocking work (a context's workdir, task.md,
-# results, the trace's barriers) and the SQLite store's batches. Every other thread contending for
-# the interpreter lock costs CPU per task: six (the default) 5-15% more than two, and two plus the
-# store's own about a tenth more than this one (`docs/decisions.md`, "Issue 29: long waits on
-# threads of their own, a small executor" and "... one thread for short blocking work").
-IO_THREADS = 1
 
 
 def add_serve(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -40,7 +34,6 @@ def add_serve(commands: argparse._SubParsersAction) -> None:  # type: ignore[typ
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
-    import concurrent.futures
     import os
 
     import uvloop
@@ -49,6 +42,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from murmurd.a2a.serve import PortTaken, ServeOptions, serve_capsule
     from murmurd.a2a.core.state_dir import StateDirError
     from murmurd.a2a.stores.base import TaskStoreError
+    from murmurd.lane import Lane
     from murmurd.host import ComponentHost
     from murmurd.staging.stage import StagingError
     from murmurd.trace.writer import TraceWriteError
@@ -91,9 +85,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # uvloop: libuv's loop (a cross-thread wake-up is one coalesced eventfd write, sockets
         # without Python's selector layer); `docs/decisions.md`, "Issue 29: uvloop, pooled ids, ...".
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            # the loop's executor for short file work only (long waits have threads of their own,
-            # `session/own_thread.py`): fewer threads contending for the interpreter lock
-            blocking = concurrent.futures.ThreadPoolExecutor(IO_THREADS, thread_name_prefix="murmurd-io")
+            # the loop's executor: one thread for short blocking work, the SQLite store's batches
+            # first (`lane.py`; long waits have threads of their own, `session/own_thread.py`).
+            # Every thread contending for the interpreter lock costs CPU per task: six (the
+            # default) 5-15% more than two, two plus the store's own a tenth more than this one.
+            blocking = Lane("murmurd-io")
             runner.get_loop().set_default_executor(blocking)
             return runner.run(serve_capsule(Path(args.capsule_dir), options, component_host=host, progress=eprint,
                                             blocking=blocking))

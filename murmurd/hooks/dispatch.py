@@ -157,7 +157,8 @@ class HookDispatcher(LifecycleDispatcher):
         """The session closes: what was queued since the last drain (`on-session-end` at least)
         is delivered within the budget, then every instance is freed."""
         await self.drain()
-        await asyncio.to_thread(self.close)
+        if self.runners:  # a running call is cancelled and waited for: off the loop
+            await asyncio.to_thread(self.close)
 
     def close(self) -> None:
         """Free every hook instance (a call still running is cancelled first)."""

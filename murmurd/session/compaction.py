@@ -19,9 +19,8 @@ than what it replaces, or the replacement is refused whole (the history stays; a
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,7 +128,7 @@ class Compactor:
         return threshold is not None and tokens >= threshold
 
     async def compact(self, messages: list[Message], turn: int, tokens: int,
-                      recount: Callable[[list[Message]], int]) -> bool:
+                      recount: Callable[[list[Message]], Awaitable[int]]) -> bool:
         """Fire `on-compaction` for a conversation at `tokens`; replace `messages` in place with
         a committed replacement. True when it was replaced. Raises SessionEnded when a bound hook fails."""
         threshold = self.settings.threshold or 0
@@ -149,7 +148,7 @@ class Compactor:
         if isinstance(rebuilt, str):
             self.note(f"turn {turn}: compaction replacement from hook {answer.hook_name} rejected whole: {rebuilt}\n")
             return False
-        after = await asyncio.to_thread(recount, rebuilt.messages)
+        after = await recount(rebuilt.messages)
         if after >= tokens:
             self.note(f"turn {turn}: compaction replacement from hook {answer.hook_name} rejected whole: "
                       f"it does not shrink the conversation ({tokens} -> {after} tokens)\n")

@@ -317,8 +317,9 @@ class AgentLoop:
         if self.compactor.settings.threshold is None:
             return
         recount = lambda messages: count_tokens(json.dumps(self._full_request(messages, cache_key)))  # noqa: E731
-        tokens = await asyncio.to_thread(recount, state.messages)
-        if self.compactor.due(tokens) and await self.compactor.compact(state.messages, turn, tokens, recount):
+        tokens = await self.host.pool.run(recount, state.messages)  # a long conversation: milliseconds
+        if self.compactor.due(tokens) and await self.compactor.compact(
+                state.messages, turn, tokens, lambda messages: self.host.pool.run(recount, messages)):
             return  # replaced: the next turn counts the new conversation
         self._counted = (tuple(m.id for m in state.messages), tokens)
 

@@ -445,7 +445,7 @@ class Session:
         if not self.dispatcher.listens("on-task-start"):
             return 0  # nobody reads it: skip the count
         history = [m.to_driver() for m in spec.history]
-        return await asyncio.to_thread(lambda: count_tokens(json.dumps(history)))
+        return await self.host.pool.run(lambda: count_tokens(json.dumps(history)))  # a long history: not the lane
 
     async def _run_capsule_component(self) -> str:
         component = self.staged.capsule_component

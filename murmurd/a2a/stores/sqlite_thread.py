@@ -1,9 +1,11 @@
 """The thread a SQLite task store runs on: its operations in arrival order, a batch at a time.
 
-The thread is its own, or (`executor`: `murmurd serve`'s one thread for short blocking work) an
-executor's, whose other work (the sessions' files) runs between the store's batches: a second
-thread contending for the interpreter lock, woken for every operation, cost about a tenth of a
-task's CPU (`docs/benchmarks.md`, issue 29's fifth sitting).
+The thread is its own, or (`executor`: `murmurd serve`'s `Lane`, its one thread for short
+blocking work) an executor's, whose other work (the sessions' files) runs between the store's
+batches: a second thread contending for the interpreter lock, woken for every operation, cost
+about a tenth of a task's CPU (`docs/benchmarks.md`, issue 29's fifth sitting). On a `Lane` a
+batch after an idle spell goes ahead of the file work queued (it waits for the work running
+only); the next batches of a backlog go behind it.
 
 Every operation queued while one batch ran is the next batch. Writes commit without a sync
 (WAL, `synchronous=NORMAL`: a commit survives a crash of the daemon, not of the machine); a
@@ -21,6 +23,7 @@ until the store is opened again.
 from __future__ import annotations
 
 import asyncio
+import logging
 import queue
 import sqlite3
 import threading
@@ -30,8 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from murmurd.a2a.stores.base import TaskStoreError
+from murmurd.lane import Lane
 
 _T = TypeVar("_T")
+log = logging.getLogger("murmurd.a2a.stores")
 
 
 class LostSync(TaskStoreError):
@@ -120,28 +125,37 @@ class StoreThread:
             if self._draining:
                 return  # the batch running takes it, or the one it submits next
             self._draining = True
-        self._submit_drain()
+        self._submit_drain(first=True)
 
-    def _submit_drain(self) -> None:
-        assert self._executor is not None
+    def _submit_drain(self, *, first: bool) -> None:
+        """A batch to the executor: the first after an idle spell ahead of the executor's queued
+        work (a `Lane`'s `submit_first`: it waits for the work running, not for a queue of it),
+        the next of a backlog behind it (so neither starves the other)."""
+        executor = self._executor
+        assert executor is not None
         try:
-            self._executor.submit(self._drain)
-        except RuntimeError:  # the executor is shut down: its queue is answered here, refused
+            if first and isinstance(executor, Lane):
+                executor.submit_first(self._drain)
+            else:
+                executor.submit(self._drain)
+        except RuntimeError:  # the executor is shut down: what is queued is answered here, refused
             with self._start_lock:
                 self._draining = False
             self._refuse_queued(RuntimeError("task store is closed"))
 
     def _drain(self) -> None:
-        """On the executor: one batch of what is queued; then the next batch goes behind the
-        executor's other work, or the store waits for its next operation."""
-        items = self._take_queued()
-        if items:
-            self._run_batch(items)
-        with self._start_lock:
-            self._draining = not self._queue.empty()
-            if not self._draining:
-                return
-        self._submit_drain()
+        """On the executor: one batch of what is queued; then the next batch, if any."""
+        try:
+            items = self._take_queued()
+            if items:
+                self._run_batch(items)
+        except Exception:  # noqa: BLE001 - a defect here must not leave the store waiting for good
+            log.exception("a task store batch failed outside its operations")
+        finally:
+            with self._start_lock:
+                self._draining = more = not self._queue.empty()
+            if more:
+                self._submit_drain(first=False)
 
     def _take_queued(self) -> list[_Op]:
         items: list[_Op] = []
@@ -154,8 +168,9 @@ class StoreThread:
 
     def _refuse_queued(self, error: BaseException) -> None:
         refused = _Outcomes()
-        for op in self._take_queued():
-            refused.add(op, None, error)
+        while items := self._take_queued():
+            for op in items:
+                refused.add(op, None, error)
         refused.post()
 
     def _ensure_started(self) -> None:

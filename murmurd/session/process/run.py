@@ -79,8 +79,8 @@ class ProcessLoop:
                     return await self.tools.run_tool_call(state, name, arguments, turn, events)
                 except TaskFailed as failure:  # a tool ended the task (abort-task, a lost trace): so does the CLI
                     self._fatal = failure
-                    if self._cli is not None:
-                        await asyncio.to_thread(self._cli.kill)
+                    if self._cli is not None:  # its own thread: the kill waits for the CLI to end
+                        await on_own_thread(self._cli.kill)
                     return f"tool '{name}' failed: {failure}", True
 
         if not tool_names:
@@ -115,6 +115,7 @@ class ProcessLoop:
         argv = self._argv(executable, task, bridge)
         claude = self.dialect == "claude"
         try:
+            # the loop's executor, never a thread that ends: the CLI dies with the thread that spawned it
             cli = await asyncio.to_thread(CliProcess.start, policy, argv, env, piped_stdin=claude)
         except ShellError as exc:
             raise TaskFailed(f"failed to spawn '{self.command}': {exc}") from None
@@ -157,7 +158,7 @@ class ProcessLoop:
             events.turn_finished(True, result)
             return result
         finally:
-            interrupted = await _through_cancels(asyncio.to_thread(cli.kill))
+            interrupted = await _through_cancels(on_own_thread(cli.kill))
             if drain is not None:
                 drain.cancel()
             for transport in transports:
