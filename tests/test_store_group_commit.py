@@ -14,6 +14,7 @@ import pytest
 from murmurd.a2a.stores.base import TaskStoreError
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.a2a.stores.sqlite_thread import LostSync
+from murmurd.lane import Lane
 from murmurd.a2a.core.tasks import TaskRecord, TaskState, new_context_id, new_task_id
 
 pytestmark = pytest.mark.anyio
@@ -47,8 +48,11 @@ async def queued(store: SqliteTaskStore, count: int) -> None:
     raise AssertionError(f"only {store._thread._queue.qsize()} of {count} operations were queued")
 
 
-async def test_terminal_states_that_end_together_share_one_sync(tmp_path: Path) -> None:
-    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3")
+@pytest.mark.parametrize("on_executor", [False, True], ids=["own-thread", "on-an-executor"])
+async def test_terminal_states_that_end_together_share_one_sync(tmp_path: Path, on_executor: bool) -> None:
+    """On its own thread, and on `murmurd serve`'s one executor thread (a `Lane`)."""
+    lane = Lane("test-lane") if on_executor else None
+    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
     try:
         syncs_before = store._thread.syncs
         release, held = await hold_thread(store)
@@ -66,6 +70,8 @@ async def test_terminal_states_that_end_together_share_one_sync(tmp_path: Path) 
     finally:
         await store.close()
 
+    if lane is not None:
+        lane.shutdown()
     reopened = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3")  # what was answered was kept
     try:
         assert await reopened.count(state=TaskState.COMPLETED) == len(records)

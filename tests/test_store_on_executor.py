@@ -1,8 +1,8 @@
 """The SQLite store on `murmurd serve`'s thread for short blocking work (issue 29): a real store on
 a real one-thread executor runs its operations on that thread only, a batch at a time, with the
 executor's other work (the sessions' files) between its batches; what is queued while a batch
-runs is still the next batch, its terminal states sharing one sync; and a closed store answers
-nothing more."""
+runs is still the next batch (its terminal states share one sync: `test_store_group_commit.py`);
+and a closed store answers nothing more."""
 
 from __future__ import annotations
 
@@ -42,24 +42,6 @@ async def lane() -> AsyncIterator[ThreadPoolExecutor]:
     executor = ThreadPoolExecutor(1, thread_name_prefix="test-lane")
     yield executor
     executor.shutdown(wait=True)
-
-
-async def test_terminal_states_queued_together_share_one_sync_on_the_executor(
-        tmp_path: Path, lane: ThreadPoolExecutor) -> None:
-    store = await SqliteTaskStore.open(tmp_path / "tasks.sqlite3", executor=lane)
-    try:
-        syncs_before = store._thread.syncs
-        release, held = await hold_thread(store)
-        records = [record(TaskState.COMPLETED) for _ in range(40)]
-        puts = [asyncio.ensure_future(store.put(r)) for r in records]
-        await queued(store, len(records))
-        release.set()
-        await held
-        assert await asyncio.gather(*puts) == [True] * len(records)
-        assert store._thread.syncs - syncs_before == 1  # forty answers, one fsync
-        assert [(await store.get(r.id)).state for r in records] == [TaskState.COMPLETED] * len(records)
-    finally:
-        await store.close()
 
 
 async def test_the_executors_other_work_runs_between_the_stores_batches_on_its_one_thread(

@@ -107,7 +107,7 @@ async def test_a_read_holds_its_slot_until_its_answer_is_sent(fails: bool) -> No
             raise OSError("the client went away")
         sent.append(message)
 
-    answer = asyncio.ensure_future(_SlotResponse(body, release)({"type": "http"}, None, send))
+    answer = asyncio.ensure_future(_SlotResponse(body, release=release)({"type": "http"}, None, send))
     await sending.wait()
     assert slots.running == 1  # the answer is not sent yet: the slot is still taken
     go_on.set()

@@ -7,7 +7,8 @@ in one place, `server.create_app`, as Starlette assembles an app from route obje
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Request
 from fastapi.responses import Response
@@ -30,3 +31,20 @@ class RouteHost(Protocol):
                headers: dict[str, str] | None = None) -> Response: ...
 
     async def read_body(self, request: Request, limit: int) -> bytes | None: ...
+
+
+class HoldsSlot:
+    """A response mixin (`class X(HoldsSlot, Response)`) that holds a slot of a capped kind
+    (a stream, a trace read) until the response has ended, however it ends: sent, the client
+    gone, the connection closed under it. `release` is given as a keyword argument."""
+
+    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._release = release
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)  # type: ignore[misc]
+        finally:
+            self._release()
+

@@ -25,6 +25,7 @@ from murmurd.a2a.core.tasks import TaskRecord, TaskState
 from murmurd.a2a.http import get_streams
 from murmurd.a2a.http.auth.principal import Principal
 from murmurd.a2a.http.auth.visibility import creator_filter, may_read
+from murmurd.a2a.http.route import HoldsSlot
 from murmurd.a2a.wire import Dialect, jsonrpc
 
 if TYPE_CHECKING:
@@ -72,19 +73,9 @@ class StreamSlots:
         self.total -= 1
 
 
-class SlotStream(EventSourceResponse):
+class SlotStream(HoldsSlot, EventSourceResponse):
     """An SSE response holding a stream slot until the response ends, however it ends (the
     stream finished, the client went away, the connection was closed under it)."""
-
-    def __init__(self, *args: Any, release: Callable[[], None], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def heartbeat() -> ServerSentEvent:

@@ -40,7 +40,7 @@ from murmurd.a2a.http.auth.edge import forbidden
 from murmurd.a2a.http.auth.principal import OPERATOR
 from murmurd.a2a.core.intake import TaskNotFound
 from murmurd.a2a.http.stream_paths import BadStreamRequest, check_task_id
-from murmurd.a2a.http.route import RouteHost
+from murmurd.a2a.http.route import HoldsSlot, RouteHost
 from murmurd.session.own_thread import on_own_thread
 from murmurd.workdir import TRACE
 
@@ -179,18 +179,8 @@ class _ReadSlots:
             raise
 
 
-class _SlotResponse(Response):
+class _SlotResponse(HoldsSlot, Response):
     """The answer of a read, which frees its slot once sent (or once its sending failed)."""
-
-    def __init__(self, body: bytes, release: Callable[[], None]) -> None:
-        super().__init__(body, media_type="application/json", headers={"Cache-Control": "no-store"})
-        self._release = release
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self._release()
 
 
 def routes(router: RouteHost) -> APIRouter:
@@ -221,6 +211,7 @@ def routes(router: RouteHost) -> APIRouter:
             body, release = await reads.run(task_trace_body, workdir.root, workdir.book(TRACE), checked)
         except OSError as exc:  # too large, not a regular file, a symlink: say so, never a 500
             return router.refuse(503, jsonrpc.JsonRpcError.internal_error(f"the trace cannot be read: {exc}"))
-        return _SlotResponse(body, release)
+        return _SlotResponse(body, media_type="application/json", headers={"Cache-Control": "no-store"},
+                             release=release)
 
     return api
