@@ -8,9 +8,10 @@ end waits on it), so a store's batch is submitted with `submit_first`: it waits 
 running now, never for the work queued. What runs here is short by rule; a wait of seconds gets
 a thread of its own (`session/own_thread.py`).
 
-A `concurrent.futures.Executor`: `asyncio.to_thread` and `run_in_executor` use it as the loop's
-default executor, and `shutdown` (called by `asyncio.Runner` as it closes) runs what was queued
-and ends the thread. Until then the thread lives: a CLI spawned on it with a parent-death signal
+An executor: `asyncio.to_thread` and `run_in_executor` use it as the loop's default executor,
+and `shutdown` (called by `asyncio.Runner` as it closes) runs what was queued and ends the
+thread. It is a `ThreadPoolExecutor` by type only (asyncio's own loop takes no other as its
+default): `submit` and `shutdown` are its own, and none of the pool's threads ever starts. Until then the thread lives: a CLI spawned on it with a parent-death signal
 (`session/process/spawn.py`) would die with a thread that ended.
 """
 
@@ -19,17 +20,18 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 _Work = tuple[Future[Any], Callable[..., Any], tuple[Any, ...], dict[str, Any]]
 
 
-class Lane(Executor):
+class Lane(ThreadPoolExecutor):
     """One thread, started at the first submission, running `submit_first` work before any
     `submit` work not yet started, each kind in submission order."""
 
     def __init__(self, name: str = "murmurd-io") -> None:
+        super().__init__(max_workers=1, thread_name_prefix=name)  # the type asyncio asks for; never used
         self._name = name
         self._lock = threading.Condition()
         self._first: deque[_Work] = deque()

@@ -77,3 +77,19 @@ def test_shutdown_with_cancel_futures_cancels_what_has_not_started() -> None:
     gate.set()
     closing.join(WAIT)
     assert not closing.is_alive()
+
+
+def test_any_asyncio_loop_takes_it_as_its_default_executor_and_closes_it() -> None:
+    import asyncio
+
+    loop = asyncio.new_event_loop()  # asyncio's own loop refuses any but a ThreadPoolExecutor
+    lane = Lane("test-lane")
+    try:
+        loop.set_default_executor(lane)
+        name = loop.run_until_complete(asyncio.to_thread(lambda: threading.current_thread().name))
+        assert name == "test-lane_0"
+        loop.run_until_complete(loop.shutdown_default_executor())
+        with pytest.raises(RuntimeError, match="after shutdown"):
+            lane.submit(lambda: None)
+    finally:
+        loop.close()
