@@ -10,9 +10,10 @@ a thread of its own (`session/own_thread.py`).
 
 An executor: `asyncio.to_thread` and `run_in_executor` use it as the loop's default executor,
 and `shutdown` (called by `asyncio.Runner` as it closes) runs what was queued and ends the
-thread. It is a `ThreadPoolExecutor` by type only (asyncio's own loop takes no other as its
-default): `submit` and `shutdown` are its own, and none of the pool's threads ever starts. Until then the thread lives: a CLI spawned on it with a parent-death signal
-(`session/process/spawn.py`) would die with a thread that ended.
+thread. Until then the thread lives: a CLI spawned on it with a parent-death signal
+(`session/process/spawn.py`) would die with a thread that ended. It is a `ThreadPoolExecutor`
+by type only (asyncio's own loop takes no other as its default): `submit` and `shutdown` are its
+own, and none of the pool's threads ever starts.
 """
 
 from __future__ import annotations

@@ -181,6 +181,20 @@ def _require_regular(fd: int, here: str) -> os.stat_result:
 # --------------------------------------------------------------------------- reading
 
 
+def _open_to_read(root: Path, rel: RelPath, max_bytes: int) -> tuple[int, str]:
+    """A descriptor of the regular file `rel` beneath `root` (no symlink followed on the way),
+    and its name for messages; `FileTooLarge` when it holds more than `max_bytes` now."""
+    parts = split_relative(rel)
+    here = "/".join(parts)
+    with _parent(root, parts, create=False) as parent:
+        fd = _open_leaf(parent, parts[-1], _READ, here)
+    info = _require_regular(fd, here)
+    if info.st_size > max_bytes:
+        os.close(fd)
+        raise FileTooLarge(here, info.st_size, max_bytes)
+    return fd, here
+
+
 def read_bytes(root: Path, rel: RelPath, *, max_bytes: int) -> bytes:
     """The bytes of the regular file `rel` beneath `root`; `FileTooLarge` past `max_bytes`.
 
@@ -188,14 +202,8 @@ def read_bytes(root: Path, rel: RelPath, *, max_bytes: int) -> bytes:
     terabytes (sparse: free on disk until someone reads it). It is checked on the open
     descriptor before reading and again by the read itself (at most `max_bytes + 1` bytes),
     since the file can grow between the two."""
-    parts = split_relative(rel)
-    here = "/".join(parts)
-    with _parent(root, parts, create=False) as parent:
-        fd = _open_leaf(parent, parts[-1], _READ, here)
-    info = _require_regular(fd, here)
+    fd, here = _open_to_read(root, rel, max_bytes)
     try:
-        if info.st_size > max_bytes:
-            raise FileTooLarge(here, info.st_size, max_bytes)
         data = _read_at_most(fd, max_bytes + 1)
     finally:
         os.close(fd)
@@ -208,14 +216,7 @@ def read_lines(root: Path, rel: RelPath, *, max_bytes: int, max_line: int) -> It
     """The lines of the regular file `rel` beneath `root`, one at a time (a generator: the file
     is open while it runs); a line longer than `max_line` bytes comes as None, never read whole.
     `FileTooLarge` past `max_bytes` in all (checked on opening, and as it is read)."""
-    parts = split_relative(rel)
-    here = "/".join(parts)
-    with _parent(root, parts, create=False) as parent:
-        fd = _open_leaf(parent, parts[-1], _READ, here)
-    info = _require_regular(fd, here)
-    if info.st_size > max_bytes:
-        os.close(fd)
-        raise FileTooLarge(here, info.st_size, max_bytes)
+    fd, here = _open_to_read(root, rel, max_bytes)
     with os.fdopen(fd, "rb") as file:
         read = 0
 

@@ -23,9 +23,9 @@ times that.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import re
-import heapq
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path

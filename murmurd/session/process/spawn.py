@@ -203,8 +203,8 @@ class CliProcess:
             self.relay.stop()  # the CLI's connections end with it
             self.relay = None
         with self._stdin_lock:  # a feed has returned (stdin closed) or never took stdin: none will now
-            pipes, (self.proc.stdin, self.proc.stdout, self.proc.stderr) = \
-                (self.proc.stdin, self.proc.stdout, self.proc.stderr), (None, None, None)
+            pipes = (self.proc.stdin, self.proc.stdout, self.proc.stderr)
+            self.proc.stdin = self.proc.stdout = self.proc.stderr = None
             for pipe in pipes:
                 if pipe is not None:
                     with contextlib.suppress(OSError):
