@@ -162,3 +162,20 @@ def test_what_a_read_keeps_is_bounded_in_bytes_and_a_line_too_long_is_skipped_un
     assert found.total == 5 and found.skipped == 1 and found.truncated
     with pytest.raises(workdir_fs.FileTooLarge):
         list(workdir_fs.read_lines(tmp_path, "trace.jsonl", max_bytes=MAX_KEPT_BYTES, max_line=MAX_KEPT_BYTES))
+
+
+def test_a_trace_a_guest_replaced_with_a_symlink_is_refused_never_followed(tmp_path: Path, host: ComponentHost) -> None:
+    with in_process(tmp_path, host) as (daemon, _store, url, _loop):
+        task_id = _completed_task(url)
+        workdir = daemon.staged.workdir
+        trace = workdir.root / workdir.book("trace.jsonl")
+        secret = tmp_path / "secret.jsonl"
+        secret.write_text(json.dumps({"event_type": "task_start", "task_id": task_id, "stolen": True}) + "\n")
+        trace.unlink()  # the writer keeps its open file; the name now leads elsewhere
+        trace.symlink_to(secret)
+        refused = httpx.get(f"{url}/tasks/{task_id}/trace", timeout=30)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["message"].endswith("symlink; murmurd follows no symlink inside the workdir")
+        assert "stolen" not in refused.text
+        trace.unlink()
+        assert httpx.get(f"{url}/tasks/{task_id}/trace", timeout=30).status_code == 200  # the slot came back
