@@ -15,6 +15,7 @@ from murmurd.a2a.peers.peer import PeerClient
 from murmurd.a2a.core.pool import SessionPool, Slot
 from murmurd.host import ComponentHost
 from murmurd.session.session import Session
+from murmurd.session.task import TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule, stage_capsule
 
@@ -44,8 +45,10 @@ def _trace(slot: Slot) -> list[str]:
 async def _pool(tmp_path: Path, host: ComponentHost, capacity: int, clock: Clock) -> tuple[StagedCapsule, SessionPool]:
     staged = await asyncio.to_thread(stage_capsule, chaos_capsule(tmp_path), host=host)
 
-    async def open_slot(context_id: str) -> Slot:
+    async def open_slot(context_id: str, first: TaskSpec | None) -> Slot:
         session = Session(open_session_staging(staged), host)
+        if first is not None:
+            session.begin_first_task(first)
         await session.open()
         return Slot(session, PeerClient(session.trace))
 

@@ -277,3 +277,55 @@ def test_a_thread_waiting_out_a_long_linger_still_ends_when_idle(tmp_path: Path)
     writer.flush_blocking(timeout=30)
     writer.close(timeout=30)
     _until(lambda: drain.threads == 0, "the drain's threads ended")
+
+
+def test_a_line_written_through_on_an_idle_trace_wakes_no_drain_thread(tmp_path: Path) -> None:
+    """`write_through` (a task's start and end, issue 29): nothing queued, so the line is in the
+    file when it returns, written by the calling thread; no drain thread is woken for it."""
+    drain = TraceDrain(threads=2, linger_seconds=3600)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    event = writer.write_through("task_start", task_id="task_1")
+    assert [json.loads(line) for line in writer.path.read_text().splitlines()] == [event]
+    assert drain.wakes == 0 and drain.threads == 0
+    writer.write("tick")  # the trace is the drain's again afterwards
+    assert drain.wakes == 1
+    writer.close(timeout=60)
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()] == ["task_start", "tick"]
+
+
+def test_a_line_written_through_goes_behind_the_lines_queued_and_a_drain_writing_them(tmp_path: Path) -> None:
+    """Lines queued before it are written first, by this thread when the drain only holds them
+    (its thread lingers), or by the drain thread writing them: the caller waits for it."""
+    drain = TraceDrain(threads=2, linger_seconds=3600)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=drain)
+    writer.write("l1")
+    writer.write_through("l2")  # the drain's thread watches an hour's clock: this one writes both
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()] == ["l1", "l2"]
+    writer.close(timeout=60)
+
+    busy = _Paused(tmp_path, "busy.jsonl", "ses_busy", drain=TraceDrain(threads=1, linger_seconds=0))
+    busy.write("l1")
+    assert busy.draining.wait(30)  # a drain thread is writing it, held
+    seen: list[str] = []
+    through = threading.Thread(target=lambda: (busy.write_through("l2"), seen.append(busy.path.read_text())))
+    through.start()
+    through.join(0.2)  # a write-through that did not wait would be done here, its line first
+    busy.go.set()
+    through.join(30)
+    assert [json.loads(line)["event_type"] for line in seen[0].splitlines()] == ["l1", "l2"]
+    busy.close(timeout=30)
+
+
+def test_a_line_written_through_a_failed_or_closed_trace_is_refused_by_name(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_x", drain=TraceDrain(threads=1))
+    assert writer._file is not None
+    writer._file.close()  # the file refuses the next write
+    with pytest.raises(TraceWriteError, match="E-RUN-007: cannot write task_start to trace"):
+        writer.write_through("task_start", task_id="task_1")
+    with pytest.raises(TraceWriteError, match="task_start"):  # sticky: the first failure is named
+        writer.write_through("task_end", task_id="task_1")
+    writer.close(timeout=30)
+    closed = TraceWriter(tmp_path, "closed.jsonl", "ses_y", drain=TraceDrain(threads=1))
+    closed.close(timeout=30)
+    with pytest.raises(TraceWriteError, match="is closed"):
+        closed.write_through("task_start")

@@ -19,7 +19,6 @@ import hashlib
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from murmurd import workdir_fs
@@ -39,6 +38,7 @@ from murmurd.session.failures import SessionEnded, TaskFailed
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
+from murmurd.session.task import TaskBegun, TaskOutcome, TaskSpec, abandoned_end, begin_task, end_task
 from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process.run import ProcessLoop
 from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
@@ -53,52 +53,6 @@ from murmurd.staging.template import FreshWorkdir
 from murmurd.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
-
-
-@dataclass
-class TaskSpec:
-    task_id: str
-    text: str
-    context_id: str | None = None
-    source: str = "task_md"  # a2a | task_md
-    origin: str = "operator"
-    trust: str = "operator"
-    history: list[Message] = field(default_factory=list)
-    traceparent: str | None = None  # the caller's W3C traceparent, if any
-
-    @property
-    def announced(self) -> bool:
-        """The idle run (upstream: no message within the window) writes no task_start/task_end."""
-        return self.source != "idle"
-
-    @property
-    def message_parts_bytes(self) -> int:
-        return len(self.text.encode())
-
-
-@dataclass
-class TaskOutcome:
-    task_id: str
-    context_id: str | None
-    exit_status: str  # ok | failed | max_turns_reached | spend_ceiling_reached | reopen_budget_exhausted
-    result_text: str
-    error: str | None = None
-    counters: Counters = field(default_factory=Counters)
-    reopen_count: int = 0
-    duration_ms: int = 0
-    messages: list[Message] = field(default_factory=list)
-    # This task's seed-context messages: context for this task only, never stored as history.
-    seeded_ids: frozenset[str] = frozenset()
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_status == "ok"
-
-    @property
-    def delivered(self) -> bool:
-        """The task ends with a result: it succeeded, or a hook still asked to reopen it once the
-        reopen budget was spent (its last result stands)."""
-        return self.exit_status in ("ok", "reopen_budget_exhausted")
 
 
 def driver_setup(staged: StagedCapsule, system: str, *, release_prompt_artifact: bool = False) -> DriverSetup | None:
@@ -196,6 +150,7 @@ class Session:
         include_output = staged.manifest.trace.include_tool_output
         self._runner = ToolRunner(staged, host, self.services, include_output)
         self._workdir_walks: asyncio.Task[None] | None = None
+        self._begun: TaskBegun | None = None  # a task begun with the session's opening, until it runs
 
     def _hook_dispatcher(self, settings: DispatchSettings) -> LifecycleDispatcher:
         """The capsule's hooks behind the lifecycle seam (the silent base when it has none)."""
@@ -323,22 +278,23 @@ class Session:
         outcome = TaskOutcome(spec.task_id, spec.context_id, "ok", "")
         self.hooks.active = ActiveTask(spec.text, spec.context_id, state.counters)
         cancelled = False
-        started_line = False  # task_start written: task_end closes it
+        begun = self._take_begun(spec.task_id)  # begun when the session opened, or None
+        started_line = begun is not None and begun.started_line  # task_start written: task_end closes it
         try:
             if self.ended is not None:
                 raise SessionEnded(f"the session has ended ({self.ended}); no further tasks run", self.ended)
             guard = self._runner.policy.workdir_guard
             if guard is not None and guard.breach is not None:  # found by a walk between tasks
                 raise SessionEnded(guard.breach)
-            if spec.announced:
-                self._write(
-                    "task_start", task_id=spec.task_id, context_id=spec.context_id, source=spec.source,
-                    message_parts_bytes=spec.message_parts_bytes, origin=spec.origin, trust=spec.trust,
-                )
-                started_line = True
-            # `task.md`, and the barrier: a trace that cannot be written ends the session before
-            # any turn. One hand-off for both (issue 29).
-            await self._write_file(TASK, spec.text, barrier=spec.announced)
+            if begun is None:
+                if spec.announced:
+                    self._write("task_start", **spec.start_fields())
+                    started_line = True
+                # `task.md`, and the barrier: a trace that cannot be written ends the session
+                # before any turn. One hand-off for both (issue 29).
+                await self._write_file(TASK, spec.text, barrier=spec.announced)
+            elif begun.failure is not None:
+                raise begun.failure
             if self.staged.capsule_component is not None and self._setup is None:
                 inference = self.staged.manifest.inference
                 outcome.result_text, _ = await self._attempt(spec, state, inference.max_turns if inference else 0,
@@ -501,40 +457,30 @@ class Session:
         """`out/result.txt`, then (for an announced task) `task_end` and the barrier: once a task has
         ended, its every trace line is in the file. One hand-off for the three (issue 29)."""
         self._flush_faults()  # the hook faults held since the last session_end, before task_end
-        await asyncio.to_thread(self._end_task_blocking, outcome, started_line)
-
-    def _end_task_blocking(self, outcome: TaskOutcome, started_line: bool) -> None:
-        self._write_result(outcome)
-        if started_line:
-            self._task_end(outcome)
-
-    def _write_result(self, outcome: TaskOutcome) -> None:
-        """`out/result.txt`, replaced whole (a planted symlink there is replaced, never followed);
-        when it cannot be written (a symlink on `out/`) the task fails naming the path."""
-        text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
-        try:
-            workdir_fs.write_text(self.staged.workdir.root, self.staged.workdir.book(RESULT), text)
-        except OSError as exc:
-            problem = f"cannot write {RESULT}: {exc}"
-            outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
-            outcome.exit_status = "failed"
-            return
-
-    def _task_end(self, outcome: TaskOutcome) -> None:
-        """`task_end`, and the barrier (a worker thread's: it blocks)."""
-        counters = outcome.counters
-        try:
-            self.trace.write(
-                "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
-                turns=counters.turns, input_tokens=counters.input_tokens, output_tokens=counters.output_tokens,
-                tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
-                error=outcome.error,
-            )
-            self.trace.flush_blocking()
-        except TraceWriteError as exc:
+        if not await asyncio.to_thread(end_task, self.trace, self.staged.workdir, outcome, started_line):
             self.ended = "failed"
-            if outcome.ok:
-                outcome.exit_status, outcome.error = "failed", str(exc)
+
+    def begin_first_task(self, spec: TaskSpec) -> None:
+        """Begin `spec` now (blocking: `task_start` and `task.md`, `task.begin_task`), on the thread
+        that made this session, so a new context's first task needs no hand-off of its own to
+        begin; `run_task(spec)` goes on from there. A session that closes, or runs another task,
+        before it ran closes its `task_start` with a `task_end` of its own."""
+        self._begun = begin_task(self.trace, self.staged.workdir.root, spec)
+
+    def _take_begun(self, task_id: str) -> TaskBegun | None:
+        begun, self._begun = self._begun, None
+        if begun is not None and begun.task_id != task_id:
+            self._abandon(begun)
+            return None
+        return begun
+
+    def _abandon(self, begun: TaskBegun) -> None:
+        """A task begun at the opening that never ran here: its `task_start` gets its `task_end`."""
+        if begun.started_line:
+            try:
+                self.trace.write("task_end", **abandoned_end(begun))
+            except TraceWriteError:
+                pass  # the trace has failed: no line closes anything any more
 
     async def close(self, exit_status: str | None = None) -> None:
         """End the session: hooks hear `on-session-end` (the session's totals, its duration since
@@ -542,6 +488,9 @@ class Session:
         `session_end` line here (every attempt wrote its own), so the faults of this last phase
         are written after the last one: no later `session_end` exists for them to precede."""
         status = exit_status or self.ended or self.last_exit_status
+        if self._begun is not None:
+            self._abandon(self._begun)
+            self._begun = None
         if self._workdir_walks is not None:
             self._workdir_walks.cancel()
             self._workdir_walks = None

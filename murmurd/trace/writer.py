@@ -208,6 +208,8 @@ class TraceWriter:
         self._closing: concurrent.futures.Future[None] | None = None  # done once a queued close is written
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
+        self._queued = 0  # events taken so far (`mark`)
+        self._written = 0  # events in the file so far, flushed (only ever grows: read without the lock)
         if fd is not None:
             self._file: TextIO | None = workdir_fs.text_appender(fd)
             return
@@ -225,16 +227,63 @@ class TraceWriter:
 
     def write(self, event_type: str, **fields: Any) -> dict[str, Any]:
         """Queue one event; raises `TraceWriteError` once a write has failed or the trace is closed."""
+        event = self._event(event_type, fields)
+        self._put(event)
+        self._mirrored(event)
+        return event
+
+    def write_through(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        """`write` and then `flush_blocking`, for a caller that may block (a worker thread). When
+        nothing is queued and no drain thread has this trace, the line is written on the calling
+        thread at once and no drain thread is woken for it; else it is queued behind what is
+        there, and the barrier waits. `TraceWriteError` if it, or a line before it, failed."""
+        event = self._event(event_type, fields)
+        with self._cond:
+            self._raise_if_failed()
+            if self._closed:
+                raise TraceWriteError(f"trace {self.path} is closed")
+            mine = not self._scheduled
+            if mine:  # claimed for this thread, as `_claim` does: the trace's only writer until `_unclaim`
+                self._scheduled = self._writing = True
+                self._queued += 1
+            else:
+                self._append(event)
+        self._mirrored(event)
+        if mine:
+            try:
+                self._write_batch([event])
+            finally:
+                self._unclaim()
+            self._raise_if_failed()
+        else:
+            self.flush_blocking()
+        return event
+
+    def _event(self, event_type: str, fields: dict[str, Any]) -> dict[str, Any]:
         event = {"event_type": event_type, "session_id": self.session_id, "timestamp": int(time.time() * 1000)}
         keep = ALWAYS_PRESENT.get(event_type, frozenset())
         event.update({k: v for k, v in fields.items() if v is not None or k in keep})
-        self._put(event)
+        return event
+
+    def _mirrored(self, event: dict[str, Any]) -> None:
         if self._mirror is not None:
             try:
                 self._mirror(event)
             except Exception:  # noqa: BLE001 - observability must never end a session
-                log.exception("trace mirror failed for %s", event_type)
-        return event
+                log.exception("trace mirror failed for %s", event["event_type"])
+
+    def mark(self) -> int:
+        """How many events were taken so far: `flush_to(mark())` waits for those alone."""
+        with self._cond:
+            return self._queued
+
+    async def flush_to(self, mark: int) -> None:
+        """`flush`, unless the first `mark` events are in the file already (the drain wrote
+        them since): then no barrier, and no thread is woken. `TraceWriteError` if one failed."""
+        if self._written >= mark:
+            self._raise_if_failed()
+            return
+        await self.flush()
 
     async def flush(self) -> None:
         """Wait until every event queued so far is written; `TraceWriteError` if one failed. Costs
@@ -306,6 +355,7 @@ class TraceWriter:
         thread; a barrier or the close hurries the drain (a line may wait for the linger)."""
         self._pending.append(item)
         urgent = not isinstance(item, dict)
+        self._queued += not urgent
         self._urgent = self._urgent or urgent
         if not self._scheduled:
             self._scheduled = True
@@ -395,8 +445,10 @@ class TraceWriter:
     def _write_batch(self, items: list[Any]) -> None:
         """The lines of a batch, one flush of the file before each barrier and at the end."""
         unflushed: str | None = None  # the first event written since the last flush
+        written = 0
         for item in items:
             if isinstance(item, dict):
+                written += 1
                 if self._failure is None and self._file is not None:
                     unflushed = unflushed or item["event_type"]
                     try:
@@ -405,12 +457,15 @@ class TraceWriter:
                         self._fail(item["event_type"], exc)
                 continue
             unflushed = self._flush_file(unflushed)
+            self._written += written  # this batch's thread is the trace's only writer
+            written = 0
             if item is _CLOSE:
                 file, self._file = self._file, None
                 _close_file(file, self.path)
             else:
                 _release(item)
         self._flush_file(unflushed)
+        self._written += written
 
     def _flush_file(self, unflushed: str | None) -> None:
         if unflushed is None or self._failure is not None or self._file is None:

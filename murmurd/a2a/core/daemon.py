@@ -46,6 +46,7 @@ from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule
+from murmurd.trace.writer import TraceWriteError
 
 __all__ = ["CANCEL_WAIT_SECS", "INPUT_TIMEOUT", "MAX_OPEN_CONTEXTS", "CapsuleDaemon", "Run"]
 
@@ -96,6 +97,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             await closed(session_id)
             self.retention.wake()
 
+        self._session_closed = session_closed
         self.pool = SessionPool(self._own if shared else None, capacity=policy.bound,
                                 idle_secs=policy.session_idle_secs, open_slot=self._open_context_slot,
                                 on_close=session_closed)
@@ -111,6 +113,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._ended_runs = 0
         self._records: dict[str, TaskRecord] = {}  # live (non-terminal) tasks
         self._traceparents: dict[str, str | None] = {}  # queued task -> its caller's traceparent
+        self._trace_marks: dict[str, int] = {}  # running task -> the daemon's trace lines to settle at its end
         self._background: list[asyncio.Task[None]] = []
         self._seen_task = False
         self._task_md: set[str] = set()  # ids of the launch task (`--task`)
@@ -184,24 +187,59 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         bridge = LoopBridge(asyncio.get_running_loop())
         slot.session.services.connect(LoopServices(bridge, send_to_peer=send))
 
-    async def _open_context_slot(self, context_id: str) -> Slot:
-        """A new session for one context: workdir, Session and its index record built off the
-        loop (file I/O), in one hand-off."""
+    async def _open_context_slot(self, context_id: str, first: TaskSpec | None) -> Slot:
+        """A new session for one context: workdir, Session, its index record and the beginning of
+        `first` (its `task_start` and `task.md`, and its `a2a_task_session` line in the daemon's
+        trace) made off the loop (file I/O), in one hand-off. Cancelled
+        meanwhile, the session made is closed once it is there."""
 
-        def build() -> Session:
+        def build() -> tuple[Session, TraceWriteError | None]:
             session = Session(open_session_staging(self.staged), self.host)
             self._record_opened(session.staged.session_id, context_id)
-            return session
+            if first is None:
+                return session, None
+            session.begin_first_task(first)
+            try:
+                self._write_task_session(first.task_id, context_id, session.staged.session_id)
+            except TraceWriteError as exc:
+                return session, exc
+            return session, None
 
-        session = await asyncio.to_thread(build)
-        slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens))
+        building = asyncio.ensure_future(asyncio.to_thread(build))
         try:
+            session, unwritten = await asyncio.shield(building)
+        except asyncio.CancelledError:
+            building.add_done_callback(self._close_unclaimed)
+            raise
+        slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens),
+                    announced=first.task_id if first is not None else None)
+        try:
+            if unwritten is not None:
+                raise unwritten
             await session.open()
         except BaseException:
             await slot.close()
             raise
         self._connect(slot)
         return slot
+
+    def _close_unclaimed(self, building: asyncio.Future[tuple[Session, TraceWriteError | None]]) -> None:
+        """A context session made for a task cancelled while it was made: closed, as the pool
+        closes one (its begun task ends in its trace, its workdir goes in time)."""
+        if building.cancelled() or building.exception() is not None:
+            return
+        session, _ = building.result()
+
+        async def close() -> None:
+            try:
+                try:
+                    await session.close()
+                finally:
+                    await self._session_closed(session.staged.session_id)
+            except Exception:  # a background task's exception would stop the daemon
+                logger.exception("session %s did not close cleanly", session.staged.session_id)
+
+        self._start_background(close(), f"murmurd-close-{session.staged.session_id}")
 
     def _start_background(self, work: Any, name: str) -> None:
         task = asyncio.create_task(work, name=name)

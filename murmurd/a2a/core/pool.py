@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from murmurd.a2a.peers.peer import PeerClient
 from murmurd.session.session import Session
+from murmurd.session.task import TaskSpec
 
 logger = logging.getLogger("murmurd.a2a")
 
@@ -33,6 +34,7 @@ class Slot:
     session: Session
     peers: PeerClient
     trust: str = "operator"
+    announced: str | None = None  # the task whose opening of this session wrote its `a2a_task_session`
     busy: int = 0  # tasks of this slot running now (only ever 0 or 1 for a context session)
     idle_since: float = field(default_factory=time.monotonic)
 
@@ -43,7 +45,7 @@ class Slot:
             await self.peers.close()
 
 
-OpenSlot = Callable[[str], Awaitable[Slot]]  # (context id)
+OpenSlot = Callable[[str, TaskSpec | None], Awaitable[Slot]]  # (context id, the task that opens it)
 SessionOpened = Callable[[str, str], Awaitable[None]]  # (session id, context id)
 SessionClosed = Callable[[str], Awaitable[None]]  # (session id)
 
@@ -75,8 +77,9 @@ class SessionPool:
     def slot_of(self, context_id: str) -> Slot | None:
         return self.shared or self._slots.get(context_id)
 
-    async def acquire(self, context_id: str) -> Slot:
-        """The session `context_id`'s next task runs in, opened if it has none."""
+    async def acquire(self, context_id: str, first: TaskSpec | None = None) -> Slot:
+        """The session `context_id`'s next task runs in, opened if it has none (then `first`, the
+        task acquiring it, begins in the same step as the opening: `Session.begin_first_task`)."""
         slot = self.slot_of(context_id)
         if slot is not None:
             slot.busy += 1
@@ -86,7 +89,7 @@ class SessionPool:
         victim = self._idle_victim() if len(self._slots) >= self.capacity else None
         if victim is not None:
             await self._close(victim)
-        slot = await self._open_slot(context_id)
+        slot = await self._open_slot(context_id, first)
         slot.busy += 1  # held before anything awaits: an idle sweep never closes it under its task
         self._slots[context_id] = slot
         await self._heard(self._on_open, slot.session.staged.session_id, context_id)

@@ -1,0 +1,136 @@
+"""One task: what it asks (`TaskSpec`), how it ended (`TaskOutcome`), and the blocking work that
+brackets it in its session's workdir and trace.
+
+A task begins with `task_start` written through to the trace (a trace that cannot be written
+ends the session before any turn) and `task.md` replaced whole; it ends with `out/result.txt`
+replaced whole and `task_end` written through (once a task has ended, its every trace line is in
+the file). Each bracket is one piece of blocking work, for one hand-off to a worker thread; the
+first task of a new context session begins in the hand-off that opens the session (issue 29).
+Neither piece raises: what failed comes back for the session to act on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from murmurd import workdir_fs
+from murmurd.session.counters import Counters
+from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.messages import Message
+from murmurd.trace.writer import TraceWriteError, TraceWriter
+from murmurd.workdir import RESULT, TASK, Workdir
+
+
+@dataclass
+class TaskSpec:
+    task_id: str
+    text: str
+    context_id: str | None = None
+    source: str = "task_md"  # a2a | task_md
+    origin: str = "operator"
+    trust: str = "operator"
+    history: list[Message] = field(default_factory=list)
+    traceparent: str | None = None  # the caller's W3C traceparent, if any
+
+    @property
+    def announced(self) -> bool:
+        """The idle run (upstream: no message within the window) writes no task_start/task_end."""
+        return self.source != "idle"
+
+    @property
+    def message_parts_bytes(self) -> int:
+        return len(self.text.encode())
+
+    def start_fields(self) -> dict[str, Any]:
+        """`task_start`'s fields."""
+        return dict(task_id=self.task_id, context_id=self.context_id, source=self.source,
+                    message_parts_bytes=self.message_parts_bytes, origin=self.origin, trust=self.trust)
+
+
+@dataclass
+class TaskOutcome:
+    task_id: str
+    context_id: str | None
+    exit_status: str  # ok | failed | max_turns_reached | spend_ceiling_reached | reopen_budget_exhausted
+    result_text: str
+    error: str | None = None
+    counters: Counters = field(default_factory=Counters)
+    reopen_count: int = 0
+    duration_ms: int = 0
+    messages: list[Message] = field(default_factory=list)
+    # This task's seed-context messages: context for this task only, never stored as history.
+    seeded_ids: frozenset[str] = frozenset()
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == "ok"
+
+    @property
+    def delivered(self) -> bool:
+        """The task ends with a result: it succeeded, or a hook still asked to reopen it once the
+        reopen budget was spent (its last result stands)."""
+        return self.exit_status in ("ok", "reopen_budget_exhausted")
+
+
+@dataclass(frozen=True)
+class TaskBegun:
+    """How a task's beginning went: whether its `task_start` is in the trace (then a `task_end`
+    must close it), and what failed, if anything (the task fails with it before any turn)."""
+
+    task_id: str
+    started_line: bool
+    failure: TaskFailed | None = None
+
+
+def begin_task(trace: TraceWriter, root: Path, spec: TaskSpec) -> TaskBegun:
+    """`task_start` (for an announced task) written through, then `task.md` (blocking)."""
+    started = False
+    if spec.announced:
+        try:
+            trace.write_through("task_start", **spec.start_fields())
+        except TraceWriteError as exc:
+            return TaskBegun(spec.task_id, False, SessionEnded(str(exc)))
+        started = True
+    try:
+        workdir_fs.write_text(root, TASK, spec.text)  # replaced whole: a planted symlink is never followed
+    except OSError as exc:
+        return TaskBegun(spec.task_id, started, TaskFailed(f"cannot write {TASK}: {exc}"))
+    return TaskBegun(spec.task_id, started)
+
+
+def end_task(trace: TraceWriter, workdir: Workdir, outcome: TaskOutcome, started_line: bool) -> bool:
+    """`out/result.txt`, then (for an announced task) `task_end` written through (blocking).
+    A result that cannot be written (a symlink on `out/`) fails the task, naming the path. False
+    when the trace could not be written: the session ends."""
+    text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
+    try:
+        workdir_fs.write_text(workdir.root, workdir.book(RESULT), text)
+    except OSError as exc:
+        problem = f"cannot write {RESULT}: {exc}"
+        outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
+        outcome.exit_status = "failed"
+    if not started_line:
+        return True
+    counters = outcome.counters
+    try:
+        trace.write_through(
+            "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
+            turns=counters.turns, input_tokens=counters.input_tokens, output_tokens=counters.output_tokens,
+            tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
+            error=outcome.error,
+        )
+    except TraceWriteError as exc:
+        if outcome.ok:
+            outcome.exit_status, outcome.error = "failed", str(exc)
+        return False
+    return True
+
+
+def abandoned_end(begun: TaskBegun) -> dict[str, Any]:
+    """`task_end`'s fields for a task that began in a session's opening and never ran there (it
+    was cancelled, or failed, before its first turn)."""
+    return dict(task_id=begun.task_id, exit_status="failed", duration_ms=0, turns=0, input_tokens=0,
+                output_tokens=0, tool_calls=0, shell_calls=0, reopen_count=0,
+                error="the task ended before it ran in this session")
