@@ -135,8 +135,9 @@ async def test_a_first_task_whose_task_md_cannot_be_written_fails_with_its_start
 
 async def test_a_context_session_opened_for_a_cancelled_task_is_closed_once_made(
         tmp_path: Path, staged: StagedCapsule, host: ComponentHost, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The opening is cancelled while its thread is still laying the workdir down: the session
-    it makes is closed when it is there (its begun task ended in its trace), never left open."""
+    """The opening is cancelled while its thread is still making the session: the cancel waits
+    for the thread (what it wrote is settled first), and the session it made is closed (its
+    begun task ended in its trace), never left open."""
     store = await SqliteTaskStore.open(tmp_path / "state" / "tasks.sqlite3")
     daemon = CapsuleDaemon(staged, host, store, policy=LifecyclePolicy(
         task_acceptance="queue", after_task="sleep", max_concurrent_tasks=4))
@@ -156,9 +157,11 @@ async def test_a_context_session_opened_for_a_cancelled_task_is_closed_once_made
         opening = asyncio.ensure_future(daemon._open_context_slot("ctx_a", _spec(1)))
         assert await asyncio.to_thread(entered.wait, 60)
         opening.cancel()
+        await asyncio.sleep(0)  # the cancel reaches the opening: it waits for its thread
+        assert not opening.done()
+        gate.set()
         with pytest.raises(asyncio.CancelledError):
             await opening
-        gate.set()
         session = made[0]
         for _ in range(6000):  # the close runs on the loop once the thread is done
             if session.closed:
@@ -171,3 +174,33 @@ async def test_a_context_session_opened_for_a_cancelled_task_is_closed_once_made
         gate.set()
         await daemon.stop(1.0)
         await store.close()
+
+
+async def test_a_hook_hearing_the_session_start_keeps_its_lines_outside_the_first_task(
+        tmp_path: Path, host: ComponentHost, artifacts, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A hook listening to `on-session-start` (here it runs an inference) is heard before any
+    task's line: with it, the first task does not begin at the opening but in `run_task`, so
+    the hook's `inference` line precedes `task_start` and is no task's (attack review)."""
+    from hookkit import end_turn, hook_ref, hooked_capsule
+    from loopkit import stage, trace_events
+    from murmurd.a2a.http.task_trace import task_lines
+
+    arm = artifacts.fixture("arm-hook")
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-session-start": {"do": "infer"}}))
+    hook = hook_ref(tmp_path, "reader", arm, config_var="ARM_HOOK")
+    hooked = stage(hooked_capsule(tmp_path, [hook], [end_turn("the answer")]), host, tmp_path)
+    spec = TaskSpec("tsk_" + "5" * 32, "go", context_id="ctx_5", source="a2a")
+    session = await asyncio.to_thread(lambda: Session(hooked, host))
+    await asyncio.to_thread(session.begin_first_task, spec)  # as the daemon's opening does
+    assert not (hooked.workdir.root / TASK).exists()  # it did not begin
+    await session.open()
+    try:
+        outcome = await session.run_task(spec)
+    finally:
+        await session.close()
+    assert outcome.exit_status == "ok"
+    trace = trace_events(hooked)
+    assert [e["event_type"] for e in trace][:2] == ["inference", "task_start"]
+    mine = task_lines([json.dumps(e) for e in trace], spec.task_id)
+    assert [e["event_type"] for e in mine][0] == "task_start"
+    assert all(e.get("origin") != "hook:reader" for e in mine)

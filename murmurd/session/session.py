@@ -464,7 +464,11 @@ class Session:
         """Begin `spec` now (blocking: `task_start` and `task.md`, `task.begin_task`), on the thread
         that made this session, so a new context's first task needs no hand-off of its own to
         begin; `run_task(spec)` goes on from there. A session that closes, or runs another task,
-        before it ran closes its `task_start` with a `task_end` of its own."""
+        before it ran closes its `task_start` with a `task_end` of its own. Not when a hook
+        listens to `on-session-start`: the hooks hear of the session before any task's line
+        (what they trace belongs to no task), so the task begins in `run_task`."""
+        if self.dispatcher.listens("on-session-start"):
+            return
         self._begun = begin_task(self.trace, self.staged.workdir.root, spec)
 
     def _take_begun(self, task_id: str) -> TaskBegun | None:

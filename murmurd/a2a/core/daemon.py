@@ -210,6 +210,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             session, unwritten = await asyncio.shield(building)
         except asyncio.CancelledError:
             building.add_done_callback(self._close_unclaimed)
+            await asyncio.wait({building})  # short: what it wrote is settled before the cancel goes on
             raise
         slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens),
                     announced=first.task_id if first is not None else None)
@@ -218,7 +219,10 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
                 raise unwritten
             await session.open()
         except BaseException:
-            await slot.close()
+            try:
+                await slot.close()
+            finally:
+                await self._session_closed(session.staged.session_id)
             raise
         self._connect(slot)
         return slot
@@ -226,7 +230,10 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
     def _close_unclaimed(self, building: asyncio.Future[tuple[Session, TraceWriteError | None]]) -> None:
         """A context session made for a task cancelled while it was made: closed, as the pool
         closes one (its begun task ends in its trace, its workdir goes in time)."""
-        if building.cancelled() or building.exception() is not None:
+        if building.cancelled():
+            return
+        if building.exception() is not None:
+            logger.error("a context session for a cancelled task could not be made: %s", building.exception())
             return
         session, _ = building.result()
 
@@ -250,6 +257,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         """A background task that dies of an exception cannot go unnoticed: it is logged, and
         the daemon stops and `murmurd serve` exits non-zero (a supervisor restarts it)."""
         if task.cancelled() or task.exception() is None:
+            self._background.remove(task)  # done: nothing to cancel or wait for at the stop
             return
         logger.critical("%s died; the daemon stops", task.get_name(), exc_info=task.exception())
         self.stop_after_failure(task.exception())  # type: ignore[arg-type]

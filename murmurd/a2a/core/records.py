@@ -18,7 +18,6 @@ from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN
 from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.session import TaskOutcome
-from murmurd.trace.writer import TraceWriteError
 from murmurd.workdir import history_file, task_result_file
 from murmurd.text import json_text
 
@@ -47,14 +46,10 @@ class Records:
         """The daemon's lines about a task that ran (its arrival, its session) are in its trace
         before its end is stored: a reader that sees the task ended finds them. By the end they
         are written as a rule (the drain lingers less than a task takes), so this costs no
-        barrier; a trace that has failed has said so in the log and fails the next task's line."""
+        barrier. `TraceWriteError` when the daemon's trace failed: the task fails with it."""
         mark = self._trace_marks.pop(task_id, None)
-        if mark is None:
-            return
-        try:
+        if mark is not None:
             await self.session.trace.flush_to(mark)
-        except TraceWriteError:
-            pass
 
     async def _save(self, record: TaskRecord, *, final: bool, new: bool = False, exclusive: bool = False) -> bool:
         """Store, count and publish the record's state; False (nothing published) when the store

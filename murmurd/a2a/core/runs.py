@@ -92,41 +92,41 @@ class Runner:
 
     async def _run_guarded(self, run: Run) -> None:
         """Run one task in its context's session; whatever it raises fails that task alone. A
-        cancel arriving at any point (saving the task WORKING, opening the session) ends it
-        CANCELED; that last save is shielded from a second cancel. The task is WORKING before its
-        session opens, so a task that does not run here (it runs elsewhere, or its history is
-        unreadable) opens none, and one that opens a session begins in the same step."""
+        cancel arriving at any point (opening the session, saving the task WORKING) ends it
+        CANCELED; that last save is shielded from a second cancel."""
         record = run.record
+        self._trace_marks[record.id] = self.session.trace.mark()  # its arrival's lines
         try:
-            spec = await self._start(run)
+            await self._run_in_session(run)
+        finally:
+            self._trace_marks.pop(record.id, None)  # settled by its end, or it did not end here
+
+    async def _run_in_session(self, run: Run) -> None:
+        record = run.record
+        spec = TaskSpec(
+            record.id, record.history[0].text, context_id=record.context_id,
+            source="task_md" if record.id in self._task_md else "a2a",
+            origin=record.origin, trust=record.trust, traceparent=self._traceparents.pop(record.id, None),
+        )
+        # A task begins in the step that opens its context's session when the save that starts
+        # it cannot hand it elsewhere (`TaskStore.keeps_its_tasks`): then it runs in that session.
+        first = spec if self.store.keeps_its_tasks else None
+        try:
+            slot = await self.pool.acquire(record.context_id, first=first)
         except asyncio.CancelledError:
-            if not record.state.terminal and not run.handed_over:  # handed over: the coordination settles it
+            if not run.handed_over:  # handed over: the coordination settles it
                 await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
-            return
-        except Exception as exc:
-            logger.exception("task %s raised inside its session worker", record.id)
-            await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
-            return
-        if spec is None:
-            return
-        try:
-            slot = await self.pool.acquire(record.context_id, first=spec)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
             return
         except Exception as exc:
             logger.exception("task %s: no session could be opened", record.id)
             await asyncio.shield(self._fail_unexpectedly(record, f"cannot open a session: {exc}"))
             return
         try:
-            if slot.announced != record.id:  # else the opening of its session wrote its line
-                if self.pool.shared is None:
-                    self._write_task_session(record.id, record.context_id, slot.session.staged.session_id)
-                else:
-                    self._trace_marks[record.id] = self.session.trace.mark()  # its arrival's lines
+            if self.pool.shared is None and slot.announced != record.id:  # else its opening wrote it
+                self._write_task_session(record.id, record.context_id, slot.session.staged.session_id)
             await self._run(run, slot, spec)
         except asyncio.CancelledError:
-            if not record.state.terminal and not run.handed_over:
+            if not record.state.terminal and not run.handed_over:  # handed over: the coordination settles it
                 await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
         except Exception as exc:
             logger.exception("task %s raised inside its session worker", record.id)
@@ -138,7 +138,8 @@ class Runner:
 
     def _write_task_session(self, task_id: str, context_id: str, session_id: str) -> None:
         """The daemon's record of which session runs a task (`GET /tasks/{id}/trace` reads it),
-        in the daemon's trace before the task's end is stored (`Records._finish`); any thread."""
+        in the daemon's trace before the task's end is stored (`Records._trace_settled`); any
+        thread (a session's opening writes it on its own)."""
         self.session.trace.write("a2a_task_session", task_id=task_id, context_id=context_id,
                                  task_session_id=session_id)
         self._trace_marks[task_id] = self.session.trace.mark()
@@ -157,11 +158,13 @@ class Runner:
         else:
             await self._fail_unexpectedly(record, "internal error: the task ended without an outcome")
 
-    async def _start(self, run: Run) -> TaskSpec | None:
-        """The task saved WORKING and what it runs with; None when it does not run here: the
-        store gives it to another daemon (or it is put off), or it ended (history unreadable)."""
+    async def _run(self, run: Run, slot: Slot, spec: TaskSpec) -> None:
+        """The task saved WORKING in its session, then run there (a task its opening began
+        started there already: a save that hands it elsewhere leaves it to the session's close)."""
         record = run.record
-        caller_traceparent = self._traceparents.pop(record.id, None)
+        services = slot.session.services
+        assert services.loop is not None
+        slot.trust = record.trust
         record.state = TaskState.WORKING
         try:
             saved = await self._save(record, final=False)
@@ -170,31 +173,19 @@ class Runner:
                 raise
             record.state = TaskState.SUBMITTED  # it never started: it starts again later
             run.handed_over = True
-            return None
+            return
         if not saved:
             # The store gives the task to another daemon now (this one lost it while the task
             # waited here): it runs there, never here too.
             logger.warning("task %s: not started here, it runs elsewhere", record.id)
             run.handed_over = True
             await self.forget(record)
-            return None
+            return
         try:
-            history = await self._history(record.context_id)
+            spec.history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
             await self._finish(record, TaskState.FAILED, str(exc))
-            return None
-        return TaskSpec(
-            record.id, record.history[0].text, context_id=record.context_id,
-            source="task_md" if record.id in self._task_md else "a2a",
-            origin=record.origin, trust=record.trust, history=history,
-            traceparent=caller_traceparent,
-        )
-
-    async def _run(self, run: Run, slot: Slot, spec: TaskSpec) -> None:
-        record = run.record
-        services = slot.session.services
-        assert services.loop is not None
-        slot.trust = record.trust
+            return
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
         services.loop.ask_for_input = lambda prompt: self._ask(run, prompt)
         try:

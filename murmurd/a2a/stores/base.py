@@ -89,6 +89,11 @@ NO_RETENTION = Retention(max_age_secs=None, max_count=None)
 
 
 class TaskStore(Protocol):
+    # True when a `put` of a task this daemon holds is never refused nor unreachable (one daemon
+    # alone on its store: SQLite's file lock, memory); False for a shared database, where the
+    # save that starts a task can give it to another daemon or put it off.
+    keeps_its_tasks: bool
+
     async def put(self, record: TaskRecord) -> bool:
         """Insert or replace the record; durable when this returns. False when the record is not
         this daemon's to write (replicas: another replica owns the task now), and nothing changed."""

@@ -27,6 +27,8 @@ class MemoryTaskStore:
     """A non-durable store (tests, or no --state-dir). Keeps JSON copies, like SQLite does, so
     callers mutating a returned record never change the stored one."""
 
+    keeps_its_tasks = True  # see TaskStore
+
     def __init__(self, retention: Retention = NO_RETENTION) -> None:
         self._rows: dict[str, str] = {}
         self._members: dict[str, set[str]] = {}  # context id -> who created a task in it

@@ -135,6 +135,8 @@ async def _keep_session(conn: asyncpg.Connection) -> None:
 class PostgresTaskStore:
     """`TaskStore` on a PostgreSQL database; `replica_id` names this daemon among the replicas."""
 
+    keeps_its_tasks = False  # see TaskStore
+
     def __init__(self, pool: asyncpg.Pool, dsn: str, replica_id: str, retention: Retention) -> None:
         self.pool = pool
         self.dsn = dsn

@@ -130,6 +130,8 @@ class SqliteTaskStore:
     """Task records in one SQLite file (WAL, a commit per write; terminal states synced before
     they are answered)."""
 
+    keeps_its_tasks = True  # see TaskStore
+
     def __init__(self, path: Path, retention: Retention = NO_RETENTION, *, executor: Executor | None = None) -> None:
         """`executor`: run on that executor's thread (one batch at a time), not a thread of its own."""
         self.path = Path(path)
