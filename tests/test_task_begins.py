@@ -24,7 +24,7 @@ from murmurd.a2a.core.lifecycle import LifecyclePolicy
 from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.host import ComponentHost
 from murmurd.session.session import Session
-from murmurd.session.task import TaskSpec
+from murmurd.session.task import TaskOutcome, TaskSpec
 from murmurd.staging.sessions import open_session_staging
 from murmurd.staging.stage import StagedCapsule, stage_capsule
 from murmurd.workdir import TASK
@@ -59,6 +59,14 @@ async def _session(staged: StagedCapsule, host: ComponentHost, first: TaskSpec |
     session = await asyncio.to_thread(build)
     await session.open()
     return session
+
+
+async def _ran(session: Session, spec: TaskSpec) -> TaskOutcome:
+    """`run_task(spec)`, then the session closed whatever happened."""
+    try:
+        return await session.run_task(spec)
+    finally:
+        await session.close()
 
 
 async def test_a_first_task_begins_with_the_opening_and_runs_with_one_task_start(
@@ -96,10 +104,7 @@ async def test_another_task_run_first_ends_the_begun_one_before_its_own_start(
         staged: StagedCapsule, host: ComponentHost) -> None:
     begun, other = _spec(1), _spec(2, "other")
     session = await _session(staged, host, begun)
-    try:
-        outcome = await session.run_task(other)
-    finally:
-        await session.close()
+    outcome = await _ran(session, other)
     assert outcome.exit_status == "ok"
     events = _events(session)
     ends = [(e["event_type"], e["task_id"]) for e in events if e["event_type"] in ("task_start", "task_end")]
@@ -123,10 +128,7 @@ async def test_a_first_task_whose_task_md_cannot_be_written_fails_with_its_start
 
     session = await asyncio.to_thread(build)
     await session.open()
-    try:
-        outcome = await session.run_task(spec)
-    finally:
-        await session.close()
+    outcome = await _ran(session, spec)
     assert outcome.exit_status == "failed" and f"cannot write {TASK}" in (outcome.error or "")
     events = _events(session)
     assert [e["event_type"] for e in events] == ["task_start", "task_end"]
@@ -194,10 +196,7 @@ async def test_a_hook_hearing_the_session_start_keeps_its_lines_outside_the_firs
     await asyncio.to_thread(session.begin_first_task, spec)  # as the daemon's opening does
     assert not (hooked.workdir.root / TASK).exists()  # it did not begin
     await session.open()
-    try:
-        outcome = await session.run_task(spec)
-    finally:
-        await session.close()
+    outcome = await _ran(session, spec)
     assert outcome.exit_status == "ok"
     trace = trace_events(hooked)
     assert [e["event_type"] for e in trace][:2] == ["inference", "task_start"]
