@@ -471,6 +471,18 @@ class Session:
             return
         self._begun = begin_task(self.trace, self.staged.workdir.root, spec)
 
+    async def end_unrun(self, task_id: str) -> None:
+        """`task_id` will not run in this session (it ended before `run_task`): the `task_start`
+        begun for it at the opening gets its `task_end`, in the file when this returns."""
+        if self._begun is None or self._begun.task_id != task_id:
+            return
+        begun, self._begun = self._begun, None
+        self._abandon(begun)
+        try:
+            await self.trace.flush()
+        except TraceWriteError:
+            pass  # the trace has failed: the session ends with the next line it cannot write
+
     def _take_begun(self, task_id: str) -> TaskBegun | None:
         begun, self._begun = self._begun, None
         if begun is not None and begun.task_id != task_id:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,18 @@ from murmurd.trace.writer import TraceWriteError
 __all__ = ["CANCEL_WAIT_SECS", "INPUT_TIMEOUT", "MAX_OPEN_CONTEXTS", "CapsuleDaemon", "Run"]
 
 logger = logging.getLogger("murmurd.a2a")
+
+OPENING_WAIT_SECS = 1.0  # a cancelled opening waits this long for its thread (file work) to settle
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What the thread opening a context session made: the session, the mark of the first task's
+    `a2a_task_session` line in the daemon's trace, or why that line could not be written."""
+
+    session: Session
+    mark: int | None = None
+    unwritten: TraceWriteError | None = None
 
 MAX_OPEN_CONTEXTS = 64  # contexts one peer credential may hold open (an unfinished task in each)
 
@@ -188,35 +201,41 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         slot.session.services.connect(LoopServices(bridge, send_to_peer=send))
 
     async def _open_context_slot(self, context_id: str, first: TaskSpec | None) -> Slot:
-        """A new session for one context: workdir, Session, its index record and the beginning of
-        `first` (its `task_start` and `task.md`, and its `a2a_task_session` line in the daemon's
-        trace) made off the loop (file I/O), in one hand-off. Cancelled
-        meanwhile, the session made is closed once it is there."""
+        """A new session for one context: workdir, Session, its index record and, for `first`,
+        its `a2a_task_session` line in the daemon's trace and its beginning (`task_start`,
+        `task.md`), made off the loop (file I/O) in one hand-off. Cancelled meanwhile, it waits
+        up to `OPENING_WAIT_SECS` for that thread, so that what it wrote is settled before the
+        task's end is stored; the session made is closed once it is there."""
 
-        def build() -> tuple[Session, TraceWriteError | None]:
+        def build() -> Opened:
             session = Session(open_session_staging(self.staged), self.host)
             self._record_opened(session.staged.session_id, context_id)
             if first is None:
-                return session, None
-            session.begin_first_task(first)
-            try:
-                self._write_task_session(first.task_id, context_id, session.staged.session_id)
+                return Opened(session)
+            try:  # the daemon's line first: it names the session the task's lines are in
+                mark = self._write_task_session(first.task_id, context_id, session.staged.session_id)
             except TraceWriteError as exc:
-                return session, exc
-            return session, None
+                return Opened(session, unwritten=exc)
+            session.begin_first_task(first)
+            return Opened(session, mark)
 
         building = asyncio.ensure_future(asyncio.to_thread(build))
         try:
-            session, unwritten = await asyncio.shield(building)
+            opened = await asyncio.shield(building)
         except asyncio.CancelledError:
             building.add_done_callback(self._close_unclaimed)
-            await asyncio.wait({building})  # short: what it wrote is settled before the cancel goes on
+            await asyncio.wait({building}, timeout=OPENING_WAIT_SECS)
+            if first is not None and building.done() and not building.cancelled() and building.exception() is None:
+                self._settle_at_end(first.task_id, building.result().mark)
             raise
+        session = opened.session
+        if first is not None:
+            self._settle_at_end(first.task_id, opened.mark)
         slot = Slot(session, PeerClient(session.trace, client=self.peers.client, tokens=self.peers.tokens),
                     announced=first.task_id if first is not None else None)
         try:
-            if unwritten is not None:
-                raise unwritten
+            if opened.unwritten is not None:
+                raise opened.unwritten
             await session.open()
         except BaseException:
             try:
@@ -227,7 +246,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._connect(slot)
         return slot
 
-    def _close_unclaimed(self, building: asyncio.Future[tuple[Session, TraceWriteError | None]]) -> None:
+    def _close_unclaimed(self, building: asyncio.Future[Opened]) -> None:
         """A context session made for a task cancelled while it was made: closed, as the pool
         closes one (its begun task ends in its trace, its workdir goes in time)."""
         if building.cancelled():
@@ -235,7 +254,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         if building.exception() is not None:
             logger.error("a context session for a cancelled task could not be made: %s", building.exception())
             return
-        session, _ = building.result()
+        session = building.result().session
 
         async def close() -> None:
             try:

@@ -34,9 +34,9 @@ class Records:
         as another daemon's (`put` False: nothing published), its callers are woken here; when
         the store raises, the caller falls back to a brief record (`_finish_quietly`, which wakes
         them once it is stored) or wakes them itself."""
+        await self._trace_settled(record.id)  # before the record says it ended: no await between
         record.state = state
         record.status_message = message
-        await self._trace_settled(record.id)
         published = await self._save(record, final=True)
         self._records.pop(record.id, None)
         if not published:

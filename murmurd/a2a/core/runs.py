@@ -95,7 +95,7 @@ class Runner:
         cancel arriving at any point (opening the session, saving the task WORKING) ends it
         CANCELED; that last save is shielded from a second cancel."""
         record = run.record
-        self._trace_marks[record.id] = self.session.trace.mark()  # its arrival's lines
+        self._settle_at_end(record.id, self.session.trace.mark())  # its arrival's lines
         try:
             await self._run_in_session(run)
         finally:
@@ -123,26 +123,39 @@ class Runner:
             return
         try:
             if self.pool.shared is None and slot.announced != record.id:  # else its opening wrote it
-                self._write_task_session(record.id, record.context_id, slot.session.staged.session_id)
+                self._settle_at_end(record.id, self._write_task_session(
+                    record.id, record.context_id, slot.session.staged.session_id))
             await self._run(run, slot, spec)
         except asyncio.CancelledError:
             if not record.state.terminal and not run.handed_over:  # handed over: the coordination settles it
-                await asyncio.shield(self._finish_quietly(record, TaskState.CANCELED, run.reason))
+                await asyncio.shield(self._finish_unrun(slot, record, TaskState.CANCELED, run.reason))
         except Exception as exc:
             logger.exception("task %s raised inside its session worker", record.id)
+            await asyncio.shield(slot.session.end_unrun(record.id))
             await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
         finally:
             self.pool.release(record.context_id, slot)
             if self.pool.shared is None and slot.session.ended is not None:
                 await self.pool.discard(record.context_id, slot)
 
-    def _write_task_session(self, task_id: str, context_id: str, session_id: str) -> None:
-        """The daemon's record of which session runs a task (`GET /tasks/{id}/trace` reads it),
-        in the daemon's trace before the task's end is stored (`Records._trace_settled`); any
-        thread (a session's opening writes it on its own)."""
+    def _write_task_session(self, task_id: str, context_id: str, session_id: str) -> int:
+        """The daemon's record of which session runs a task (`GET /tasks/{id}/trace` reads it);
+        any thread (a session's opening writes it on its own). Its mark, for `_settle_at_end`."""
         self.session.trace.write("a2a_task_session", task_id=task_id, context_id=context_id,
                                  task_session_id=session_id)
-        self._trace_marks[task_id] = self.session.trace.mark()
+        return self.session.trace.mark()
+
+    def _settle_at_end(self, task_id: str, mark: int | None) -> None:
+        """On the loop: the daemon's trace lines up to `mark` are in the file before the task's
+        end is stored (`Records._trace_settled`)."""
+        if mark is not None:
+            self._trace_marks[task_id] = mark
+
+    async def _finish_unrun(self, slot: Slot, record: TaskRecord, state: TaskState, message: str) -> None:
+        """A task that ends before it ran in its session: a beginning its opening wrote is
+        ended there first (`Session.end_unrun`), then the task's end is stored."""
+        await slot.session.end_unrun(record.id)
+        await self._finish_quietly(record, state, message)
 
     async def _end_unfinished_marked(self, record: TaskRecord, run: Run) -> None:
         """`_end_unfinished`; the task (put in `_ending` by the caller) is held until its end is recorded."""
@@ -184,6 +197,7 @@ class Runner:
         try:
             spec.history = await self._history(record.context_id)
         except HistoryUnreadable as exc:
+            await slot.session.end_unrun(record.id)
             await self._finish(record, TaskState.FAILED, str(exc))
             return
         events = StreamEvents(self.log, asyncio.get_running_loop(), record.id)
