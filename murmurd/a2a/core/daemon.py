@@ -227,6 +227,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             await asyncio.wait({building}, timeout=OPENING_WAIT_SECS)
             if first is not None and building.done() and not building.cancelled() and building.exception() is None:
                 self._settle_at_end(first.task_id, building.result().mark)
+                await asyncio.shield(building.result().session.end_unrun(first.task_id))  # before its end is stored
             raise
         session = opened.session
         if first is not None:

@@ -18,6 +18,7 @@ from murmurd.a2a.stores.base import CONTEXT_FOREIGN, ID_TAKEN
 from murmurd.session.history import read_history
 from murmurd.session.messages import Message
 from murmurd.session.session import TaskOutcome
+from murmurd.trace.writer import TraceWriteError
 from murmurd.workdir import history_file, task_result_file
 from murmurd.text import json_text
 
@@ -47,9 +48,15 @@ class Records:
         before its end is stored: a reader that sees the task ended finds them. By the end they
         are written as a rule (the drain lingers less than a task takes), so this costs no
         barrier. `TraceWriteError` when the daemon's trace failed: the task fails with it."""
-        mark = self._trace_marks.pop(task_id, None)
-        if mark is not None:
+        mark = self._trace_marks.get(task_id)
+        if mark is None:
+            return
+        try:
             await self.session.trace.flush_to(mark)
+        except TraceWriteError:
+            self._trace_marks.pop(task_id, None)
+            raise
+        self._trace_marks.pop(task_id, None)  # kept while it waits: a cancel there leaves it to the next end
 
     async def _save(self, record: TaskRecord, *, final: bool, new: bool = False, exclusive: bool = False) -> bool:
         """Store, count and publish the record's state; False (nothing published) when the store
@@ -85,6 +92,7 @@ class Records:
             await self._finish(record, state, message)
         except Exception:
             logger.exception("task %s: the %s state could not be stored", record.id, state.value)
+            record.state, record.status_message = state, message  # `_finish` may have failed before it set them
             await self._store_brief(record)
 
     async def _fail_unexpectedly(self, record: TaskRecord, message: str) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from murmurd.a2a.core.admission import runnable
 from murmurd.a2a.core.pool import Slot
@@ -128,11 +130,12 @@ class Runner:
             await self._run(run, slot, spec)
         except asyncio.CancelledError:
             if not record.state.terminal and not run.handed_over:  # handed over: the coordination settles it
-                await asyncio.shield(self._finish_unrun(slot, record, TaskState.CANCELED, run.reason))
+                await asyncio.shield(self._ended_unrun(slot, record, self._finish_quietly(
+                    record, TaskState.CANCELED, run.reason)))
         except Exception as exc:
             logger.exception("task %s raised inside its session worker", record.id)
-            await asyncio.shield(slot.session.end_unrun(record.id))
-            await asyncio.shield(self._fail_unexpectedly(record, f"internal error: {type(exc).__name__}: {exc}"))
+            await asyncio.shield(self._ended_unrun(slot, record, self._fail_unexpectedly(
+                record, f"internal error: {type(exc).__name__}: {exc}")))
         finally:
             self.pool.release(record.context_id, slot)
             if self.pool.shared is None and slot.session.ended is not None:
@@ -151,11 +154,15 @@ class Runner:
         if mark is not None:
             self._trace_marks[task_id] = mark
 
-    async def _finish_unrun(self, slot: Slot, record: TaskRecord, state: TaskState, message: str) -> None:
-        """A task that ends before it ran in its session: a beginning its opening wrote is
-        ended there first (`Session.end_unrun`), then the task's end is stored."""
-        await slot.session.end_unrun(record.id)
-        await self._finish_quietly(record, state, message)
+    @staticmethod
+    async def _ended_unrun(slot: Slot, record: TaskRecord, ending: Coroutine[Any, Any, None]) -> None:
+        """A task that may end before it ran in its session: a beginning its opening wrote is
+        ended there first (`Session.end_unrun`), then `ending` stores the task's end (one
+        awaitable, so one shield covers both)."""
+        try:
+            await slot.session.end_unrun(record.id)
+        finally:
+            await ending
 
     async def _end_unfinished_marked(self, record: TaskRecord, run: Run) -> None:
         """`_end_unfinished`; the task (put in `_ending` by the caller) is held until its end is recorded."""
