@@ -220,3 +220,44 @@ async def test_a_begun_task_ended_before_it_runs_is_closed_in_the_file_at_once(
     outcome = await _ran(session, other)
     assert outcome.exit_status == "ok"
     assert [e["task_id"] for e in _events(session) if e["event_type"] == "task_start"] == [begun.task_id, other.task_id]
+
+
+class _FullDisk:
+    """The daemon trace's file, refusing the line naming a task's session as a full disk does."""
+
+    def __init__(self, file: Any) -> None:
+        self._file = file
+
+    def write(self, text: str) -> int:
+        if "a2a_task_session" in text:
+            raise OSError(28, "No space left on device")
+        return self._file.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._file, name)
+
+
+async def test_a_daemon_trace_that_cannot_take_the_session_line_fails_the_task(
+        tmp_path: Path, staged: StagedCapsule, host: ComponentHost) -> None:
+    """The line is written by the opening's thread and settled before the task's end is
+    stored: its failure (E-RUN-007) fails the task, never a task that completes without it."""
+    from murmurd.a2a.core.intake import Submission
+    from murmurd.a2a.core.tasks import TaskMessage, TaskState
+
+    store = await SqliteTaskStore.open(tmp_path / "state" / "tasks.sqlite3")
+    daemon = CapsuleDaemon(staged, host, store, policy=LifecyclePolicy(
+        task_acceptance="queue", after_task="sleep", max_concurrent_tasks=4))
+    await daemon.start()
+    daemon.session.trace._file = _FullDisk(daemon.session.trace._file)
+    try:
+        record = await daemon.submit(Submission(TaskMessage("msg_1", "user", [{"text": "hi"}])))
+        for _ in range(6000):
+            stored = await store.get(record.id)
+            if stored is not None and stored.state.terminal:
+                break
+            await asyncio.sleep(0.01)
+        assert stored is not None and stored.state is TaskState.FAILED
+        assert "E-RUN-007: cannot write a2a_task_session" in (stored.status_message or "")
+    finally:
+        await daemon.stop(1.0)
+        await store.close()

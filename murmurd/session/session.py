@@ -38,7 +38,9 @@ from murmurd.session.failures import SessionEnded, TaskFailed
 from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
-from murmurd.session.task import TaskBegun, TaskOutcome, TaskSpec, abandoned_end, begin_task, end_task
+from murmurd.session.task import (
+    TaskBegun, TaskOutcome, TaskSpec, abandoned_end, begin_task, end_task, write_task_md,
+)
 from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process.run import ProcessLoop
 from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
@@ -50,7 +52,7 @@ from murmurd.staging.grants import effective_grants
 from murmurd.staging.session_hold import SessionHold
 from murmurd.staging.stage import StagedCapsule
 from murmurd.staging.template import FreshWorkdir
-from murmurd.workdir import MAX_RESULT_BYTES, RESULT, TASK, TRACE, log_file
+from murmurd.workdir import MAX_RESULT_BYTES, RESULT, TRACE, log_file
 from murmurd.trace.otel import SessionSpans
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 
@@ -292,7 +294,7 @@ class Session:
                     started_line = True
                 # `task.md`, and the barrier: a trace that cannot be written ends the session
                 # before any turn. One hand-off for both (issue 29).
-                await self._write_file(TASK, spec.text, barrier=spec.announced)
+                await self._write_task_md(spec.text, barrier=spec.announced)
             elif begun.failure is not None:
                 raise begun.failure
             if self.staged.capsule_component is not None and self._setup is None:
@@ -435,16 +437,14 @@ class Session:
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
 
-    async def _write_file(self, rel: str, text: str, *, barrier: bool = False) -> None:
-        """A file the session owns (`task.md`): replaced whole, never written through a symlink;
-        with `barrier`, then every trace line queued so far is waited for, in the same hand-off."""
-        root = self.staged.workdir.root
+    async def _write_task_md(self, text: str, *, barrier: bool) -> None:
+        """`task.md` (`task.write_task_md`); with `barrier`, then every trace line queued so far
+        is waited for, in the same hand-off."""
 
         def write() -> None:
-            try:
-                workdir_fs.write_text(root, rel, text)
-            except OSError as exc:
-                raise TaskFailed(f"cannot write {rel}: {exc}") from None
+            failure = write_task_md(self.staged.workdir.root, text)
+            if failure is not None:
+                raise failure
             if barrier:
                 try:
                     self.trace.flush_blocking()

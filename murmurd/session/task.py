@@ -93,11 +93,16 @@ def begin_task(trace: TraceWriter, root: Path, spec: TaskSpec) -> TaskBegun:
         except TraceWriteError as exc:
             return TaskBegun(spec.task_id, False, SessionEnded(str(exc)))
         started = True
+    return TaskBegun(spec.task_id, started, write_task_md(root, spec.text))
+
+
+def write_task_md(root: Path, text: str) -> TaskFailed | None:
+    """`task.md`, replaced whole (a planted symlink is never followed); what failed, named."""
     try:
-        workdir_fs.write_text(root, TASK, spec.text)  # replaced whole: a planted symlink is never followed
+        workdir_fs.write_text(root, TASK, text)
     except OSError as exc:
-        return TaskBegun(spec.task_id, started, TaskFailed(f"cannot write {TASK}: {exc}"))
-    return TaskBegun(spec.task_id, started)
+        return TaskFailed(f"cannot write {TASK}: {exc}")
+    return None
 
 
 def end_task(trace: TraceWriter, workdir: Workdir, outcome: TaskOutcome, started_line: bool) -> bool:

@@ -16,7 +16,9 @@ Waking a thread costs more than writing a line, so the drain wakes for lines at 
 `LINGER_SECONDS` and writes what has gathered by then; a barrier or a close wakes it at once. A
 barrier from a thread that may block (`flush_blocking`) writes the queued lines itself when no
 drain thread is writing that trace: the drain is not woken, and the caller waits for no other
-thread. A line reaches the file at a barrier or within about `LINGER_SECONDS`.
+thread. A line reaches the file at a barrier or within about `LINGER_SECONDS`. `write_through`
+is a line and its blocking barrier in one step (written by the caller when the trace is idle),
+and `mark` / `flush_to` a barrier up to a point, free once the drain has written that far.
 
 A failed write is sticky: the writer stops writing, and every later `write` or `flush` raises
 `TraceWriteError` naming the first event that could not be written ("E-RUN-007: cannot write

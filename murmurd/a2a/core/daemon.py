@@ -53,6 +53,7 @@ __all__ = ["CANCEL_WAIT_SECS", "INPUT_TIMEOUT", "MAX_OPEN_CONTEXTS", "CapsuleDae
 
 logger = logging.getLogger("murmurd.a2a")
 
+MAX_OPEN_CONTEXTS = 64  # contexts one peer credential may hold open (an unfinished task in each)
 OPENING_WAIT_SECS = 1.0  # a cancelled opening waits this long for its thread (file work) to settle
 
 
@@ -64,8 +65,6 @@ class Opened:
     session: Session
     mark: int | None = None
     unwritten: TraceWriteError | None = None
-
-MAX_OPEN_CONTEXTS = 64  # contexts one peer credential may hold open (an unfinished task in each)
 
 
 class CapsuleDaemon(Intake, Routing, Runner, Records):

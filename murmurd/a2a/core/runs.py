@@ -179,8 +179,9 @@ class Runner:
             await self._fail_unexpectedly(record, "internal error: the task ended without an outcome")
 
     async def _run(self, run: Run, slot: Slot, spec: TaskSpec) -> None:
-        """The task saved WORKING in its session, then run there (a task its opening began
-        started there already: a save that hands it elsewhere leaves it to the session's close)."""
+        """The task saved WORKING in its session, then run there. A task its opening began
+        (`Session.begin_first_task`) is ended there first when it ends before it runs; a store
+        whose save can hand it elsewhere never has one begun (`TaskStore.keeps_its_tasks`)."""
         record = run.record
         services = slot.session.services
         assert services.loop is not None
