@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -361,6 +362,23 @@ async def test_grafana_spans_reach_an_otlp_receiver(tmp_path: Path, host, tempo:
     assert shell["exit_code"] == ("intValue", "0") and shell["stdout"] == ("stringValue", "there")
     assert "stderr" not in shell
     assert [e for e in trace_events(staged) if e["event_type"] in ("hook_dispatch_error", "egress_denied")] == []
+
+
+def test_grafana_dates_no_child_span_before_its_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inference span is dated back 1 ms from its end; a session younger than that still holds
+    it: the child's start is clamped to the root's, never before it, never after its own end."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("grafana_spans", find_bundled(GRAFANA).directory / "spans.py")
+    spans = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "grafana_spans", spans)  # its dataclasses look their module up
+    spec.loader.exec_module(spans)
+    trace = spans.Trace("http://tempo", "c", "1", "s", "m", start_ns=5_000_000)
+    trace.add("capsule.inference", 4_500_000, 5_200_000, [], True)
+    trace.add("capsule.tool_call", 5_100_000, 5_300_000, [], True)
+    trace.add("capsule.shell", 6_000_000, 5_900_000, [], True)
+    assert [(s.start_ns, s.end_ns) for s in trace.spans] == [
+        (5_000_000, 5_200_000), (5_100_000, 5_300_000), (5_900_000, 5_900_000)]
 
 
 async def test_grafana_without_its_own_grant_exports_nothing_and_says_why(tmp_path: Path, host, tempo: JsonCollector) -> None:

@@ -58,8 +58,12 @@ class Trace:
         return f"{self.trace_id[:12]}0000"
 
     def add(self, name: str, start_ns: int, end_ns: int, attributes: list[tuple[str, Any]], ok: bool) -> None:
+        """A child span, its start clamped to the session's: a span dated back from its end by a
+        whole-millisecond duration (inference is always 1 ms) would otherwise start before its
+        parent, which a trace viewer draws as a child outside its root."""
         child = f"{self.trace_id[:12]}{(len(self.spans) + 1) & 0xFFFF:04x}"
-        self.spans.append(Span(child, self.root_span_id, name, max(0, start_ns), end_ns, attributes, ok))
+        start = min(max(self.start_ns, start_ns), end_ns)
+        self.spans.append(Span(child, self.root_span_id, name, start, end_ns, attributes, ok))
 
     def root(self, end_ns: int, attributes: list[tuple[str, Any]], ok: bool) -> Span:
         return Span(self.root_span_id, "", "capsule.session", self.start_ns, end_ns, attributes, ok)
