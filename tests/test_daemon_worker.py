@@ -222,3 +222,55 @@ async def test_a_stop_whose_cancel_writes_are_refused_still_ends_every_queued_ta
     answered = await asyncio.wait_for(asyncio.gather(*blocked), 60)
     assert [record.state for record in answered] == [TaskState.CANCELED] * 2
     assert running.state.terminal
+
+
+async def test_a_run_cancelled_while_its_end_is_stored_still_publishes_that_end(
+        tmp_path: Path, host: ComponentHost) -> None:
+    """The daemon stops (its grace over) while a task's terminal state waits in the store's
+    queue: the write goes on whatever cancels the run, and so does the rest of the end. Its
+    blocked caller is woken with it, its stream gets the final status, its record is let go."""
+    import threading
+
+    daemon = await _daemon(tmp_path, host)
+    store = daemon.store
+    assert isinstance(store, SqliteTaskStore)
+    gate, queued = threading.Event(), asyncio.Event()
+    blocker: list[asyncio.Future[object]] = []
+    real_put = store.put
+
+    async def put(record: TaskRecord) -> bool:
+        if record.state.terminal and not queued.is_set():  # the store's thread held ahead of this write
+            blocker.append(asyncio.ensure_future(store._call(lambda db: gate.wait(120))))
+            queued.set()
+        return await real_put(record)
+
+    store.put = put  # type: ignore[method-assign]
+    try:
+        record = await daemon.submit(Submission(_message("hello")))
+        events = daemon.log.subscribe(after_id=0, task_id=record.id)
+        settled = asyncio.ensure_future(daemon.wait_settled(record))
+        await asyncio.wait_for(queued.wait(), 60)
+        stopping = asyncio.ensure_future(daemon.stop(grace_seconds=0))
+        run = daemon._running[record.id]
+        while run.cancel_sent_at is None:  # the stop's cancel has reached the run
+            await asyncio.sleep(0.01)
+        gate.set()
+        await asyncio.wait_for(stopping, 60)
+        assert (await asyncio.wait_for(settled, 60)).state is TaskState.COMPLETED
+        finals = []
+        async with asyncio.timeout(60):
+            async for event in events:
+                if event.final:
+                    finals.append(event.data["status"]["state"])
+        assert finals == [TaskState.COMPLETED.value]
+        assert record.id not in daemon._records
+        assert blocker[0].done()
+    finally:
+        gate.set()
+        if not daemon.stopped.is_set() or not daemon._drained:
+            await daemon.stop(grace_seconds=1)
+    reopened = await SqliteTaskStore.open(tmp_path / "state" / "tasks.sqlite3")
+    try:
+        assert (await reopened.get(record.id)).state is TaskState.COMPLETED
+    finally:
+        await reopened.close()

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from murmurd import workdir_fs
+from murmurd.outlast import outlasting_cancels
 from murmurd.a2a.core.intake import ContextRefused, TaskIdTaken
 from murmurd.a2a.core.tasks import TaskRecord, TaskState, now_ms
 from murmurd.a2a.core.tenancy import CONTEXT_REFUSED
@@ -38,6 +39,13 @@ class Records:
         await self._trace_settled(record.id)  # before the record says it ended: no await between
         record.state = state
         record.status_message = message
+        # From here the record says it ended: its end is stored and published even when the run
+        # is cancelled meanwhile (a stop past its grace); the cancel is raised after.
+        _, interrupted = await outlasting_cancels(self._store_end(record))
+        if interrupted:
+            raise asyncio.CancelledError
+
+    async def _store_end(self, record: TaskRecord) -> None:
         published = await self._save(record, final=True)
         self._records.pop(record.id, None)
         if not published:

@@ -19,6 +19,7 @@ from murmurd.hooks.dispatcher import InferenceEvent, LifecycleDispatcher
 from murmurd.session.events import TaskEvents
 from murmurd.session.failures import SessionEnded, TaskFailed
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
+from murmurd.outlast import outlasting_cancels
 from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process import command as cmd
 from murmurd.session.process.claude_events import read_line as read_claude
@@ -158,7 +159,7 @@ class ProcessLoop:
             events.turn_finished(True, result)
             return result
         finally:
-            interrupted = await _through_cancels(on_own_thread(cli.kill))
+            _, interrupted = await outlasting_cancels(on_own_thread(cli.kill))  # its teardown must finish
             if drain is not None:
                 drain.cancel()
             for transport in transports:
@@ -216,21 +217,6 @@ class ProcessLoop:
             self.trace.write(event_type, **fields)
         except TraceWriteError as exc:
             raise SessionEnded(str(exc)) from None
-
-
-async def _through_cancels(work: Any) -> bool:
-    """Await `work` to its end even when cancelled meanwhile (the CLI's teardown must finish);
-    True when a cancel arrived, for the caller to re-raise once it has cleaned up."""
-    task = asyncio.ensure_future(work)
-    interrupted = False
-    while True:
-        try:
-            await asyncio.shield(task)
-            return interrupted
-        except asyncio.CancelledError:
-            if task.done():
-                return True
-            interrupted = True
 
 
 async def _drain_tail(reader: asyncio.StreamReader, tail: bytearray) -> None:

@@ -1,0 +1,59 @@
+"""`outlasting_cancels`: the awaiter stays until the work has ended, however often it is cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from murmurd.outlast import outlasting_cancels
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_work_outlasts_two_cancels_and_the_awaiter_learns_of_them() -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+    after: list[str] = []
+
+    async def work() -> str:
+        started.set()
+        await release.wait()
+        return "stored"
+
+    async def awaiter() -> None:
+        result, interrupted = await outlasting_cancels(work())
+        after.append(f"{result} {interrupted}")
+        if interrupted:
+            raise asyncio.CancelledError
+
+    task = asyncio.ensure_future(awaiter())
+    await started.wait()
+    task.cancel()
+    await asyncio.sleep(0)  # the first cancel is taken in
+    task.cancel()
+    await asyncio.sleep(0)
+    assert not task.done()  # still waiting for the work
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert after == ["stored True"]
+
+
+async def test_an_uninterrupted_work_gives_its_result_or_its_own_exception() -> None:
+    async def fine() -> int:
+        return 7
+
+    async def broken() -> int:
+        raise OSError("disk full")
+
+    assert await outlasting_cancels(fine()) == (7, False)
+    with pytest.raises(OSError, match="disk full"):
+        await outlasting_cancels(broken())
+
+
+async def test_work_that_cancels_itself_raises_its_cancel() -> None:
+    async def gives_up() -> None:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        await outlasting_cancels(gives_up())
