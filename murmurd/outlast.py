@@ -19,14 +19,18 @@ async def outlasting_cancels(work: Awaitable[T]) -> tuple[T, bool]:
     """`work`'s result once it has ended, and whether the caller was cancelled meanwhile (the
     caller raises `CancelledError` when it has done what must follow the work). An exception of
     the work's own is raised as it would be without the cancel; the work cancelled itself, its
-    `CancelledError`."""
+    `CancelledError`. When the work raised after a cancel arrived, the cancel is not lost: the
+    caller's task is cancelled again, so its next wait ends with it (a loop that goes on after
+    logging the work's error still stops)."""
     task = asyncio.ensure_future(work)
     interrupted = False
     while not task.done():
         try:
-            await asyncio.shield(task)
+            await asyncio.wait({task})  # never cancels the work, never raises its error
         except asyncio.CancelledError:
-            if task.cancelled():
-                raise
             interrupted = True
+    if interrupted and not task.cancelled() and task.exception() is not None:
+        current = asyncio.current_task()
+        if current is not None:
+            current.cancel()
     return task.result(), interrupted

@@ -57,3 +57,31 @@ async def test_work_that_cancels_itself_raises_its_cancel() -> None:
 
     with pytest.raises(asyncio.CancelledError):
         await outlasting_cancels(gives_up())
+
+
+async def test_a_cancel_that_arrived_before_the_work_failed_is_not_lost() -> None:
+    """The work's own error comes first; the caller's next wait then ends with the cancel."""
+    started, release = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def failing() -> None:
+        started.set()
+        await release.wait()
+        raise OSError("store down")
+
+    async def loop_that_logs_and_goes_on() -> None:
+        while True:
+            try:
+                await outlasting_cancels(failing())
+            except OSError as exc:
+                seen.append(str(exc))
+            await asyncio.Event().wait()  # the next round's wait
+
+    task = asyncio.ensure_future(loop_that_logs_and_goes_on())
+    await started.wait()
+    task.cancel()
+    await asyncio.sleep(0)
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 60)
+    assert seen == ["store down"]

@@ -159,11 +159,13 @@ class ProcessLoop:
             events.turn_finished(True, result)
             return result
         finally:
-            _, interrupted = await outlasting_cancels(on_own_thread(cli.kill))  # its teardown must finish
-            if drain is not None:
-                drain.cancel()
-            for transport in transports:
-                transport.close()
+            try:
+                _, interrupted = await outlasting_cancels(on_own_thread(cli.kill))  # its teardown must finish
+            finally:  # the reader and the pipes go whatever the kill raised
+                if drain is not None:
+                    drain.cancel()
+                for transport in transports:
+                    transport.close()
             if interrupted:
                 raise asyncio.CancelledError
 
