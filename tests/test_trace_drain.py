@@ -10,6 +10,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -329,3 +330,54 @@ def test_a_line_written_through_a_failed_or_closed_trace_is_refused_by_name(tmp_
     closed.close(timeout=30)
     with pytest.raises(TraceWriteError, match="is closed"):
         closed.write_through("task_start")
+
+
+async def test_a_handover_takes_the_queue_and_what_comes_meanwhile_waits_behind_it(tmp_path: Path) -> None:
+    """`hand_over` takes the queued events (and a barrier among them) for another writer of the
+    file, which appends them with a line of its own; lines written meanwhile queue behind and
+    reach the file after; the barrier is released at `settle`, and the counts see every line."""
+    drain = TraceDrain(threads=1, idle_seconds=0.2)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_h", drain=drain)
+    writer.write("one")
+    barrier = asyncio.ensure_future(writer.flush())
+    await asyncio.sleep(0)  # the barrier is queued behind "one"
+    handover = await _handed(writer)
+    writer.write("meanwhile")  # queued behind the handover
+    end = [writer.event("end", n=1)]
+    with open(handover.fd, "a", closefd=False) as other:  # the other process's write, on the same file
+        other.write(handover.text(end))
+    handover.settle(end, None)
+    await asyncio.wait_for(barrier, 60)
+    await writer.flush()
+    lines = [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()]
+    assert lines == ["one", "end", "meanwhile"]
+    assert writer.mark() == 3
+    await writer.flush_to(3)
+    await writer.aclose()
+
+
+async def test_a_handover_given_back_writes_nothing_twice_and_loses_nothing(tmp_path: Path) -> None:
+    drain = TraceDrain(threads=1, idle_seconds=0.2)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_g", drain=drain)
+    writer.write("a")
+    writer.write("b")
+    handover = await _handed(writer)
+    assert [e["event_type"] for e in handover.events] in (["a", "b"], [])
+    writer.write("c")
+    handover.give_back()
+    handover.settle([], None)  # once only: a settle after giving back changes nothing
+    await writer.flush()
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()] == ["a", "b", "c"]
+    failing = await _handed(writer)
+    failing.settle([writer.event("end")], "No space left on device")
+    with pytest.raises(TraceWriteError, match="cannot write end"):
+        writer.write("after")
+    await writer.aclose()
+
+
+async def _handed(writer: TraceWriter) -> Any:
+    """`hand_over`, once no drain thread is writing the trace (None until then)."""
+    async with asyncio.timeout(60):
+        while (handover := writer.hand_over()) is None:
+            await asyncio.sleep(0.01)
+    return handover

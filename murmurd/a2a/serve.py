@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -48,6 +49,8 @@ from murmurd.a2a.http.tickets import DEFAULT_TTL_SECONDS, KEY_BYTES
 from murmurd.heap import freeze_startup_objects
 from murmurd.host import ComponentHost
 from murmurd.host.workers.processes import start_workers
+from murmurd.session.file_process import FileProcess
+from murmurd.staging.template import template_for
 from murmurd.manifest.origins import check_origin
 from murmurd.session import shell_watchdog
 from murmurd.staging.stage import stage_capsule
@@ -257,7 +260,8 @@ async def _serve_locked(
     daemon = CapsuleDaemon(staged, component_host, store, policy=policy, log=log, coordination=coordination,
                            peer_tokens=auth, max_open_contexts=options.max_open_contexts,
                            session_index=lock.state_dir / CONTEXT_SESSIONS,
-                           keep_context_sessions=options.keep_context_sessions)
+                           keep_context_sessions=options.keep_context_sessions,
+                           files=FileProcess(functools.partial(template_for, staged)))
     lock.record_holder(url=url, session=staged.session_id)
     max_streams, max_streams_per_client = options.stream_caps
     ticket_key = await shared_ticket_key(replicas.pool, KEY_BYTES) if replicas is not None else None

@@ -74,6 +74,12 @@ class HookSpec:
         return receives(self.binding, handler)
 
 
+def hooks_hear(staged: HookedCapsule, handler: str) -> bool:
+    """Whether a hook of `staged` is dispatched `handler` and exports it: what the dispatcher of a
+    session of `staged` answers (`listens`), asked before any session exists."""
+    return any(spec.receives(handler) and spec.exports(handler) for spec in load_hooks(staged))
+
+
 def load_hooks(staged: HookedCapsule) -> list[HookSpec]:
     """Every hook of `staged`, in manifest order, with its grant (which carries the variables
     every hook sees, `MURMUR_OTEL_ENDPOINT` and `MURMUR_FORMATION_ID`: `StagedCapsule.call_grant`)."""

@@ -39,8 +39,9 @@ from murmurd.session.counters import Counters
 from murmurd.session.loop import AgentLoop, DriverSetup, LoopState
 from murmurd.session.messages import Message, user_message
 from murmurd.session.task import (
-    TaskBegun, TaskOutcome, TaskSpec, abandoned_end, begin_task, end_task, write_task_md,
+    TaskBegun, TaskOutcome, TaskSpec, abandoned_end, begin_task, end_task, end_task_in, write_task_md,
 )
+from murmurd.session.file_process import FileProcess
 from murmurd.session.own_thread import on_own_thread
 from murmurd.session.process.run import ProcessLoop
 from murmurd.session.hook_services import ActiveTask, HookServices, HookSessionState
@@ -122,9 +123,11 @@ class Session:
         services: CapsuleServices | None = None,
         cli_system_prompt: str | None = None,
         hook_settings: DispatchSettings | None = None,
+        files: FileProcess | None = None,
     ) -> None:
         self.staged = staged
         self.host = host
+        self.files = files  # where a task's end is written (None: on a thread), `task.end_task_in`
         fresh = _fresh(staged)  # a workdir just laid down: its hold taken, its trace open
         # `murmurd gc` leaves a live session alone
         self._hold = (fresh.take_hold() if fresh else None) or SessionHold(staged.workdir.runtime)
@@ -132,7 +135,8 @@ class Session:
         self.totals = Counters()
         self.spans = _session_spans(staged)
         self.trace = TraceWriter(staged.workdir.root, staged.workdir.book(TRACE), staged.session_id,
-                                 mirror=self.spans.mirror, fd=fresh.take_trace() if fresh else None)
+                                 mirror=self.spans.mirror, fd=fresh.take_trace() if fresh else None,
+                                 written=fresh.written if fresh else ())
         self.ended: str | None = None  # set when something ended the whole session
         self.closed = False  # close() has freed the hooks and closed the trace
         self._opened_at: float | None = None  # set once on-session-start went out; the close ends it
@@ -457,7 +461,12 @@ class Session:
         """`out/result.txt`, then (for an announced task) `task_end` and the barrier: once a task has
         ended, its every trace line is in the file. One hand-off for the three (issue 29)."""
         self._flush_faults()  # the hook faults held since the last session_end, before task_end
-        if not await asyncio.to_thread(end_task, self.trace, self.staged.workdir, outcome, started_line):
+        ended = None
+        if self.files is not None:
+            ended = await end_task_in(self.files, self.trace, self.staged.workdir, outcome, started_line)
+        if ended is None:
+            ended = await asyncio.to_thread(end_task, self.trace, self.staged.workdir, outcome, started_line)
+        if not ended:
             self.ended = "failed"
 
     def begin_first_task(self, spec: TaskSpec) -> None:
@@ -470,6 +479,13 @@ class Session:
         if self.dispatcher.listens("on-session-start"):
             return
         self._begun = begin_task(self.trace, self.staged.workdir.root, spec)
+
+    def begun_elsewhere(self, begun: TaskBegun) -> None:
+        """A first task the file process began as it laid this session's workdir down (its
+        `task_start` among the trace's `written` events): `run_task` goes on from there, as after
+        `begin_first_task`. The daemon's opening asks for it only when no hook listens to
+        `on-session-start` (`hooks_hear_session_start`)."""
+        self._begun = begun
 
     async def end_unrun(self, task_id: str) -> None:
         """`task_id` will not run in this session (it ended before `run_task`): the `task_start`

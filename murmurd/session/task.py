@@ -11,6 +11,7 @@ Neither piece raises: what failed comes back for the session to act on.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from murmurd import workdir_fs
 from murmurd.session.counters import Counters
 from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.file_process import EndedFiles, FileProcess
 from murmurd.session.messages import Message
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 from murmurd.workdir import RESULT, TASK, Workdir
@@ -109,28 +111,107 @@ def end_task(trace: TraceWriter, workdir: Workdir, outcome: TaskOutcome, started
     """`out/result.txt`, then (for an announced task) `task_end` written through (blocking).
     A result that cannot be written (a symlink on `out/`) fails the task, naming the path. False
     when the trace could not be written: the session ends."""
-    text = outcome.result_text if outcome.delivered else f"error: {outcome.error}"
     try:
-        workdir_fs.write_text(workdir.root, workdir.book(RESULT), text)
+        workdir_fs.write_text(workdir.root, workdir.book(RESULT), result_text(outcome))
     except OSError as exc:
-        problem = f"cannot write {RESULT}: {exc}"
-        outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
-        outcome.exit_status = "failed"
+        result_refused(outcome, str(exc))
+    return end_line(trace, outcome, started_line)
+
+
+def end_line(trace: TraceWriter, outcome: TaskOutcome, started_line: bool) -> bool:
+    """`task_end` written through (blocking; none for a task whose start was not written)."""
     if not started_line:
         return True
-    counters = outcome.counters
     try:
-        trace.write_through(
-            "task_end", task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
-            turns=counters.turns, input_tokens=counters.input_tokens, output_tokens=counters.output_tokens,
-            tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
-            error=outcome.error,
-        )
+        trace.write_through("task_end", **end_fields(outcome))
     except TraceWriteError as exc:
-        if outcome.ok:
-            outcome.exit_status, outcome.error = "failed", str(exc)
+        trace_refused(outcome, str(exc))
         return False
     return True
+
+
+async def end_task_in(files: FileProcess, trace: TraceWriter, workdir: Workdir, outcome: TaskOutcome,
+                      started_line: bool) -> bool | None:
+    """`end_task`'s work done by the file process: the trace's queued lines and `task_end` handed
+    over with the result (no thread of this process wakes). None when it is not taken (the
+    caller runs `end_task` on a thread). The trace is settled when the process answers, however
+    the caller fares meanwhile; a result the process could not write fails the task, and its
+    `task_end`, which must say so, is then queued as any line is (and written by the drain even
+    if the caller is cancelled while it waits for it)."""
+    handover = trace.hand_over()
+    if handover is None:
+        return None
+    try:
+        end = [trace.event("task_end", **end_fields(outcome))] if started_line else []
+        ended = files.end_task(workdir.root, workdir.book(RESULT), result_text(outcome), handover.text(end),
+                               handover.fd)
+    except BaseException:
+        handover.give_back()  # never leave the trace claimed
+        raise
+    if ended is None:
+        handover.give_back()
+        return None
+    refused_line: list[str] = []
+
+    def answered(done: asyncio.Future[EndedFiles]) -> None:
+        if done.exception() is not None:
+            handover.settle(end, f"the file process did not write it: {done.exception()}")
+            return
+        answer = done.result()
+        if answer.result_error is None:
+            handover.settle(end, answer.trace_error)
+            return
+        result_refused(outcome, answer.result_error)
+        handover.give_back()
+        if started_line:
+            try:
+                trace.write("task_end", **end_fields(outcome))
+            except TraceWriteError as exc:
+                refused_line.append(str(exc))
+
+    ended.add_done_callback(answered)
+    try:
+        answer = await asyncio.shield(ended)
+    except OSError:
+        answer = EndedFiles(trace_error="")
+    if answer.result_error is not None:
+        try:
+            if refused_line:
+                raise TraceWriteError(refused_line[0])
+            await trace.flush()
+        except TraceWriteError as exc:
+            trace_refused(outcome, str(exc))
+            return False
+        return True
+    if answer.trace_error is not None:
+        trace_refused(outcome, trace.failure or answer.trace_error)
+        return False
+    return True
+
+
+def result_text(outcome: TaskOutcome) -> str:
+    return outcome.result_text if outcome.delivered else f"error: {outcome.error}"
+
+
+def result_refused(outcome: TaskOutcome, why: str) -> None:
+    """`out/result.txt` could not be written: the task fails, naming it."""
+    problem = f"cannot write {RESULT}: {why}"
+    outcome.error = problem if outcome.delivered else f"{outcome.error} (and {problem})"
+    outcome.exit_status = "failed"
+
+
+def trace_refused(outcome: TaskOutcome, why: str) -> None:
+    if outcome.ok:
+        outcome.exit_status, outcome.error = "failed", why
+
+
+def end_fields(outcome: TaskOutcome) -> dict[str, Any]:
+    """`task_end`'s fields."""
+    counters = outcome.counters
+    return dict(task_id=outcome.task_id, exit_status=outcome.exit_status, duration_ms=outcome.duration_ms,
+                turns=counters.turns, input_tokens=counters.input_tokens, output_tokens=counters.output_tokens,
+                tool_calls=counters.tool_calls, shell_calls=counters.shell_calls, reopen_count=outcome.reopen_count,
+                error=outcome.error)
 
 
 def abandoned_end(begun: TaskBegun) -> dict[str, Any]:

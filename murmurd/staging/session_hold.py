@@ -38,6 +38,23 @@ class SessionHold:
         hold._take(fd)
         return hold
 
+    @classmethod
+    def of_held(cls, fd: int | None) -> SessionHold:
+        """Own `fd`, whose open file already holds the shared lock: the file process took it when
+        it laid the workdir down and handed the descriptor over (a lock goes with its open file).
+        None: it could not (a remover held the directory that instant), and the session runs
+        unprotected, as `of_descriptor` leaves it then."""
+        hold = cls.__new__(cls)
+        hold._fd = fd
+        return hold
+
+    def hand_over(self) -> int:
+        """The held descriptor, for another process to own; this hold then holds nothing."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            raise ValueError("nothing is held")
+        return fd
+
     def _take(self, fd: int) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

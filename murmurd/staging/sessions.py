@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from murmurd.staging.stage import StagedCapsule
-from murmurd.staging.template import template_for
+from murmurd.staging.template import FreshWorkdir, template_for
 from murmurd.workdir import Workdir, new_session_id
 
 
@@ -31,7 +31,12 @@ def open_session_staging(staged: StagedCapsule) -> StagedCapsule:
     template = template_for(staged)
     session_id = new_session_id()
     layout = session_workdir(staged, session_id)
-    fresh = template.lay_down(layout.root, session_id)
+    return session_staging(staged, session_id, template.lay_down(layout.root, session_id))
+
+
+def session_staging(staged: StagedCapsule, session_id: str, fresh: FreshWorkdir) -> StagedCapsule:
+    """The copy of `staged` for the session `session_id` whose workdir `fresh` was just laid down
+    (here, or by the file process, `session/file_process.py`)."""
     # a copy of its own: an artifact pulled at run time is this session's alone
-    return replace(staged, session_id=session_id, workdir=layout, artifacts=dict(staged.artifacts),
+    return replace(staged, session_id=session_id, workdir=Workdir(fresh.root), artifacts=dict(staged.artifacts),
                    history_home=staged.history_workdir, fresh=fresh)

@@ -116,10 +116,12 @@ class FreshWorkdir:
     directory again for its flock nor walks to its trace. Each is taken once; whatever nobody
     took is released when this is closed or dropped."""
 
-    def __init__(self, root: Path, hold: SessionHold, trace_fd: int) -> None:
+    def __init__(self, root: Path, hold: SessionHold | None, trace_fd: int,
+                 written: tuple[dict[str, Any], ...] = ()) -> None:
         self.root = root  # the very `Path` of the `Workdir` laid down (a `Session` checks by identity)
         self._hold: SessionHold | None = hold
         self._trace_fd: int | None = trace_fd
+        self.written = written  # the events already in the trace (the file process wrote them)
 
     def take_hold(self) -> SessionHold | None:
         hold, self._hold = self._hold, None
@@ -163,7 +165,7 @@ class SessionTemplate:
         return FreshWorkdir(root, SessionHold.of_descriptor(root_fd), trace_fd)
 
 
-def _key(staged: StagedView) -> tuple[Any, ...]:
+def template_key(staged: StagedView) -> tuple[Any, ...]:
     """What the template is rendered from, compared by identity where it is an object."""
     return (staged.capsule_url, tuple((name, id(a.resolved)) for name, a in staged.artifacts.items()),
             tuple(sorted(staged.shell_descriptions.items())), id(staged.manifest), id(staged.grants))
@@ -196,7 +198,7 @@ def build_template(staged: StagedView) -> SessionTemplate:
     head, mark, tail = inventory_text(staged, _SESSION_MARK).partition(_SESSION_MARK)
     assert mark and _SESSION_MARK not in tail, "MURMUR.md names the session exactly once"
     tree = workdir_fs.plan_tree(dirs, [*(rel for rel, _ in files), INVENTORY], append=TRACE)
-    return SessionTemplate(_key(staged), tree, tuple(data for _, data in files), (head.encode(), tail.encode()))
+    return SessionTemplate(template_key(staged), tree, tuple(data for _, data in files), (head.encode(), tail.encode()))
 
 
 def _artifact_files(name: str, artifact: InstalledView) -> list[tuple[str, bytes]]:
@@ -209,7 +211,7 @@ def _artifact_files(name: str, artifact: InstalledView) -> list[tuple[str, bytes
 def template_for(staged: StagedView) -> SessionTemplate:
     """`staged`'s template: the one it holds while still true, else rendered now and kept."""
     template = staged.session_template
-    if template is None or template.key != _key(staged):
+    if template is None or template.key != template_key(staged):
         template = build_template(staged)
         staged.session_template = template
     return template

@@ -75,6 +75,15 @@ def trace_line(event: dict[str, Any]) -> str:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"), default=str) + "\n"
 
 
+def stamped(session_id: str, event_type: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The event as written: its type, session and time (Unix ms) first, then the fields that have
+    a value (or are always present)."""
+    event = {"event_type": event_type, "session_id": session_id, "timestamp": int(time.time() * 1000)}
+    keep = ALWAYS_PRESENT.get(event_type, frozenset())
+    event.update({k: v for k, v in fields.items() if v is not None or k in keep})
+    return event
+
+
 class TraceDrain:
     """The threads that write every `TraceWriter`'s queued events: at most `threads`, started on
     demand, each gone after `idle_seconds` without work. A writer is in the ready queue at most
@@ -193,11 +202,12 @@ DEFAULT_DRAIN = TraceDrain()  # the process's trace threads (stateless between u
 class TraceWriter:
     def __init__(
         self, root: Path, rel: str, session_id: str, mirror: Callable[[dict[str, Any]], None] | None = None,
-        *, drain: TraceDrain | None = None, fd: int | None = None,
+        *, drain: TraceDrain | None = None, fd: int | None = None, written: tuple[dict[str, Any], ...] = (),
     ) -> None:
         """Appends to `rel` beneath the workdir `root`; a symlink there is refused, never followed.
         With `fd`, the trace is that descriptor (the writer owns it): a file the runtime just
-        created exclusively at `rel` and opened for appending, so nothing is walked again."""
+        created exclusively at `rel` and opened for appending, so nothing is walked again;
+        `written`, the events another process put in it before (counted, mirrored)."""
         self._root, self._rel = root, rel
         self.session_id = session_id
         self._mirror = mirror  # e.g. OTel spans; never allowed to fail a write
@@ -210,8 +220,10 @@ class TraceWriter:
         self._closing: concurrent.futures.Future[None] | None = None  # done once a queued close is written
         self._closed = False  # close() was called: no further event is taken
         self._failure: str | None = None  # the first failed write, named
-        self._queued = 0  # events taken so far (`mark`)
-        self._written = 0  # events in the file so far, flushed (only ever grows: read without the lock)
+        self._queued = len(written)  # events taken so far (`mark`)
+        self._written = len(written)  # events in the file so far, flushed (only ever grows: read without the lock)
+        for event in written:
+            self._mirrored(event)
         if fd is not None:
             self._file: TextIO | None = workdir_fs.text_appender(fd)
             return
@@ -262,10 +274,7 @@ class TraceWriter:
         return event
 
     def _event(self, event_type: str, fields: dict[str, Any]) -> dict[str, Any]:
-        event = {"event_type": event_type, "session_id": self.session_id, "timestamp": int(time.time() * 1000)}
-        keep = ALWAYS_PRESENT.get(event_type, frozenset())
-        event.update({k: v for k, v in fields.items() if v is not None or k in keep})
-        return event
+        return stamped(self.session_id, event_type, fields)
 
     def _mirrored(self, event: dict[str, Any]) -> None:
         if self._mirror is not None:
@@ -273,6 +282,32 @@ class TraceWriter:
                 self._mirror(event)
             except Exception:  # noqa: BLE001 - observability must never end a session
                 log.exception("trace mirror failed for %s", event["event_type"])
+
+    def event(self, event_type: str, **fields: Any) -> dict[str, Any]:
+        return self._event(event_type, fields)  # stamped now, not queued: for `TraceHandover.settle`
+
+    def failed_elsewhere(self, event_type: str, why: str) -> None:
+        """Another process could not write `event_type` here: the trace fails, as on a write of its own."""
+        self._fail(event_type, OSError(why))
+
+    def hand_over(self) -> TraceHandover | None:
+        """Everything queued, taken for another process to append, with lines of the caller's own
+        after it (the file process, `session/file_process.py`): the trace's only writer until
+        the handover settles, whatever is written meanwhile queues behind. None when a drain
+        thread writes this trace this instant, or it is closed or failed: the caller writes
+        through this writer instead."""
+        with self._cond:
+            if self._closed or self._failure is not None or self._file is None:
+                return None
+            if not self._scheduled:
+                self._scheduled = self._writing = True
+                items: list[Any] = []
+            elif self._writing:
+                return None
+            else:
+                self._drain.unready(self)  # scheduled and not being written: it waits there
+                items = self._take()
+        return TraceHandover(self, items)
 
     def mark(self) -> int:
         """How many events were taken so far: `flush_to(mark())` waits for those alone."""
@@ -482,6 +517,58 @@ class TraceWriter:
         with self._cond:
             self._failure = f"{TRACE_WRITE_FAILED}: cannot write {event_type} to trace {self.path}: {exc}"
         log.error("%s", self._failure)
+
+
+class TraceHandover:
+    """A trace's queued events, taken off its writer (`TraceWriter.hand_over`) for another process
+    to append, followed by events of the caller's own; `settle` once that process has answered."""
+
+    def __init__(self, writer: TraceWriter, items: list[Any]) -> None:
+        self._writer, self._items, self._settled = writer, items, False
+        self.events = [item for item in items if isinstance(item, dict)]
+
+    @property
+    def fd(self) -> int:
+        """The trace's descriptor, for the other process (nothing is buffered: batches end flushed)."""
+        assert self._writer._file is not None  # handed over open; nothing closes it meanwhile
+        return self._writer._file.fileno()
+
+    def text(self, extra: list[dict[str, Any]]) -> str:
+        """The lines to append: the queued events', then `extra`'s."""
+        return "".join(trace_line(event) for event in (*self.events, *extra))
+
+    def settle(self, extra: list[dict[str, Any]], failure: str | None) -> None:
+        """The other process answered: every line is in the file (counted, `extra` mirrored), or
+        `failure` fails the trace as a write of its own would. The barriers taken are released,
+        the writer goes back to its drain. Once only."""
+        if self._settled:
+            return
+        self._settled = True
+        writer = self._writer
+        every = [*self.events, *extra]
+        if failure is not None and every:
+            writer._fail(every[0]["event_type"], OSError(failure))
+        with writer._cond:
+            writer._queued += len(extra)
+        if failure is None:
+            writer._written += len(every)  # this handover is the trace's only writer
+        for event in extra:
+            writer._mirrored(event)
+        for item in self._items:
+            if not isinstance(item, dict):
+                _release(item)  # nothing else is queued among events: a close is never handed over
+        writer._unclaim()
+
+    def give_back(self) -> None:
+        """Nothing was written: what was taken goes back to the queue's head, in order (not with `settle`)."""
+        if self._settled:
+            return
+        self._settled = True
+        writer = self._writer
+        with writer._cond:
+            writer._pending.extendleft(reversed(self._items))
+            writer._urgent = writer._urgent or len(self.events) < len(self._items)
+        writer._unclaim()
 
 
 def _close_file(file: TextIO | None, path: Path) -> None:

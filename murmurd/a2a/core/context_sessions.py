@@ -89,6 +89,10 @@ class SessionIndex:
         workdir_fs.write_text(self.index_dir, session_id, context_id)
         self._remember(ContextSession(session_id, context_id, time.time()))
 
+    def recorded(self, session_id: str, context_id: str) -> None:
+        """The file process wrote the session's entry (`session/file_process.py`): kept in memory."""
+        self._remember(ContextSession(session_id, context_id, time.time()))
+
     def closed(self, session_id: str) -> None:
         """The session closed now (the keep bound removes the least recently closed first): in
         memory at once, on disk (its entry's mtime) with the next `settle` (no I/O here)."""

@@ -43,11 +43,18 @@ from murmurd.host import ComponentHost
 from murmurd.host.bridge import LoopBridge
 from murmurd.host.context import PeerTask
 from murmurd.hooks.dispatcher import LifecycleDispatcher
+from murmurd.hooks.loading import hooks_hear
+from murmurd.session.failures import SessionEnded, TaskFailed
+from murmurd.session.file_process import FileProcess, FileProcessGone
 from murmurd.session.services import LoopServices
 from murmurd.session.session import Session, TaskSpec
-from murmurd.staging.sessions import open_session_staging
+from murmurd.session.task import TaskBegun
+from murmurd.staging.session_hold import SessionHold
+from murmurd.staging.sessions import open_session_staging, session_staging, session_workdir
 from murmurd.staging.stage import StagedCapsule
-from murmurd.trace.writer import TraceWriteError
+from murmurd.staging.template import FreshWorkdir, template_key
+from murmurd.trace.writer import TraceWriteError, stamped, trace_line
+from murmurd.workdir import TASK, new_session_id
 
 __all__ = ["CANCEL_WAIT_SECS", "INPUT_TIMEOUT", "MAX_OPEN_CONTEXTS", "CapsuleDaemon", "Run"]
 
@@ -67,6 +74,15 @@ class Opened:
     unwritten: TraceWriteError | None = None
 
 
+def _session_is_made_without_files(staged: StagedCapsule) -> bool:
+    """Whether a `Session` of `staged` is made on the loop without reading or opening a file, and
+    its first task may begin as its workdir is laid down: no hook hears `on-session-start` (its
+    lines precede any task's), no system prompt read from an artifact, no OTel log opened."""
+    manifest = staged.manifest
+    prompt_file = manifest.inference is not None and bool(manifest.inference.system_prompt_artifact)
+    return not (prompt_file or manifest.observability.otel_endpoint or hooks_hear(staged, "on-session-start"))
+
+
 class CapsuleDaemon(Intake, Routing, Runner, Records):
     def __init__(
         self,
@@ -81,11 +97,14 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         max_open_contexts: int | None = MAX_OPEN_CONTEXTS,
         session_index: Path | None = None,
         keep_context_sessions: int | None = DEFAULT_KEEP,
+        files: FileProcess | None = None,
     ) -> None:
         """`peer_tokens`: the bearer token outbound `message/send` presents to each peer;
         `max_open_contexts`: contexts one peer credential may hold open (None: no bound);
         `session_index`: where context sessions are recorded (murmurd.a2a.core.context_sessions;
-        None: their workdirs are never removed), at most `keep_context_sessions` closed ones kept."""
+        None: their workdirs are never removed), at most `keep_context_sessions` closed ones kept;
+        `files`: the process a context session's file work goes to (None: a thread), started and
+        closed with the daemon."""
         self.max_open_contexts = max_open_contexts
         self.staged = staged
         self.host = host
@@ -104,6 +123,9 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         index = (SessionIndex(session_index, staged.workdir.root.parent)
                  if session_index is not None and not shared else None)
         self._record_opened, closed = recorder(index)
+        self._index = index
+        self.files = files
+        self._opens_elsewhere: bool | None = None  # whether a session can be made on the loop (asked once)
 
         async def session_closed(session_id: str) -> None:
             await closed(session_id)
@@ -153,6 +175,8 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         without a message, then stops.
         """
         interrupted = await self.store.mark_interrupted()
+        if self.files is not None and self.pool.shared is None:
+            await self.files.start()
         await self.session.open()
         self._connect(self._own)
         self._start_background(self._work(), "murmurd-session-worker")
@@ -207,7 +231,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         task's end is stored; the session made is closed once it is there."""
 
         def build() -> Opened:
-            session = Session(open_session_staging(self.staged), self.host)
+            session = Session(open_session_staging(self.staged), self.host, files=self.files)
             self._record_opened(session.staged.session_id, context_id)
             if first is None:
                 return Opened(session)
@@ -218,7 +242,11 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             session.begin_first_task(first)
             return Opened(session, mark)
 
-        building = asyncio.ensure_future(asyncio.to_thread(build))
+        async def opening() -> Opened:
+            opened = await self._open_in_file_process(context_id, first) if first is not None else None
+            return opened if opened is not None else await asyncio.to_thread(build)
+
+        building = asyncio.ensure_future(opening())
         try:
             opened = await asyncio.shield(building)
         except asyncio.CancelledError:
@@ -245,6 +273,50 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             raise
         self._connect(slot)
         return slot
+
+    async def _open_in_file_process(self, context_id: str, first: TaskSpec) -> Opened | None:
+        """`build`'s work with the file process laying the workdir down and beginning `first` (no
+        thread of the daemon wakes); None when it is not taken (no process, a request too large,
+        a session that reads files as it is made, a template not the process's, a process that
+        ended before it answered)."""
+        files = self.files
+        if files is None or not files.running or files.template_key != template_key(self.staged):
+            return None
+        if self._opens_elsewhere is None:
+            self._opens_elsewhere = _session_is_made_without_files(self.staged)
+        if not self._opens_elsewhere:
+            return None
+        session_id = new_session_id()
+        root = session_workdir(self.staged, session_id).root
+        start = stamped(session_id, "task_start", first.start_fields())
+        index = self._index
+        try:
+            made = await files.open_session(root, session_id, index.index_dir if index is not None else None,
+                                            context_id, trace_line(start), first.text)
+        except FileProcessGone as exc:  # what it made, if anything, is left to the sweeps
+            logger.warning("context session %s: %s; opened on a thread instead", session_id, exc)
+            return None
+        if made is None:
+            return None
+        fresh = FreshWorkdir(root, SessionHold.of_held(made.root_fd), made.trace_fd, () if made.trace_error else (start,))
+        session = Session(session_staging(self.staged, session_id, fresh), self.host, files=files)
+        if made.index_error is not None:  # as `recorder` does: logged, never the task's
+            logger.error("recording context session %s failed: %s", session_id, made.index_error)
+        elif index is not None:
+            index.recorded(session_id, context_id)
+        failure: TaskFailed | None = None
+        if made.trace_error is not None:
+            session.trace.failed_elsewhere("task_start", made.trace_error)
+            failure = SessionEnded(session.trace.failure or made.trace_error)
+        elif made.task_error is not None:
+            failure = TaskFailed(f"cannot write {TASK}: {made.task_error}")
+        try:  # the daemon's line: it names the session the task's lines are in
+            mark = self._write_task_session(first.task_id, context_id, session_id)
+        except TraceWriteError as exc:
+            session.begun_elsewhere(TaskBegun(first.task_id, made.trace_error is None, failure))
+            return Opened(session, unwritten=exc)
+        session.begun_elsewhere(TaskBegun(first.task_id, made.trace_error is None, failure))
+        return Opened(session, mark)
 
     def _close_unclaimed(self, building: asyncio.Future[Opened]) -> None:
         """A context session made for a task cancelled while it was made: closed, as the pool
@@ -319,6 +391,8 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+        if self.files is not None:  # first: a session's close waits for its trace, which it may hold
+            await self.files.close()
         await self.pool.close_all()
         await self.retention.settle()  # the close times just held, on disk for the next daemon
         if self.pool.shared is None:
