@@ -138,6 +138,12 @@ ALLOWED: dict[str, str] = {
     "session/shell_model.py: directory.parent.mkdir(parents=True, exist_ok=True)  # an operator's own path, outside the workdir":
         "a ShellPolicy home/logs_dir an operator placed outside the workdir",
     "a2a/stores/sqlite.py: self.path.parent.mkdir(parents=True, exist_ok=True)": "the state directory (task store)",
+    'session/file_process.py: with os.fdopen(os.dup(template), "wb") as sink:':
+        "the session template pickled into a memfd the daemon just created for the file process, never a workdir",
+    'session/file_process_main.py: with open(int(argv[1]), "rb") as source:':
+        "the file process reads its template from the memfd its daemon handed over, never a workdir",
+    "session/file_process_main.py: Path(index_dir).mkdir(parents=True, exist_ok=True)":
+        "the context index directory in the daemon's state directory (as context_sessions.py makes it), never a workdir",
     "a2a/core/context_sessions.py: self.index_dir.mkdir(parents=True, exist_ok=True)":
         "the state directory (the context session index, murmurd's own; no guest reaches it)",
     "a2a/core/context_sessions.py: names = sorted(os.listdir(self.index_dir))":
