@@ -381,3 +381,18 @@ async def _handed(writer: TraceWriter) -> Any:
         while (handover := writer.hand_over()) is None:
             await asyncio.sleep(0.01)
     return handover
+
+
+async def test_a_line_given_back_with_a_handover_goes_ahead_of_a_close_queued_meanwhile(tmp_path: Path) -> None:
+    """The session closed while the other process held its end, which could not be written
+    there: the taken lines and the end's own line reach the file before the close (review)."""
+    drain = TraceDrain(threads=1, idle_seconds=0.2)
+    writer = TraceWriter(tmp_path, "trace.jsonl", "ses_c", drain=drain)
+    writer.write("a")
+    handover = await _handed(writer)
+    closing = asyncio.ensure_future(writer.aclose())
+    await asyncio.sleep(0)  # the close is queued behind the handover
+    assert not closing.done()
+    handover.give_back([writer.event("end")])
+    await asyncio.wait_for(closing, 60)
+    assert [json.loads(line)["event_type"] for line in writer.path.read_text().splitlines()] == ["a", "end"]

@@ -98,7 +98,7 @@ class FileProcess:
         self._started_at = time.monotonic()
         try:
             process, sock = await asyncio.to_thread(self._spawn)
-        except (OSError, ValueError, pickle.PicklingError) as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever it was, the work stays on a thread
             log.error("the file process could not start (session file work stays on a thread): %s", exc)
             self._gap = min(self._gap * 2, MAX_RESTART_GAP_SECONDS)
             return
@@ -112,8 +112,9 @@ class FileProcess:
 
     def _spawn(self) -> tuple[subprocess.Popen[bytes], socket.socket]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        template = os.memfd_create("murmurd-session-template", os.MFD_CLOEXEC)
+        template = -1
         try:
+            template = os.memfd_create("murmurd-session-template", os.MFD_CLOEXEC)
             session_template = self._template()
             self.template_key = session_template.key
             with os.fdopen(os.dup(template), "wb") as sink:
@@ -129,7 +130,8 @@ class FileProcess:
             raise
         finally:
             theirs.close()
-            os.close(template)
+            if template >= 0:
+                os.close(template)
         try:  # nothing is sent before it says it is ready: a start that fails fails no request
             ours.settimeout(READY_SECONDS)
             if json.loads(ours.recv(MAX_REPLY) or b"null") != {"ready": True}:
@@ -189,6 +191,8 @@ class FileProcess:
 
     def _request(self, request: dict[str, Any], fds: list[int]) -> asyncio.Future[Any] | None:
         sock, loop = self._sock, self._loop
+        if self._closed:
+            return None  # closing: what comes now goes to a thread
         if sock is None or loop is None:
             self._restart_later()
             return None
@@ -291,10 +295,12 @@ class FileProcess:
         """Stop: the process finishes what it was sent, then ends at its socket's end."""
         self._closed = True
         if self._restarting is not None:
-            await asyncio.gather(self._restarting, return_exceptions=True)
+            await asyncio.wait({self._restarting}, timeout=STOP_SECONDS)
         pending = [answer for answer in self._waiting.values() if not answer.done()]
         if pending:
             await asyncio.wait(pending, timeout=STOP_SECONDS)
+            if not all(answer.done() for answer in pending):
+                self._kill()  # it did not answer in time: no reason to wait for it again
         self._gone("the daemon stopped")
         process, self._process = self._process, None
         if process is not None:

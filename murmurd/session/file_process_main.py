@@ -60,6 +60,8 @@ class FileWork:
                 data, ancillary, _, _ = sock.recvmsg(MAX_MESSAGE, socket.CMSG_SPACE(MAX_FDS * 4))
             except InterruptedError:
                 continue
+            except OSError:
+                return  # the daemon's end is gone
             if not data:
                 return  # the daemon closed its end: it has stopped
             fds = descriptors(ancillary)
@@ -76,6 +78,8 @@ class FileWork:
             reply["id"] = request.get("id")
             try:
                 _send(sock, reply, handed)
+            except OSError:
+                return  # the daemon stopped listening: nobody is left to answer
             finally:
                 for fd in handed:
                     os.close(fd)

@@ -12,6 +12,7 @@ Neither piece raises: what failed comes back for the session to act on.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from murmurd.session.file_process import EndedFiles, FileProcess
 from murmurd.session.messages import Message
 from murmurd.trace.writer import TraceWriteError, TraceWriter
 from murmurd.workdir import RESULT, TASK, Workdir
+
+log = logging.getLogger("murmurd.session")
 
 
 @dataclass
@@ -151,23 +154,21 @@ async def end_task_in(files: FileProcess, trace: TraceWriter, workdir: Workdir, 
     if ended is None:
         handover.give_back()
         return None
-    refused_line: list[str] = []
 
     def answered(done: asyncio.Future[EndedFiles]) -> None:
-        if done.exception() is not None:
-            handover.settle(end, f"the file process did not write it: {done.exception()}")
-            return
-        answer = done.result()
-        if answer.result_error is None:
-            handover.settle(end, answer.trace_error)
-            return
-        result_refused(outcome, answer.result_error)
-        handover.give_back()
-        if started_line:
-            try:
-                trace.write("task_end", **end_fields(outcome))
-            except TraceWriteError as exc:
-                refused_line.append(str(exc))
+        try:
+            if done.exception() is not None:
+                handover.settle(end, f"the file process did not write it: {done.exception()}")
+                return
+            answer = done.result()
+            if answer.result_error is None:
+                handover.settle(end, answer.trace_error)
+                return
+            result_refused(outcome, answer.result_error)  # its `task_end` says so, ahead of any close
+            handover.give_back([trace.event("task_end", **end_fields(outcome))] if started_line else [])
+        except Exception as exc:  # noqa: BLE001 - a callback's error would reach no one: the trace fails
+            log.exception("the end of task %s could not be settled", outcome.task_id)
+            trace.failed_elsewhere("task_end", f"its end could not be settled ({exc})")
 
     ended.add_done_callback(answered)
     try:
@@ -176,8 +177,6 @@ async def end_task_in(files: FileProcess, trace: TraceWriter, workdir: Workdir, 
         answer = EndedFiles(trace_error="")
     if answer.result_error is not None:
         try:
-            if refused_line:
-                raise TraceWriteError(refused_line[0])
             await trace.flush()
         except TraceWriteError as exc:
             trace_refused(outcome, str(exc))

@@ -291,11 +291,9 @@ class TraceWriter:
         self._fail(event_type, OSError(why))
 
     def hand_over(self) -> TraceHandover | None:
-        """Everything queued, taken for another process to append, with lines of the caller's own
-        after it (the file process, `session/file_process.py`): the trace's only writer until
-        the handover settles, whatever is written meanwhile queues behind. None when a drain
-        thread writes this trace this instant, or it is closed or failed: the caller writes
-        through this writer instead."""
+        """Everything queued, taken for another process (`session/file_process.py`) to append with
+        lines of the caller's own: the trace's only writer until the handover settles (what is
+        written meanwhile queues behind). None while a drain thread writes it, or closed or failed."""
         with self._cond:
             if self._closed or self._failure is not None or self._file is None:
                 return None
@@ -559,15 +557,18 @@ class TraceHandover:
                 _release(item)  # nothing else is queued among events: a close is never handed over
         writer._unclaim()
 
-    def give_back(self) -> None:
-        """Nothing was written: what was taken goes back to the queue's head, in order (not with `settle`)."""
+    def give_back(self, extra: list[dict[str, Any]] = ()) -> None:  # type: ignore[assignment]
+        """Nothing was written: what was taken, then `extra`, goes back to the queue's head, ahead of a close."""
         if self._settled:
             return
         self._settled = True
         writer = self._writer
         with writer._cond:
-            writer._pending.extendleft(reversed(self._items))
+            writer._pending.extendleft(reversed([*self._items, *extra]))
+            writer._queued += len(extra)
             writer._urgent = writer._urgent or len(self.events) < len(self._items)
+        for event in extra:
+            writer._mirrored(event)
         writer._unclaim()
 
 
