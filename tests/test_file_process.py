@@ -269,3 +269,40 @@ async def test_a_stop_is_not_held_by_a_file_process_that_stopped_answering(
             os.kill(process.pid, signal.SIGCONT)
     assert process.poll() is not None  # reaped: killed once its bound was over
     assert asking.state.terminal
+
+
+async def test_an_unanswered_opening_kills_the_process_and_opens_on_a_thread(
+        served: CapsuleDaemon, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process stops answering (SIGSTOP): past `REQUEST_SECONDS` it is killed, and the opening
+    it held is made again on a thread, so the task completes (re-review)."""
+    files = served.files
+    assert files is not None and files._process is not None
+    monkeypatch.setattr(file_process, "REQUEST_SECONDS", 0.5)
+    process = files._process
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        record = await served.submit(Submission(_message("held")))
+        assert (await _settled(served, record)).state is TaskState.COMPLETED
+        assert record.result_text == "answer: held"
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+    await asyncio.wait_for(asyncio.to_thread(process.wait), WAIT)  # killed, not left stopped
+    assert process.returncode == -signal.SIGKILL
+
+
+async def test_a_capsule_whose_session_reads_files_as_it_is_made_opens_on_a_thread(
+        tmp_path: Path, host: ComponentHost, artifacts, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The loop makes the session when the process opens it: a capsule whose session reads a
+    file then (here, a hook that hears the session start) keeps its opening on a thread."""
+    from hookkit import end_turn, hook_ref, hooked_capsule
+    from loopkit import stage
+    from murmurd.a2a.core.daemon import _session_is_made_without_files
+
+    plain = await asyncio.to_thread(stage_capsule, chaos_capsule(tmp_path / "plain"), host=host)
+    assert _session_is_made_without_files(plain)
+    arm = artifacts.fixture("arm-hook")
+    monkeypatch.setenv("ARM_HOOK", json.dumps({"on-session-start": {"do": "infer"}}))
+    hook = hook_ref(tmp_path, "reader", arm, config_var="ARM_HOOK")
+    hooked = stage(hooked_capsule(tmp_path, [hook], [end_turn("the answer")]), host, tmp_path)
+    assert not _session_is_made_without_files(hooked)
