@@ -28,7 +28,7 @@ from murmurd.a2a.stores.sqlite import SqliteTaskStore
 from murmurd.host import ComponentHost
 from murmurd.session import file_process
 from murmurd.session.file_process import FileProcess
-from murmurd.staging.stage import StagedCapsule, stage_capsule
+from murmurd.staging.stage import stage_capsule
 from murmurd.staging.template import template_for
 from murmurd.workdir import RESULT, TASK
 
@@ -306,3 +306,30 @@ async def test_a_capsule_whose_session_reads_files_as_it_is_made_opens_on_a_thre
     hook = hook_ref(tmp_path, "reader", arm, config_var="ARM_HOOK")
     hooked = stage(hooked_capsule(tmp_path, [hook], [end_turn("the answer")]), host, tmp_path)
     assert not _session_is_made_without_files(hooked)
+
+
+async def test_an_end_the_process_never_answers_fails_the_trace_and_the_task(
+        served: CapsuleDaemon, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The process stops answering while it holds a task's end: past `REQUEST_SECONDS` it is
+    killed, what it held is not known to be written, so the trace fails (E-RUN-007) and the task
+    with it; the next task's end goes to a thread, then to the process started again."""
+    files = served.files
+    assert files is not None and files._process is not None
+    monkeypatch.setattr(file_process, "REQUEST_SECONDS", 0.5)
+    monkeypatch.setattr(file_process, "RESTART_GAP_SECONDS", 0.0)
+    files._gap = 0.0
+    asking = await served.submit(Submission(_message("mode:ask")))
+    assert (await _settled(served, asking)).state is TaskState.INPUT_REQUIRED
+    process = files._process
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        await served.submit(Submission(_message("the reply", task_id=asking.id, context_id=asking.context_id),
+                                       task_id=asking.id, context_id=asking.context_id))
+        assert (await _settled(served, asking)).state is TaskState.FAILED
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+    assert "E-RUN-007: cannot write" in (asking.status_message or "")
+    assert "the file process did not write it" in (asking.status_message or "")
+    following = await served.submit(Submission(_message("still here")))
+    assert (await _settled(served, following)).state is TaskState.COMPLETED

@@ -31,7 +31,7 @@ from typing import Any
 
 from murmurd import workdir_fs
 from murmurd.staging.template import SessionTemplate
-from murmurd.workdir import RESULT, TASK
+from murmurd.workdir import TASK
 
 MAX_MESSAGE = 256 * 1024  # a request the daemon sends is smaller (file_process.MAX_REQUEST)
 MAX_FDS = 4

@@ -483,8 +483,8 @@ class Session:
     def begun_elsewhere(self, begun: TaskBegun) -> None:
         """A first task the file process began as it laid this session's workdir down (its
         `task_start` among the trace's `written` events): `run_task` goes on from there, as after
-        `begin_first_task`. The daemon's opening asks for it only when no hook listens to
-        `on-session-start` (`hooks_hear_session_start`)."""
+        `begin_first_task`. The daemon's opening asks for it only for a capsule whose sessions
+        read no file as they are made (no hook hears `on-session-start`, among others)."""
         self._begun = begun
 
     async def end_unrun(self, task_id: str) -> None:

@@ -125,7 +125,7 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         self._record_opened, closed = recorder(index)
         self._index = index
         self.files = files
-        self._opens_elsewhere: bool | None = None  # whether a session can be made on the loop (asked once)
+        self._made_without_files: bool | None = None  # `_session_is_made_without_files`, asked once
 
         async def session_closed(session_id: str) -> None:
             await closed(session_id)
@@ -282,9 +282,9 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
         files = self.files
         if files is None or not files.running or files.template_key != template_key(self.staged):
             return None
-        if self._opens_elsewhere is None:
-            self._opens_elsewhere = _session_is_made_without_files(self.staged)
-        if not self._opens_elsewhere:
+        if self._made_without_files is None:
+            self._made_without_files = _session_is_made_without_files(self.staged)
+        if not self._made_without_files:
             return None
         session_id = new_session_id()
         root = session_workdir(self.staged, session_id).root
@@ -310,13 +310,11 @@ class CapsuleDaemon(Intake, Routing, Runner, Records):
             failure = SessionEnded(session.trace.failure or made.trace_error)
         elif made.task_error is not None:
             failure = TaskFailed(f"cannot write {TASK}: {made.task_error}")
-        try:  # the daemon's line: it names the session the task's lines are in
-            mark = self._write_task_session(first.task_id, context_id, session_id)
-        except TraceWriteError as exc:
-            session.begun_elsewhere(TaskBegun(first.task_id, made.trace_error is None, failure))
-            return Opened(session, unwritten=exc)
         session.begun_elsewhere(TaskBegun(first.task_id, made.trace_error is None, failure))
-        return Opened(session, mark)
+        try:  # the daemon's line: it names the session the task's lines are in
+            return Opened(session, self._write_task_session(first.task_id, context_id, session_id))
+        except TraceWriteError as exc:
+            return Opened(session, unwritten=exc)
 
     def _close_unclaimed(self, building: asyncio.Future[Opened]) -> None:
         """A context session made for a task cancelled while it was made: closed, as the pool
