@@ -9,6 +9,7 @@ in their own workdirs, a real SQLite store; the child is stopped and killed with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -84,6 +85,29 @@ async def _settled(daemon: CapsuleDaemon, record: TaskRecord) -> TaskRecord:
     return await asyncio.wait_for(daemon.wait_settled(record), WAIT)
 
 
+async def _asking(daemon: CapsuleDaemon) -> TaskRecord:
+    """A task waiting for input (the chaos driver's `request-input`)."""
+    asking = await daemon.submit(Submission(_message("mode:ask")))
+    assert (await _settled(daemon, asking)).state is TaskState.INPUT_REQUIRED
+    return asking
+
+
+async def _reply(daemon: CapsuleDaemon, asking: TaskRecord) -> None:
+    await daemon.submit(Submission(_message("the reply", task_id=asking.id, context_id=asking.context_id),
+                                   task_id=asking.id, context_id=asking.context_id))
+
+
+@contextlib.asynccontextmanager
+async def _stopped(process: Any) -> AsyncIterator[None]:
+    """`process` stopped (SIGSTOP) for the block, and let go on after it if it still lives."""
+    os.kill(process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+
+
 def _workdir(daemon: CapsuleDaemon, context_id: str, tmp_path: Path) -> Path:
     index = tmp_path / "state" / "context-sessions"
     (entry,) = [e for e in index.iterdir() if e.read_text() == context_id]
@@ -128,16 +152,14 @@ async def test_a_result_the_process_cannot_write_fails_the_task_and_its_end_says
         served: CapsuleDaemon, tmp_path: Path) -> None:
     """`out` is a symlink planted while the task waits for input: the result is refused (never
     written through it), the task fails naming it, and its `task_end` says so."""
-    asking = await served.submit(Submission(_message("mode:ask")))
-    assert (await _settled(served, asking)).state is TaskState.INPUT_REQUIRED
+    asking = await _asking(served)
     root = _workdir(served, asking.context_id, tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     if (root / "out").exists():
         (root / "out").rmdir()
     (root / "out").symlink_to(elsewhere)
-    await served.submit(Submission(_message("the reply", task_id=asking.id, context_id=asking.context_id),
-                                   task_id=asking.id, context_id=asking.context_id))
+    await _reply(served, asking)
     assert (await _settled(served, asking)).state is TaskState.FAILED
     assert f"cannot write {RESULT}" in (asking.status_message or "")
     assert list(elsewhere.iterdir()) == []
@@ -209,16 +231,13 @@ async def _cancelled_opening(served: CapsuleDaemon) -> Any:
         real_close(building)
 
     served._close_unclaimed = close_unclaimed  # type: ignore[method-assign]
-    os.kill(files._process.pid, signal.SIGSTOP)
-    try:
+    async with _stopped(files._process):
         opening = asyncio.ensure_future(served._open_context_slot(
             "ctx_a", TaskSpec("tsk_" + "7" * 32, "held", context_id="ctx_a", source="a2a")))
         await asyncio.sleep(0)
         opening.cancel()
         with pytest.raises(asyncio.CancelledError):  # after OPENING_WAIT_SECS: a stopped process never holds the cancel
             await asyncio.wait_for(opening, WAIT)
-    finally:
-        os.kill(files._process.pid, signal.SIGCONT)
     async with asyncio.timeout(WAIT):
         while not (made and made[0].done()):
             await asyncio.sleep(0.01)
@@ -253,20 +272,14 @@ async def test_a_stop_is_not_held_by_a_file_process_that_stopped_answering(
     files = served.files
     assert files is not None and files._process is not None
     monkeypatch.setattr(file_process, "STOP_SECONDS", 0.5)
-    asking = await served.submit(Submission(_message("mode:ask")))
-    assert (await _settled(served, asking)).state is TaskState.INPUT_REQUIRED
+    asking = await _asking(served)
     process = files._process
-    os.kill(process.pid, signal.SIGSTOP)
-    try:
-        await served.submit(Submission(_message("the reply", task_id=asking.id, context_id=asking.context_id),
-                                       task_id=asking.id, context_id=asking.context_id))
+    async with _stopped(process):
+        await _reply(served, asking)
         async with asyncio.timeout(WAIT):
             while not files._waiting:  # the task's end is in the stopped process
                 await asyncio.sleep(0.01)
         await asyncio.wait_for(served.stop(0.5), WAIT)
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)
     assert process.poll() is not None  # reaped: killed once its bound was over
     assert asking.state.terminal
 
@@ -279,14 +292,10 @@ async def test_an_unanswered_opening_kills_the_process_and_opens_on_a_thread(
     assert files is not None and files._process is not None
     monkeypatch.setattr(file_process, "REQUEST_SECONDS", 0.5)
     process = files._process
-    os.kill(process.pid, signal.SIGSTOP)
-    try:
+    async with _stopped(process):
         record = await served.submit(Submission(_message("held")))
         assert (await _settled(served, record)).state is TaskState.COMPLETED
         assert record.result_text == "answer: held"
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)
     await asyncio.wait_for(asyncio.to_thread(process.wait), WAIT)  # killed, not left stopped
     assert process.returncode == -signal.SIGKILL
 
@@ -318,17 +327,10 @@ async def test_an_end_the_process_never_answers_fails_the_trace_and_the_task(
     monkeypatch.setattr(file_process, "REQUEST_SECONDS", 0.5)
     monkeypatch.setattr(file_process, "RESTART_GAP_SECONDS", 0.0)
     files._gap = 0.0
-    asking = await served.submit(Submission(_message("mode:ask")))
-    assert (await _settled(served, asking)).state is TaskState.INPUT_REQUIRED
-    process = files._process
-    os.kill(process.pid, signal.SIGSTOP)
-    try:
-        await served.submit(Submission(_message("the reply", task_id=asking.id, context_id=asking.context_id),
-                                       task_id=asking.id, context_id=asking.context_id))
+    asking = await _asking(served)
+    async with _stopped(files._process):
+        await _reply(served, asking)
         assert (await _settled(served, asking)).state is TaskState.FAILED
-    finally:
-        if process.poll() is None:
-            os.kill(process.pid, signal.SIGCONT)
     assert "E-RUN-007: cannot write" in (asking.status_message or "")
     assert "the file process did not write it" in (asking.status_message or "")
     following = await served.submit(Submission(_message("still here")))
