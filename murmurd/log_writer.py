@@ -6,7 +6,11 @@ Why (issue 29): the daemon logs two lines per task (`murmurd.tasks`) from the ev
 loop's time, and a reader that falls behind fills the pipe and stops the loop outright. Here the
 caller's part is a copy of the record with its message and exception rendered (what may change
 or die with the caller's frames); the writer thread formats what is queued and writes it with
-one `write`, so many lines cost one system call and the loop never waits on stderr.
+one `write`, so many lines cost one system call and the loop never waits on stderr. Woken by a
+line, the writer lets the lines of the next `LINGER_SECONDS` join it: a busy daemon's lines then
+wake it a hundred times a second at most, not once each (each wake-up a thread switch, and the
+interpreter lock handed over: issue 29's eighth sitting). A `flush` or `close` that comes first
+is not delayed; one that comes during a linger waits for its end.
 
 One writer owns the stream, so its lines keep their order and are never cut: `QueuedStderr`
 stands in for `sys.stderr` once `logsetup.configure` installed the log, and queues what anyone
@@ -28,6 +32,7 @@ import logging
 import os
 import select
 import threading
+import time
 import weakref
 from queue import Empty, SimpleQueue
 from typing import Any, TextIO
@@ -38,6 +43,7 @@ MAX_BATCH = 512  # lines written with one `write`
 MAX_PENDING = 10_000  # lines queued and not yet written; past it a line is dropped, and counted
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # the same, in (roughly counted) bytes
 RECORD_BYTES = 256  # what a record counts against MAX_PENDING_BYTES besides its message and traceback
+LINGER_SECONDS = 0.01  # a line waits this long at most for the lines that follow it, to share its write
 FLUSH_SECONDS = 5.0  # how long `flush` and `close` wait for the writer (a reader that stopped reading)
 DROPPED_LOGGER = "murmurd.log"
 
@@ -132,6 +138,8 @@ class BackgroundStreamHandler(logging.Handler):
     def _write_queued(self, queue: SimpleQueue[_Item]) -> None:
         while True:
             batch = [queue.get()]
+            if isinstance(batch[0], (logging.LogRecord, str)):
+                time.sleep(LINGER_SECONDS)  # what comes meanwhile joins this write (no wake-up of its own)
             while len(batch) < MAX_BATCH:
                 try:
                     batch.append(queue.get_nowait())

@@ -3,7 +3,8 @@
 - Opening a context session lays down bytes rendered once per capsule: with every PyYAML
   serialization made to fail after staging, a context session still opens, runs a task and
   holds the same files as a session staged the slow way; once the capsule URL changes (what the
-  template was rendered from), opening one re-renders, and the same trap catches it.
+  template was rendered from), opening one re-renders, and the same trap catches it. Nor does a
+  new context session compute the effective grants or the shell's containment plan again.
 - Threads are O(bound), not O(contexts): 300 one-turn tasks, each in a new context, through a
   real `murmurd serve` on loopback; the process's thread count (/proc/PID/status) stays under
   the bound plus a constant the whole time (a writer thread per session made it grow with every
@@ -46,7 +47,7 @@ class Serialized(AssertionError):
 
 
 def _refuse(*_args, **_kwargs):
-    raise Serialized("a manifest was serialized with PyYAML")
+    raise Serialized("a manifest was serialized with PyYAML, or a session's shared value computed again")
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -95,6 +96,39 @@ async def test_opening_a_context_session_serializes_no_manifest(tmp_path: Path, 
     staged.capsule_url = "localhost:1"
     with pytest.raises(Serialized):
         open_session_staging(staged)
+
+
+async def test_a_context_session_computes_no_grant_or_containment_again(tmp_path: Path, host: ComponentHost,
+                                                                       monkeypatch) -> None:
+    """What every session of a capsule computes alike (`session_start`'s effective grants, the
+    shell's containment plan) is computed once: with both made to fail after the first session,
+    a second context session opens and runs, and its `session_start` says the same; a change of
+    what they are computed from (the grants) computes them again, and the trap catches it."""
+    from murmurd.staging.grants import effective_grants
+
+    capsule = chaos_capsule(tmp_path, capabilities={"shell": {"allow": ["sh"]}})
+    staged = await asyncio.to_thread(stage_capsule, capsule, host=host)
+
+    async def one_task(task_id: str) -> dict:
+        opened = await asyncio.to_thread(open_session_staging, staged)
+        session = Session(opened, host)
+        await session.open()
+        outcome = await session.run_task(TaskSpec(task_id, "hello"))
+        await session.close()
+        assert outcome.ok, outcome.error
+        lines = (opened.workdir.root / "trace.jsonl").read_text().splitlines()
+        return next(e for e in map(json.loads, lines) if e["event_type"] == "session_start")
+
+    first = await one_task("tsk_" + "4" * 32)
+    monkeypatch.setattr("murmurd.session.session.effective_grants", _refuse)
+    monkeypatch.setattr("murmurd.session.tools.containment_plan", _refuse)
+    second = await one_task("tsk_" + "5" * 32)
+    assert second["effective_grants"] == first["effective_grants"]
+    assert first["effective_grants"] == json.loads(json.dumps(
+        effective_grants(staged.manifest, staged.grants, env=staged.host_env)))
+    staged.grants = replace(staged.grants)  # what they are computed from is another object now
+    with pytest.raises(Serialized):
+        await one_task("tsk_" + "6" * 32)
 
 
 async def test_a_fresh_workdir_is_held_from_its_laying_down_and_its_session_traces_into_it(

@@ -254,3 +254,38 @@ def test_the_byte_bound_holds_the_same_after_lines_were_dropped() -> None:
         stream.release.set()
         handler.close()
     assert kept == [10, 10, 10]
+
+
+class CountedStream(io.StringIO):
+    """A stream with no descriptor, its writes counted (the handler writes it as a stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def test_lines_that_come_one_by_one_share_the_writers_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A line arriving while the writer is idle wakes it; the writer lingers before it writes, so
+    the lines that follow within the linger share that write (without the linger, each line
+    coming after the last write is a wake-up and a write of its own). A flush is not lost."""
+    from murmurd import log_writer
+
+    monkeypatch.setattr(log_writer, "LINGER_SECONDS", 3.0)  # far longer than the lines take
+    monkeypatch.setattr(log_writer, "FLUSH_SECONDS", 120.0)  # the flush outwaits the linger
+    stream = CountedStream()
+    handler = BackgroundStreamHandler(stream)
+    handler.setFormatter(logsetup.TextFormatter())
+    log = _logger("linger", handler)
+    try:
+        for n in range(20):
+            log.info("spaced %d", n)
+            threading.Event().wait(0.005)  # each line after the writer has had time to wake
+        handler.flush()  # waits out the linger: everything before it is written
+        assert stream.writes == 1
+        assert [line.split()[-1] for line in stream.getvalue().splitlines()] == [str(n) for n in range(20)]
+    finally:
+        handler.close()

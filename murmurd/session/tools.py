@@ -113,7 +113,8 @@ def shell_policy(staged: StagedCapsule, egress_denied: Any = None) -> ShellPolic
     return ShellPolicy.from_capability(capabilities.shell, staged.workdir.root,
                                        limits=limits,
                                        workdir_guard=WorkdirGuard(staged.workdir.root, limits.workdir_max_bytes),
-                                       containment=containment_plan(staged.manifest, staged.host_env),
+                                       containment=staged.once("containment_plan",
+                                                               lambda: containment_plan(staged.manifest, staged.host_env)),
                                        egress=shell_egress_grant(staged.grants.capsule.network),
                                        runtime_env=tuple(staged.identity.items()),
                                        on_egress_refused=refusal_reporter(egress_denied))

@@ -8,7 +8,7 @@ or to `murmur.lock`.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, TypeVar
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,9 @@ from murmurd.workdir import (
 Progress = Callable[[str], None]
 CAPSULE_COMPONENT = "capsule.wasm"
 KIND_ROLES = {"tool": Role.TOOL, "driver": Role.DRIVER, "hook": Role.HOOK}
+_T = TypeVar("_T")
+
+
 class StagingError(RuntimeError):
     """The capsule cannot launch. `problems` lists every reason found."""
 
@@ -97,6 +100,20 @@ class StagedCapsule:
     # A workdir just laid down for this copy: its hold and open trace, which the `Session` over it
     # takes (murmurd.staging.template.FreshWorkdir); None for a workdir staged the slow way.
     fresh: Any = field(default=None, repr=False, compare=False)
+    # What every session of this capsule computes alike (`once`); a session's copy shares it.
+    shared: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    def once(self, name: str, compute: Callable[[], _T]) -> _T:
+        """`compute()`, computed once for this capsule and every session's copy of it while its
+        manifest, grants and host environment are the same objects (issue 29: each context's
+        session computed them again). The value is shared: read it, never change it."""
+        key = (id(self.manifest), id(self.grants), id(self.host_env))
+        held = self.shared.get(name)
+        if held is not None and held[0] == key:
+            return held[1]  # type: ignore[no-any-return]
+        value = compute()
+        self.shared[name] = (key, value)
+        return value
 
     @property
     def identity(self) -> dict[str, str]:
