@@ -6,11 +6,12 @@ Why (issue 29): the daemon logs two lines per task (`murmurd.tasks`) from the ev
 loop's time, and a reader that falls behind fills the pipe and stops the loop outright. Here the
 caller's part is a copy of the record with its message and exception rendered (what may change
 or die with the caller's frames); the writer thread formats what is queued and writes it with
-one `write`, so many lines cost one system call and the loop never waits on stderr. Woken by a
-line, the writer lets the lines of the next `LINGER_SECONDS` join it: a busy daemon's lines then
-wake it a hundred times a second at most, not once each (each wake-up a thread switch, and the
-interpreter lock handed over: issue 29's eighth sitting). A `flush` or `close` that comes first
-is not delayed; one that comes during a linger waits for its end.
+one `write`, so many lines cost one system call and the loop never waits on stderr. Woken from
+idle by a line, the writer lets the lines of the next `LINGER_SECONDS` join it: a busy daemon's
+lines then wake it a hundred times a second at most, not once each (each wake-up a thread
+switch, and the interpreter lock handed over: issue 29's eighth sitting). A backlog is written
+without a linger (as fast as before), and a warning or worse, a `flush` or the close cuts a
+linger short: the line before a crash is not the one held back.
 
 One writer owns the stream, so its lines keep their order and are never cut: `QueuedStderr`
 stands in for `sys.stderr` once `logsetup.configure` installed the log, and queues what anyone
@@ -32,7 +33,6 @@ import logging
 import os
 import select
 import threading
-import time
 import weakref
 from queue import Empty, SimpleQueue
 from typing import Any, TextIO
@@ -76,6 +76,7 @@ class BackgroundStreamHandler(logging.Handler):
         """A queue and no writer yet (a forked child's: the parent's thread is not there, and a
         lock it held at the fork would never be released)."""
         self._queue: SimpleQueue[_Item] = SimpleQueue()
+        self._hurry = threading.Event()  # cuts a linger short: a warning, a flush, the close
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
         self._count_lock = threading.Lock()
@@ -111,6 +112,8 @@ class BackgroundStreamHandler(logging.Handler):
             self._pending += 1
             self._pending_bytes += size
             self._queue.put(item)  # under the lock: a mark never overtakes a line kept before it
+        if _urgent(item):
+            self._hurry.set()  # a warning is not kept waiting by a linger (the process may die next)
         if self._thread is None:
             self._start_writer()
 
@@ -137,9 +140,13 @@ class BackgroundStreamHandler(logging.Handler):
 
     def _write_queued(self, queue: SimpleQueue[_Item]) -> None:
         while True:
-            batch = [queue.get()]
-            if isinstance(batch[0], (logging.LogRecord, str)):
-                time.sleep(LINGER_SECONDS)  # what comes meanwhile joins this write (no wake-up of its own)
+            try:
+                batch = [queue.get_nowait()]  # a backlog: written at once, as fast as it can go
+            except Empty:
+                batch = [queue.get()]  # woken from idle: what comes within the linger joins this write
+                if not _urgent(batch[0]):
+                    self._hurry.wait(LINGER_SECONDS)
+            self._hurry.clear()
             while len(batch) < MAX_BATCH:
                 try:
                     batch.append(queue.get_nowait())
@@ -202,6 +209,7 @@ class BackgroundStreamHandler(logging.Handler):
             return
         written = threading.Event()
         self._queue.put(written)
+        self._hurry.set()
         written.wait(FLUSH_SECONDS)
 
     def close(self) -> None:
@@ -211,9 +219,17 @@ class BackgroundStreamHandler(logging.Handler):
             thread, self._thread = self._thread, None
             if thread is not None:
                 self._queue.put(None)
+                self._hurry.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(FLUSH_SECONDS)
         super().close()
+
+
+def _urgent(item: _Item) -> bool:
+    """Written without a linger: a record of a warning or worse, a flush, the close."""
+    if isinstance(item, logging.LogRecord):
+        return item.levelno >= logging.WARNING
+    return not isinstance(item, (str, _Dropped))
 
 
 class QueuedStderr(io.TextIOBase):

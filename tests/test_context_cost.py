@@ -102,33 +102,48 @@ async def test_a_context_session_computes_no_grant_or_containment_again(tmp_path
                                                                        monkeypatch) -> None:
     """What every session of a capsule computes alike (`session_start`'s effective grants, the
     shell's containment plan) is computed once: with both made to fail after the first session,
-    a second context session opens and runs, and its `session_start` says the same; a change of
-    what they are computed from (the grants) computes them again, and the trap catches it."""
-    from murmurd.staging.grants import effective_grants
+    a second context session opens and runs, and its `session_start` says the same. A change of
+    what they are computed from (the grants object) computes each again: trapped one at a time,
+    each trap catches it."""
+    import murmurd.session.session as session_module
+    import murmurd.session.tools as tools_module
+    from murmurd.staging.grants import containment_plan, effective_grants
 
     capsule = chaos_capsule(tmp_path, capabilities={"shell": {"allow": ["sh"]}})
     staged = await asyncio.to_thread(stage_capsule, capsule, host=host)
 
     async def one_task(task_id: str) -> dict:
         opened = await asyncio.to_thread(open_session_staging, staged)
-        session = Session(opened, host)
-        await session.open()
-        outcome = await session.run_task(TaskSpec(task_id, "hello"))
-        await session.close()
+        try:
+            session = Session(opened, host)
+        except BaseException:
+            opened.fresh.close()  # the hold and the trace the session would have taken
+            raise
+        try:
+            await session.open()
+            outcome = await session.run_task(TaskSpec(task_id, "hello"))
+        finally:
+            await session.close()
         assert outcome.ok, outcome.error
         lines = (opened.workdir.root / "trace.jsonl").read_text().splitlines()
         return next(e for e in map(json.loads, lines) if e["event_type"] == "session_start")
 
     first = await one_task("tsk_" + "4" * 32)
-    monkeypatch.setattr("murmurd.session.session.effective_grants", _refuse)
-    monkeypatch.setattr("murmurd.session.tools.containment_plan", _refuse)
+    monkeypatch.setattr(session_module, "effective_grants", _refuse)
+    monkeypatch.setattr(tools_module, "containment_plan", _refuse)
     second = await one_task("tsk_" + "5" * 32)
     assert second["effective_grants"] == first["effective_grants"]
     assert first["effective_grants"] == json.loads(json.dumps(
         effective_grants(staged.manifest, staged.grants, env=staged.host_env)))
-    staged.grants = replace(staged.grants)  # what they are computed from is another object now
+
+    staged.grants = replace(staged.grants)  # another object: the containment plan is computed again
     with pytest.raises(Serialized):
-        await one_task("tsk_" + "6" * 32)
+        await one_task("tsk_" + "6" * 32)  # refused as the session is made (its shell policy)
+
+    monkeypatch.setattr(tools_module, "containment_plan", containment_plan)
+    staged.grants = replace(staged.grants)  # and the effective grants, at the task's session_start
+    with pytest.raises(Serialized):
+        await one_task("tsk_" + "7" * 32)
 
 
 async def test_a_fresh_workdir_is_held_from_its_laying_down_and_its_session_traces_into_it(

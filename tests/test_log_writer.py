@@ -262,30 +262,65 @@ class CountedStream(io.StringIO):
     def __init__(self) -> None:
         super().__init__()
         self.writes = 0
+        self.wrote = threading.Event()
 
     def write(self, text: str) -> int:
         self.writes += 1
-        return super().write(text)
+        written = super().write(text)
+        self.wrote.set()
+        return written
+
+
+def _lingering(monkeypatch: pytest.MonkeyPatch, seconds: float, name: str) -> tuple[CountedStream, logging.Logger]:
+    """A handler whose writer lingers `seconds`, started and idle (its first line written)."""
+    from murmurd import log_writer
+
+    monkeypatch.setattr(log_writer, "LINGER_SECONDS", seconds)
+    stream = CountedStream()
+    handler = BackgroundStreamHandler(stream)
+    handler.setFormatter(logsetup.TextFormatter())
+    log = _logger(name, handler)
+    log.warning("started")
+    assert stream.wrote.wait(60)
+    stream.wrote.clear()
+    return stream, log
+
+
+def _until_written(stream: CountedStream, text: str) -> None:
+    """Wait (bounded, far below the linger) for `text` to be written."""
+    for _ in range(600):
+        if text in stream.getvalue():
+            return
+        stream.wrote.wait(0.1)
+        stream.wrote.clear()
+    raise AssertionError(f"{text!r} was not written: {stream.getvalue()!r}")
 
 
 def test_lines_that_come_one_by_one_share_the_writers_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
     """A line arriving while the writer is idle wakes it; the writer lingers before it writes, so
     the lines that follow within the linger share that write (without the linger, each line
-    coming after the last write is a wake-up and a write of its own). A flush is not lost."""
-    from murmurd import log_writer
-
-    monkeypatch.setattr(log_writer, "LINGER_SECONDS", 3.0)  # far longer than the lines take
-    monkeypatch.setattr(log_writer, "FLUSH_SECONDS", 120.0)  # the flush outwaits the linger
-    stream = CountedStream()
-    handler = BackgroundStreamHandler(stream)
-    handler.setFormatter(logsetup.TextFormatter())
-    log = _logger("linger", handler)
+    coming after the last write is a wake-up and a write of its own). A flush cuts it short."""
+    stream, log = _lingering(monkeypatch, 60.0, "linger")  # far longer than the lines take
+    handler = log.handlers[0]
     try:
         for n in range(20):
             log.info("spaced %d", n)
             threading.Event().wait(0.005)  # each line after the writer has had time to wake
-        handler.flush()  # waits out the linger: everything before it is written
-        assert stream.writes == 1
-        assert [line.split()[-1] for line in stream.getvalue().splitlines()] == [str(n) for n in range(20)]
+        handler.flush()  # not held by the linger (FLUSH_SECONDS is far shorter than it)
+        assert stream.writes == 2  # the first line, then the twenty in one
+        assert [line.split()[-1] for line in stream.getvalue().splitlines()][1:] == [str(n) for n in range(20)]
     finally:
         handler.close()
+
+
+def test_a_warning_is_not_held_back_by_a_linger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The line before a crash is the one an operator needs: a warning (or worse) cuts the
+    linger short and is written with what waited before it, in order."""
+    stream, log = _lingering(monkeypatch, 600.0, "warning")
+    try:
+        log.info("before")
+        log.warning("the warning")
+        _until_written(stream, "the warning")  # long before the linger's end
+        assert [line.rsplit(": ", 1)[-1] for line in stream.getvalue().splitlines()] == ["started", "before", "the warning"]
+    finally:
+        log.handlers[0].close()

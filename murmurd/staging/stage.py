@@ -101,18 +101,18 @@ class StagedCapsule:
     # takes (murmurd.staging.template.FreshWorkdir); None for a workdir staged the slow way.
     fresh: Any = field(default=None, repr=False, compare=False)
     # What every session of this capsule computes alike (`once`); a session's copy shares it.
-    shared: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict, repr=False, compare=False)
+    shared: dict[str, tuple[tuple[Any, ...], Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def once(self, name: str, compute: Callable[[], _T]) -> _T:
         """`compute()`, computed once for this capsule and every session's copy of it while its
         manifest, grants and host environment are the same objects (issue 29: each context's
         session computed them again). The value is shared: read it, never change it."""
-        key = (id(self.manifest), id(self.grants), id(self.host_env))
+        sources = (self.manifest, self.grants, self.host_env)  # held: compared by identity, never reused
         held = self.shared.get(name)
-        if held is not None and held[0] == key:
+        if held is not None and all(a is b for a, b in zip(held[0], sources)):
             return held[1]  # type: ignore[no-any-return]
         value = compute()
-        self.shared[name] = (key, value)
+        self.shared[name] = (sources, value)
         return value
 
     @property
