@@ -197,8 +197,8 @@ class Session:
 
     def _session_start(self, max_turns: int) -> None:
         """`session_start` of one attempt; `max_turns` is the budget left for it."""
-        manifest = self.staged.manifest
         staged = self.staged
+        manifest = staged.manifest
         grants = staged.once("effective_grants", lambda: effective_grants(manifest, staged.grants, env=staged.host_env))
         self._write(
             "session_start",
